@@ -1,0 +1,161 @@
+"""Foundation commands: generate, ingest, summary, store export/import, demo."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from warmcast.errors import InputError
+
+store_app = typer.Typer(no_args_is_help=True, help="Export, import or delete stored load series.")
+
+FORMATS = ["auto", "azure", "mooncake", "openai", "counts", "warmcast"]
+
+
+def _settings(config: Optional[Path]):
+    from warmcast.settings import load_settings
+
+    return load_settings(config)
+
+
+def _store(config: Optional[Path]):
+    from warmcast.runtime import open_store
+
+    return open_store(_settings(config))
+
+
+ConfigOpt = typer.Option(None, "--config", help="YAML settings file (else WARMCAST_* env vars).")
+
+
+def generate(
+    out: Path = typer.Option(Path("warmcast-demo.csv"), "--out", help="CSV or .parquet to write."),
+    days: int = typer.Option(7, min=1, max=366),
+    mean_rpm: float = typer.Option(300.0, min=0.1, help="Mean requests per minute."),
+    seed: int = typer.Option(0),
+    start: str = typer.Option("2024-01-01", help="First day (UTC)."),
+    ramp: bool = typer.Option(False, help="Sharp 08:00 ramp instead of a smooth morning."),
+) -> None:
+    """Write a seeded synthetic request log (daily/weekly cycles, bursts, day/night context mix)."""
+    from warmcast.generate import WorkloadSpec, write_request_log
+
+    rows = write_request_log(out, WorkloadSpec(days=days, start=start, mean_rpm=mean_rpm, seed=seed, ramp=ramp))
+    typer.echo(f"wrote {rows:,} requests over {days} days to {out}")
+
+
+def ingest(
+    files: list[Path] = typer.Argument(..., help="One or more logs; a log split over files goes in one call."),
+    deployment: str = typer.Option(..., "--deployment", "-d"),
+    fmt: str = typer.Option("auto", "--format", help=f"One of {FORMATS}."),
+    on_error: str = typer.Option("fail", "--on-error", help="fail: store nothing on a bad row; skip: drop bad rows."),
+    tz: str = typer.Option("UTC", "--tz", help="Time zone of timestamps without an offset."),
+    start: Optional[str] = typer.Option(None, "--start", help="Start time for relative timestamps (Mooncake)."),
+    time_col: Optional[str] = typer.Option(None, "--time-col"),
+    input_col: Optional[str] = typer.Option(None, "--input-col"),
+    output_col: Optional[str] = typer.Option(None, "--output-col"),
+    count_col: Optional[str] = typer.Option(None, "--count-col"),
+    time_unit: Optional[str] = typer.Option(None, "--time-unit", help="datetime, s or ms."),
+    config: Optional[Path] = ConfigOpt,
+) -> None:
+    """Aggregate request logs or count series per minute into the load store."""
+    from warmcast.ingest import aggregate_file
+    from warmcast.store import check_deployment_name
+
+    if fmt not in FORMATS:
+        raise InputError(f"--format must be one of {FORMATS}, not {fmt!r}")
+    if on_error not in ("fail", "skip"):
+        raise InputError(f"--on-error must be fail or skip, not {on_error!r}")
+    check_deployment_name(deployment)
+    store = _store(config)
+    frame, report = aggregate_file(files, fmt=fmt, on_error=on_error, tz=tz, start=start, progress=True,
+                                   time_col=time_col, input_col=input_col, output_col=output_col,
+                                   count_col=count_col, time_unit=time_unit)
+    store.upsert_frame(deployment, frame)
+    typer.echo(report.summary())
+    typer.echo(f"deployment {deployment}: stored in the load store")
+
+
+def summary(
+    deployment: str = typer.Option(..., "--deployment", "-d"),
+    last: int = typer.Option(24 * 60, help="Summarise the last N minutes stored."),
+    config: Optional[Path] = ConfigOpt,
+) -> None:
+    """Print a per-minute summary of a deployment's stored load."""
+    store = _store(config)
+    typer.echo(summary_text(store.frame(deployment), deployment, last))
+
+
+def summary_text(frame, deployment: str, last: int) -> str:
+    """Totals, the busiest and quietest hours, and a sparkline of the last ``last`` minutes."""
+    import numpy as np
+
+    present = frame.dropna(how="all")
+    if present.empty:
+        return f"deployment {deployment}: nothing stored"
+    req = frame["requests"]
+    hourly = req.resample("h").mean()
+    lines = [
+        f"deployment {deployment}: {len(present):,} minutes stored, {frame.index[0]} .. {frame.index[-1]} UTC "
+        f"({int(req.isna().sum()):,} missing)",
+        f"requests/min: mean {req.mean():,.1f}  p50 {req.median():,.0f}  p95 {req.quantile(0.95):,.0f}  max {req.max():,.0f}",
+        f"busiest hour {hourly.idxmax()} ({hourly.max():,.0f}/min), quietest {hourly.idxmin()} ({hourly.min():,.0f}/min)",
+    ]
+    if "ctx_mean" in frame:
+        by_hour = frame["ctx_mean"].groupby(frame.index.hour).mean()
+        lines.append(f"mean context tokens by hour of day (UTC): {by_hour.idxmin():02d}h {by_hour.min():,.0f} .. "
+                     f"{by_hour.idxmax():02d}h {by_hour.max():,.0f}")
+    tail = req.iloc[-last:].resample("h").mean()
+    ticks = " ▁▂▃▄▅▆▇█"
+    top = np.nanmax(tail.to_numpy()) or 1.0
+    spark = "".join(" " if np.isnan(v) else ticks[int(round(v / top * 8))] for v in tail.to_numpy())
+    lines.append(f"last {last // 60} h, hourly mean requests/min: {spark}")
+    return "\n".join(lines)
+
+
+@store_app.command("export")
+def store_export(deployment: str = typer.Option(..., "--deployment", "-d"),
+                 out: Path = typer.Option(..., "--out", help=".parquet or .csv"),
+                 config: Optional[Path] = ConfigOpt) -> None:
+    """Export a deployment's per-minute series."""
+    rows = _store(config).export(deployment, out)
+    typer.echo(f"exported {rows:,} minutes of {deployment} to {out}")
+
+
+@store_app.command("import")
+def store_import(file: Path = typer.Argument(...), deployment: str = typer.Option(..., "--deployment", "-d"),
+                 config: Optional[Path] = ConfigOpt) -> None:
+    """Import a file written by 'store export' (validated first; nothing is written on error)."""
+    from warmcast.store import read_export
+
+    frame = read_export(file)
+    n = _store(config).upsert_frame(deployment, frame)
+    typer.echo(f"imported {n:,} minutes into {deployment}")
+
+
+@store_app.command("list")
+def store_list(config: Optional[Path] = ConfigOpt) -> None:
+    """List deployments with stored load."""
+    store = _store(config)
+    for dep in store.deployments():
+        days = store.days(dep)
+        typer.echo(f"{dep}: {len(days)} days stored")
+
+
+def demo(
+    days: int = typer.Option(7, min=1, max=60),
+    deployment: str = typer.Option("demo", "--deployment", "-d"),
+    workdir: Path = typer.Option(Path("warmcast-demo"), help="Where the generated log and outputs go."),
+    config: Optional[Path] = ConfigOpt,
+) -> None:
+    """The quickstart: generate a week of traffic, ingest it, summarise it, then forecast and plan."""
+    from warmcast import pipeline
+
+    pipeline.run_demo(_settings(config), days=days, deployment=deployment, workdir=workdir, echo=typer.echo)
+
+
+def register(app: typer.Typer, backtest: typer.Typer) -> None:
+    app.command()(generate)
+    app.command()(ingest)
+    app.command()(summary)
+    app.command()(demo)
+    app.add_typer(store_app, name="store")

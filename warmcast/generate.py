@@ -1,0 +1,131 @@
+"""A seeded synthetic request log with the shapes real LLM traffic has.
+
+Rate (requests/min) = mean x daily cycle x weekly cycle x bursts, then Poisson
+arrivals.  The daily cycle is low before dawn and peaks in the afternoon; weekend
+days carry about 55% of a weekday; bursts (a few a day) multiply the rate 1.5-3x
+for 5-30 minutes.  ``ramp=True`` replaces the smooth morning rise with a sharp one
+(night level to day level in 10 minutes at 08:00), the case where reactive
+autoscalers come late.
+
+Context lengths follow a day/night mix: short chats (~500 tokens) by day, long
+tickets (~8k tokens) dominating at night, so profile switching has something to
+switch on.  Everything depends only on the seed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    days: int = 7
+    start: str = "2024-01-01"  # a Monday
+    mean_rpm: float = 300.0
+    seed: int = 0
+    ramp: bool = False
+    bursts_per_day: float = 3.0
+    chat_tokens: float = 500.0
+    ticket_tokens: float = 8000.0
+
+
+def _daily(minute_of_day: np.ndarray, ramp: bool) -> np.ndarray:
+    h = minute_of_day / 60.0
+    smooth = 0.62 + 0.38 * np.cos(2 * np.pi * (h - 14.0) / 24.0) + 0.08 * np.cos(4 * np.pi * (h - 11.0) / 24.0)
+    if not ramp:
+        return smooth
+    # Night plateau, then from 08:00 a 10-minute climb to the day plateau.
+    night, day = 0.35, 1.25
+    climb = np.clip((h - 8.0) * 6.0, 0.0, 1.0)
+    evening = np.clip((h - 21.0) / 2.0, 0.0, 1.0)
+    return night + (day - night) * climb * (1 - evening)
+
+
+def rate_per_minute(spec: WorkloadSpec, rng: np.random.Generator) -> pd.Series:
+    """Expected requests per minute over the whole span (before Poisson noise)."""
+    idx = pd.date_range(spec.start, periods=spec.days * 1440, freq="min", name="time")
+    mod = (idx.hour * 60 + idx.minute).to_numpy()
+    weekly = np.where(idx.dayofweek.to_numpy() >= 5, 0.55, 1.0)
+    rate = spec.mean_rpm * _daily(mod, spec.ramp) * weekly
+    rate *= _bursts(len(idx), spec.bursts_per_day * spec.days, rng)
+    # Scale so the mean is what was asked for, whatever the shape.
+    return pd.Series(rate * spec.mean_rpm / rate.mean(), index=idx, name="rate")
+
+
+def _bursts(n: int, expected: float, rng: np.random.Generator) -> np.ndarray:
+    mult = np.ones(n)
+    for _ in range(rng.poisson(expected)):
+        at, length = rng.integers(0, n), rng.integers(5, 31)
+        mult[at: at + length] *= rng.uniform(1.5, 3.0)
+    return mult
+
+
+def _ticket_share(minute_of_day: np.ndarray) -> np.ndarray:
+    """Share of long-context requests: ~70% in the small hours, ~10% mid-afternoon."""
+    h = minute_of_day / 60.0
+    return 0.4 + 0.3 * np.cos(2 * np.pi * (h - 3.0) / 24.0)
+
+
+def iter_request_days(spec: WorkloadSpec) -> Iterator[pd.DataFrame]:
+    """Per-request rows (timestamp, input_tokens, output_tokens), one day per frame."""
+    rng = np.random.default_rng(spec.seed)
+    rate = rate_per_minute(spec, rng)
+    for day in range(spec.days):
+        part = rate.iloc[day * 1440:(day + 1) * 1440]
+        counts = rng.poisson(part.to_numpy())
+        starts = np.repeat(part.index.as_unit("ns").asi8, counts)
+        ts = np.sort(starts + rng.integers(0, 60_000_000_000, len(starts)))
+        yield _tokens(ts, rng, spec)
+
+
+def _tokens(ts: np.ndarray, rng: np.random.Generator, spec: WorkloadSpec) -> pd.DataFrame:
+    mod = (ts // 60_000_000_000) % 1440
+    ticket = rng.random(len(ts)) < _ticket_share(mod)
+    median = np.where(ticket, spec.ticket_tokens, spec.chat_tokens)
+    inp = np.maximum(1, rng.lognormal(np.log(median), 0.6)).astype(np.int64)
+    out = np.maximum(1, rng.lognormal(np.log(np.where(ticket, 400, 200)), 0.7)).astype(np.int64)
+    return pd.DataFrame({"timestamp": ts.astype("datetime64[ns]").astype("datetime64[ms]"),
+                         "input_tokens": inp, "output_tokens": out})
+
+
+def write_request_log(path: str | Path, spec: WorkloadSpec) -> int:
+    """Write the log as CSV (or Parquet by suffix), a day at a time; returns rows written."""
+    import pyarrow as pa
+    import pyarrow.csv as pv
+    import pyarrow.parquet as pq
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    rows, writer = 0, None
+    try:
+        for frame in iter_request_days(spec):
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(p, table.schema) if p.suffix in (".parquet", ".pq") \
+                    else pv.CSVWriter(p, table.schema)
+            writer.write_table(table)
+            rows += len(frame)
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows
+
+
+def generate_minute_frame(days: int = 7, seed: int = 0, start: str = "2024-01-01",
+                          mean_rpm: float = 300.0, ramp: bool = False) -> pd.DataFrame:
+    """The generator's log already aggregated per minute (same seed, same numbers as the
+    request log would give after ingestion)."""
+    from warmcast.ingest import MinuteAccumulator, regular
+
+    spec = WorkloadSpec(days=days, start=start, mean_rpm=mean_rpm, seed=seed, ramp=ramp)
+    acc = MinuteAccumulator()
+    for frame in iter_request_days(spec):
+        ts = frame["timestamp"].to_numpy().astype("datetime64[ns]").astype(np.int64)
+        acc.add(ts // 60_000_000_000, np.ones(len(ts)), frame["input_tokens"].to_numpy(float),
+                frame["output_tokens"].to_numpy(float), with_hist=True)
+    acc.fill_request_span()
+    return regular(acc.frame(has_tokens=True))

