@@ -49,7 +49,7 @@ def rate_per_minute(spec: WorkloadSpec, rng: np.random.Generator) -> pd.Series:
     """Expected requests per minute over the whole span (before Poisson noise)."""
     idx = pd.date_range(spec.start, periods=spec.days * 1440, freq="min", name="time")
     mod = (idx.hour * 60 + idx.minute).to_numpy()
-    weekly = np.where(idx.dayofweek.to_numpy() >= 5, 0.55, 1.0)
+    weekly = np.where(idx.day_of_week.to_numpy() >= 5, 0.55, 1.0)
     rate = spec.mean_rpm * _daily(mod, spec.ramp) * weekly
     rate *= _bursts(len(idx), spec.bursts_per_day * spec.days, rng)
     # Scale so the mean is what was asked for, whatever the shape.

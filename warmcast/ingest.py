@@ -346,11 +346,20 @@ def _times(arr: pa.Array, preset: Preset, tz: str, epoch_ns: int) -> np.ndarray:
         if target.tz is None and tz != "UTC":
             s = s.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
         return _utc_ns(s)
-    # Mixed or odd formats: pandas parses what it can, the rest is reported as bad.
-    s = pd.to_datetime(pd.Series(arr.to_pylist(), dtype=object), format="ISO8601", errors="coerce", utc=False)
-    if getattr(s.dt, "tz", None) is None:
-        s = s.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
-    return _utc_ns(s.dt.tz_convert("UTC"))
+    return _mixed_times(pd.Series(arr.to_pylist(), dtype=object), tz)
+
+
+def _mixed_times(raw: pd.Series, tz: str) -> np.ndarray:
+    """Slow path for mixed or odd formats: rows with an offset are converted, rows without
+    one are read in ``tz``; what does not parse becomes NaT and is reported as bad."""
+    text = raw.astype(str)
+    has_offset = text.str.contains(r"(?:[+-]\d\d:?\d\d|Z)$", regex=True) & raw.notna()
+    out = pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
+    aware = pd.to_datetime(text[has_offset], format="ISO8601", errors="coerce", utc=True)
+    naive = pd.to_datetime(text[~has_offset], format="ISO8601", errors="coerce")
+    out[has_offset] = aware
+    out[~has_offset] = naive.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
+    return _utc_ns(out)
 
 
 def _utc_ns(s: pd.Series) -> np.ndarray:

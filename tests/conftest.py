@@ -1,0 +1,77 @@
+"""Shared fixtures: a real Redis server (127.0.0.1:6379 or WARMCAST_TEST_REDIS_URL).
+
+Every test gets its own key prefix and its keys are deleted afterwards, so tests can
+share one server with each other and with anything else running on it.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+from warmcast.store import LoadStore
+
+REDIS_URL = os.environ.get("WARMCAST_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def redis_server_url() -> str:
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.ConnectionError:
+        pytest.fail(f"tests need a real Redis at {REDIS_URL} (.ci/run starts one); set WARMCAST_TEST_REDIS_URL")
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_client(redis_server_url: str):
+    client = redis.Redis.from_url(redis_server_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def key_prefix(redis_client) -> str:
+    prefix = f"wctest-{uuid.uuid4().hex[:10]}"
+    yield prefix
+    keys = list(redis_client.scan_iter(f"{prefix}:*", count=1000))
+    for i in range(0, len(keys), 500):
+        redis_client.delete(*keys[i:i + 500])
+
+
+@pytest.fixture
+def store(redis_client, key_prefix) -> LoadStore:
+    return LoadStore(redis_client, key_prefix)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not DATA.is_dir():
+        pytest.skip(f"real traces not found at {DATA} (they live beside the checkout in ../shared/data)")
+    return DATA
+
+
+def snapshot(client: redis.Redis, prefix: str) -> dict:
+    """Every key under a prefix with its full value, to prove a store did not change."""
+    out = {}
+    for key in client.scan_iter(f"{prefix}:*", count=1000):
+        kind = client.type(key)
+        if kind == b"hash":
+            out[key] = client.hgetall(key)
+        elif kind == b"zset":
+            out[key] = client.zrange(key, 0, -1, withscores=True)
+        elif kind == b"set":
+            out[key] = client.smembers(key)
+        else:
+            out[key] = client.dump(key)
+    return out
+
+
+@pytest.fixture
+def snap(redis_client, key_prefix):
+    """Call to take a full snapshot of this test's keys."""
+    return lambda: snapshot(redis_client, key_prefix)

@@ -1,0 +1,58 @@
+"""Settings and the deployments file: valid input loads, bad input names the key."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from warmcast.deployments import load_deployments, parse_deployments
+from warmcast.errors import InputError
+from warmcast.settings import SettingsError, load_settings
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "deployments.yaml"
+
+
+def test_example_deployments_file_loads():
+    deps = load_deployments(EXAMPLE)
+    chat = deps.get("chat-llama")
+    assert chat.profiles["night"].engine_args["block-size"] == 48
+    assert chat.schedule.windows[0].start.hour == 22
+    assert deps.get("local-demo").scaler.kind == "local"
+
+
+def test_bad_deployment_key_is_named(tmp_path):
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["deployments"][0]["min_replicas"] = 20  # above max_replicas 12
+    with pytest.raises(InputError, match=r"deployment chat-llama: .*min_replicas 20 > max_replicas 12"):
+        parse_deployments(raw)
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["deployments"][1]["profiles"]["day"]["capacity_rpm"] = -1
+    with pytest.raises(InputError, match=r"deployment local-demo: profiles\.day\.capacity_rpm"):
+        parse_deployments(raw)
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["deployments"][0]["schedule"]["timezone"] = "Mars/Olympus"
+    with pytest.raises(InputError, match="unknown time zone 'Mars/Olympus'"):
+        parse_deployments(raw)
+    raw["deployments"][0]["typo_key"] = 1
+    with pytest.raises(InputError, match="typo_key"):
+        parse_deployments(raw)
+
+
+def test_settings_from_env_and_yaml_name_the_bad_key(tmp_path, monkeypatch):
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text("retention_days: 30\nkey_prefix: abc\n")
+    monkeypatch.setenv("WARMCAST_KEY_PREFIX", "fromenv")
+    s = load_settings(cfg)
+    assert s.retention_days == 30 and s.key_prefix == "fromenv"
+    monkeypatch.setenv("WARMCAST_RETENTION_DAYS", "zero")
+    with pytest.raises(SettingsError, match="retention_days .*WARMCAST_RETENTION_DAYS"):
+        load_settings(cfg)
+    monkeypatch.delenv("WARMCAST_RETENTION_DAYS")
+    monkeypatch.setenv("WARMCAST_REDIS_URL", "http://nope")
+    with pytest.raises(SettingsError, match="redis_url"):
+        load_settings()
+    monkeypatch.delenv("WARMCAST_REDIS_URL")
+    cfg.write_text("no_such_setting: 1\n")
+    with pytest.raises(SettingsError, match="no_such_setting"):
+        load_settings(cfg)
