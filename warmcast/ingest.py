@@ -235,7 +235,12 @@ class Chunk:
     first_line: int  # file line number of the chunk's first row
 
 
+CSV_BLOCK_BYTES = 16 << 20
+
+
 def _iter_csv(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
+    """Parse the file in blocks of whole lines.  Reading the blocks ourselves, rather than
+    with pyarrow's streaming reader, bounds memory: that reader reads far ahead."""
     import pyarrow.csv as pv
 
     header = _peek_columns(path)
@@ -244,16 +249,18 @@ def _iter_csv(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
         raise InputError(f"{path}: missing column(s) {missing}; the file has {header}")
     opts = pv.ConvertOptions(include_columns=cols, column_types={c: pa.string() for c in cols},
                              strings_can_be_null=True)
-    read = pv.ReadOptions(block_size=1 << 24, use_threads=True)
+    read = pv.ReadOptions(column_names=header, use_threads=True, block_size=1 << 22)
     line = 2
-    try:
-        reader = pv.open_csv(path, read_options=read, convert_options=opts,
-                             parse_options=pv.ParseOptions(newlines_in_values=False))
-        for batch in reader:
-            yield Chunk({c: batch.column(c) for c in cols}, line)
-            line += batch.num_rows
-    except pa.ArrowInvalid as err:
-        raise InputError(f"{path}: unreadable CSV near line {line}: {err}") from None
+    with open(path, "rb") as fh:
+        fh.readline()
+        while block := fh.read(CSV_BLOCK_BYTES):
+            block += fh.readline()  # finish the last line of the block
+            try:
+                table = pv.read_csv(io.BytesIO(block), read_options=read, convert_options=opts)
+            except pa.ArrowInvalid as err:
+                raise InputError(f"{path}: unreadable CSV after line {line}: {err}") from None
+            yield Chunk({c: table.column(c).combine_chunks() for c in cols}, line)
+            line += table.num_rows
 
 
 def _iter_jsonl(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
