@@ -119,3 +119,18 @@ def redis_client(settings: Settings) -> redis.Redis:
 def open_store(settings: Settings) -> LoadStore:
     return LoadStore(redis_client(settings), settings.key_prefix, settings.retention_days)
 
+
+
+def load_fleet(settings: Settings) -> "DeploymentsFile":
+    """The deployments file named in the settings, or the single demo deployment."""
+    from warmcast.deployments import DeploymentsFile, demo_deployment, load_deployments
+
+    if settings.deployments_file:
+        return load_deployments(settings.deployments_file)
+    return DeploymentsFile(deployments=[demo_deployment()])
+
+
+def open_state(settings: Settings) -> "StateStore":
+    from warmcast.state import StateStore
+
+    return StateStore(redis_client(settings), settings.key_prefix)
