@@ -35,7 +35,7 @@ def _register_all() -> None:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as err:
-            if err.name == name:  # the module itself is absent, not something it imports
+            if name == err.name or name.startswith(f"{err.name}."):  # absent, not broken inside
                 continue
             raise
         module.register(app, backtest_app)
