@@ -1,0 +1,242 @@
+"""Scaler backends without a cluster: webhook against a real local HTTP server, dry-run,
+and Kubernetes against the official client's models through a fake transport.
+
+NO Kubernetes cluster runs on this machine.  The Kubernetes test therefore swaps
+the ApiClient's REST layer for an in-memory fake API server (the one mock in this
+suite, for the one thing no machine here can run).  Everything above the socket is
+the real ``kubernetes`` client: URL building, content-type selection, request
+serialisation of the patch body, and deserialisation of responses into
+``V1Scale`` / ``V1Deployment`` models.  The fake answers with objects serialised
+from the client's own models and checks each request body deserialises into the
+model the API schema expects.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from warmcast.deployments import Deployment, Profile, ScalerSpec
+from warmcast.errors import InputError
+from warmup.actuators.scalers import (
+    DryRunScaler,
+    KubernetesScaler,
+    LocalProcessScaler,
+    WebhookScaler,
+    scaler_for,
+)
+
+# -- webhook: a real HTTP server on loopback --------------------------------------------
+
+
+class _Hook(BaseHTTPRequestHandler):
+    received: list[dict[str, Any]] = []
+    fail_first: int = 0
+    answer: dict[str, Any] | None = None
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server API
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).received.append({"body": body, "auth": self.headers.get("Authorization")})
+        if type(self).fail_first > 0:
+            type(self).fail_first -= 1
+            self.send_response(503)
+            self.end_headers()
+            return
+        payload = json.dumps(type(self).answer or {"ok": True}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture()
+def hook_server():
+    _Hook.received, _Hook.fail_first, _Hook.answer = [], 0, None
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/scale"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_webhook_posts_target_json_with_token_and_retries(hook_server):
+    _Hook.fail_first = 1
+    s = WebhookScaler("chat", hook_server, token="s3cret", backoff_s=0.01)
+    r = s.scale_to(3, "forecast p90 1200 rpm needs 3", forecast={"p90": 1200})
+    assert r.applied and r.changed and r.error is None and r.previous == 0 and r.target == 3
+    assert len(_Hook.received) == 2  # one 503, then accepted
+    sent = _Hook.received[-1]
+    assert sent["auth"] == "Bearer s3cret"
+    assert sent["body"]["deployment"] == "chat" and sent["body"]["replicas"] == 3
+    assert sent["body"]["reason"].startswith("forecast") and sent["body"]["forecast"] == {"p90": 1200}
+    assert s.current() == 3
+    # Idempotent: the same target again sends the same absolute number.
+    r2 = s.scale_to(3, "unchanged")
+    assert r2.applied and not r2.changed and _Hook.received[-1]["body"]["replicas"] == 3
+    # The autoscaler may answer the replicas it really set.
+    _Hook.answer = {"replicas": 2}
+    s.scale_to(5, "up")
+    assert s.current() == 2
+    s.close()
+
+
+def test_webhook_failure_is_reported_not_raised(hook_server):
+    _Hook.fail_first = 10
+    s = WebhookScaler("chat", hook_server, retries=2, backoff_s=0.01)
+    r = s.scale_to(4, "up")
+    assert not r.applied and "503" in r.error and "chat" in r.error
+    dead = WebhookScaler("chat", "http://127.0.0.1:9/none", retries=1)
+    r = dead.scale_to(1, "x")
+    assert not r.applied and "ConnectError" in r.error
+    with pytest.raises(InputError):
+        s.scale_to(-1, "negative")
+    with pytest.raises(InputError):
+        s.scale_to(1, "")
+
+
+def test_dry_run_records_only():
+    s = DryRunScaler("chat", initial=2)
+    r = s.scale_to(5, "forecast says so", forecast={"p50": 3})
+    assert not r.applied and r.target == 5 and r.previous == 2
+    assert s.current() == 5 and len(s.history) == 1 and s.history[0].detail["forecast"] == {"p50": 3}
+
+
+# -- kubernetes: real client, fake transport --------------------------------------------
+
+
+class _FakeResponse:
+    def __init__(self, status: int, body: Any) -> None:
+        self.status = status
+        self.reason = "OK" if status < 400 else "Error"
+        self.data = json.dumps(body).encode()
+
+    def getheaders(self) -> dict[str, str]:
+        return {"content-type": "application/json"}
+
+    def getheader(self, name: str, default: Any = None) -> Any:
+        return self.getheaders().get(name.lower(), default)
+
+
+class FakeK8sApi:
+    """An in-memory apps/v1 API for Deployments and StatefulSets (scale subresource + merge patches)."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+        self.objects: dict[tuple[str, str, str], Any] = {}
+        self.requests: list[tuple[str, str, str | None, Any]] = []
+
+    def add(self, kind: str, ns: str, name: str, replicas: int) -> None:
+        meta = k8s.V1ObjectMeta(name=name, namespace=ns, annotations={"team": "ml"})
+        selector = k8s.V1LabelSelector(match_labels={"app": name})
+        template = k8s.V1PodTemplateSpec(metadata=k8s.V1ObjectMeta(labels={"app": name}),
+                                         spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="vllm", image="vllm")]))
+        if kind == "deployments":
+            obj = k8s.V1Deployment(metadata=meta, spec=k8s.V1DeploymentSpec(
+                replicas=replicas, selector=selector, template=template))
+        else:
+            obj = k8s.V1StatefulSet(metadata=meta, spec=k8s.V1StatefulSetSpec(
+                replicas=replicas, selector=selector, template=template, service_name=name))
+        self.objects[(kind, ns, name)] = obj
+
+    def _deser(self, data: Any, klass: str) -> Any:
+        return self.api._ApiClient__deserialize(data, klass)  # the client's own model deserialiser
+
+    def request(self, method, url, query_params=None, headers=None, body=None, post_params=None,
+                _preload_content=True, _request_timeout=None):
+        path = url.split("://", 1)[1].split("/", 1)[1]
+        parts = path.split("/")  # apis/apps/v1/namespaces/NS/KIND/NAME[/scale]
+        assert parts[:3] == ["apis", "apps", "v1"], path
+        ns, kind, name = parts[4], parts[5], parts[6]
+        sub = parts[7] if len(parts) > 7 else None
+        ctype = (headers or {}).get("Content-Type")
+        self.requests.append((method, path, ctype, body))
+        obj = self.objects.get((kind, ns, name))
+        if obj is None:
+            resp = _FakeResponse(404, {"kind": "Status", "code": 404, "message": f'{kind} "{name}" not found'})
+            raise ApiException(http_resp=resp)
+        if method == "PATCH":
+            assert ctype in ("application/merge-patch+json", "application/strategic-merge-patch+json"), ctype
+            if sub == "scale":
+                patch = self._deser(body, "V1Scale")  # the body must be a valid (partial) Scale
+                obj.spec.replicas = patch.spec.replicas
+            else:
+                klass = "V1Deployment" if kind == "deployments" else "V1StatefulSet"
+                patch = self._deser(body, klass)
+                obj.metadata.annotations = {**(obj.metadata.annotations or {}), **(patch.metadata.annotations or {})}
+        if sub == "scale":
+            out = k8s.V1Scale(api_version="autoscaling/v1", kind="Scale",
+                              metadata=k8s.V1ObjectMeta(name=name, namespace=ns),
+                              spec=k8s.V1ScaleSpec(replicas=obj.spec.replicas),
+                              status=k8s.V1ScaleStatus(replicas=obj.spec.replicas, selector=f"app={name}"))
+        else:
+            out = obj
+        return _FakeResponse(200, self.api.sanitize_for_serialization(out))
+
+    def __getattr__(self, verb: str):  # RESTClientObject.GET/PATCH/... delegate to request()
+        if verb in ("GET", "PATCH", "PUT", "POST", "DELETE"):
+            return lambda url, **kw: self.request(verb, url, **kw)
+        raise AttributeError(verb)
+
+
+@pytest.fixture()
+def fake_k8s():
+    api = k8s.ApiClient(k8s.Configuration(host="https://k8s.invalid"))
+    fake = FakeK8sApi(api)
+    api.rest_client = fake
+    return api, fake
+
+
+@pytest.mark.parametrize("kind,resource", [("deployments", "deployment/vllm-chat"),
+                                           ("statefulsets", "statefulset/vllm-chat")])
+def test_kubernetes_scale_subresource_and_annotations(fake_k8s, kind, resource):
+    api, fake = fake_k8s
+    fake.add(kind, "serving", "vllm-chat", replicas=2)
+    s = KubernetesScaler("chat", resource, "serving", api_client=api)
+    assert s.current() == 2
+    r = s.scale_to(5, "forecast p90 2400 rpm at 14:05 needs 5", forecast={"p90_rpm": 2400, "lead_min": 15})
+    assert r.applied and r.changed and r.previous == 2 and r.target == 5, r
+    assert r.detail["spec_replicas"] == 5 and r.detail["resource"] == resource
+    assert s.current() == 5
+    ann = s.annotations()
+    assert ann["team"] == "ml"  # existing annotations kept (merge patch)
+    assert ann["warmcast.io/reason"].startswith("forecast p90")
+    assert ann["warmcast.io/target-replicas"] == "5"
+    assert json.loads(ann["warmcast.io/forecast"]) == {"p90_rpm": 2400, "lead_min": 15}
+    patches = [(p, b) for m, p, _, b in fake.requests if m == "PATCH"]
+    assert patches[0][0].endswith(f"/{kind}/vllm-chat/scale") and patches[0][1] == {"spec": {"replicas": 5}}
+    # Idempotent: the same target again is an absolute set, not an increment.
+    r2 = s.scale_to(5, "unchanged")
+    assert r2.applied and not r2.changed and s.current() == 5
+
+
+def test_kubernetes_missing_workload_reported(fake_k8s):
+    api, _ = fake_k8s
+    s = KubernetesScaler("chat", "deployment/absent", "serving", api_client=api)
+    r = s.scale_to(1, "x")
+    assert not r.applied and "404" in r.error and "chat" in r.error
+    with pytest.raises(InputError):
+        KubernetesScaler("chat", "pod/x", api_client=api)
+
+
+def test_scaler_for_picks_backend(tmp_path):
+    base = dict(name="chat", profiles={"day": Profile(capacity_rpm=100, engine_args={"max-num-seqs": 4})})
+    assert isinstance(scaler_for(Deployment(**base)), DryRunScaler)
+    hook = Deployment(**base, scaler=ScalerSpec(kind="webhook", url="http://127.0.0.1:9/x"))
+    assert isinstance(scaler_for(hook), WebhookScaler)
+    assert isinstance(scaler_for(hook, dry_run=True), DryRunScaler)
+    local_dep = Deployment(**base, scaler=ScalerSpec(kind="local", base_port=8700))
+    local = scaler_for(local_dep, state_dir=tmp_path)
+    assert isinstance(local, LocalProcessScaler) and local.current() == 0
+    assert local.engine_args["max-num-seqs"] == 4 and local.engine_args["load-format"] == "dummy"
+    assert scaler_for(local_dep, state_dir=tmp_path) is local  # one scaler (and its processes) per deployment
+    assert local.state_file == tmp_path / "local-scaler" / "chat.json" and not local.stop_at_exit

