@@ -1,0 +1,1 @@
+"""warmcast HTTP API (FastAPI), dashboard, and autoscaler integration (KEDA, Prometheus)."""

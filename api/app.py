@@ -1,0 +1,91 @@
+"""The FastAPI application: ``uvicorn --factory api.app:create_app``.
+
+Routes are versioned under ``/v1``; ``/healthz``, ``/readyz``, ``/metrics`` and the
+dashboard at ``/`` sit at the root where their tools expect them.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse, JSONResponse
+
+from api import service
+from api.deps import ApiConfig, ApiContext, WriteGuard, build_context
+from api.errors import BodyLimitMiddleware, install_error_handlers
+from api.schemas import HealthOut
+from warmcast.settings import Settings
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+def create_app(settings: Settings | None = None, config: ApiConfig | None = None) -> FastAPI:
+    ctx = build_context(settings, config)
+    app = FastAPI(title="warmcast API", version="1.0.0",
+                  description="Load forecasts, capacity plans and autoscaler metrics for vLLM deployments. "
+                              "Mutating routes need `Authorization: Bearer <api_token>`; reads need "
+                              "`api_read_token` when it is configured.")
+    app.state.ctx = ctx
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_body=ctx.config.max_body_bytes, max_upload=ctx.config.max_upload_bytes)
+    app.add_middleware(WriteGuard, ctx=ctx)  # added last = runs first: no token, no body read
+
+    from api.autoscale import metrics_router, router as keda_router
+    from api.routes import hot, read, write
+
+    app.include_router(hot)
+    app.include_router(read)
+    app.include_router(write)
+    app.include_router(keda_router)
+    app.include_router(metrics_router(ctx))
+    _health_routes(app, ctx)
+    _dashboard_routes(app)
+    app.router.on_startup.append(_freeze_heap)
+    return app
+
+
+def _freeze_heap() -> None:
+    """Move the objects alive after start-up (numpy, pandas, the app) out of the collector's
+    reach: request handling allocates a lot, and every full collection would walk them all."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
+def _health_routes(app: FastAPI, ctx: ApiContext) -> None:
+    @app.get("/healthz", response_model=HealthOut, tags=["health"], summary="The process answers")
+    def healthz() -> HealthOut:
+        return HealthOut(status="ok")
+
+    @app.get("/readyz", response_model=HealthOut, tags=["health"], responses={503: {"model": HealthOut}},
+             summary="Redis reachable and every configured deployment has a fresh forecast")
+    def readyz():
+        checks: dict = {}
+        try:
+            ctx.redis.ping()
+            checks["redis"] = "ok"
+        except Exception as err:  # noqa: BLE001 - any failure means not ready, and says why
+            checks["redis"] = f"unreachable: {type(err).__name__}"
+            return JSONResponse(HealthOut(status="not ready", checks=checks).model_dump(), status_code=503)
+        limit = ctx.config.forecast_max_age_s
+        ready = True
+        for dep in ctx.fleet.deployments:
+            doc = service.cached_or_stored(ctx, dep.name)
+            age = service.forecast_age_s(doc) if doc else None
+            fresh = age is not None and age <= limit
+            ready &= fresh
+            checks[f"forecast:{dep.name}"] = (f"{age:.0f} s old" if age is not None else "none") + \
+                ("" if fresh else f" (limit {limit} s)")
+        body = HealthOut(status="ready" if ready else "not ready", checks=checks)
+        return body if ready else JSONResponse(body.model_dump(), status_code=503)
+
+
+def _dashboard_routes(app: FastAPI) -> None:
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    @app.get("/static/chart.js", include_in_schema=False)
+    def chart_js() -> FileResponse:
+        return FileResponse(STATIC / "chart.js", media_type="application/javascript")

@@ -1,0 +1,122 @@
+"""Map warmcast errors to HTTP, and refuse oversized bodies before they are read.
+
+422 bodies keep FastAPI's validation shape (``detail: [{loc, msg, type}]``) so a
+client reads every validation error the same way and the field is always named.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from warmcast.errors import InputError, NotFoundError, WarmcastError
+
+
+class FieldError(InputError):
+    """Bad input tied to one field; ``loc`` is its place ('query', 'horizon')."""
+
+    def __init__(self, loc: tuple[str, ...], msg: str) -> None:
+        super().__init__(f"{'.'.join(loc)}: {msg}")
+        self.loc = loc
+        self.msg = msg
+
+
+_FIELD_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*): (.*)$", re.S)
+
+
+def _input_error(request: Request, err: InputError) -> JSONResponse:
+    if isinstance(err, FieldError):
+        loc, msg = list(err.loc), err.msg
+    else:
+        m = _FIELD_PREFIX.match(str(err))
+        loc, msg = (["query", m.group(1)], m.group(2)) if m else (["body"], str(err))
+    return JSONResponse({"detail": [{"loc": loc, "msg": msg, "type": "value_error"}]}, status_code=422)
+
+
+def _not_found(request: Request, err: NotFoundError) -> JSONResponse:
+    return JSONResponse({"detail": str(err)}, status_code=404)
+
+
+def _unavailable(request: Request, err: WarmcastError) -> JSONResponse:
+    # Other warmcast errors at request time are problems of the service's surroundings
+    # (Redis down, workers missing): the client can retry later.
+    return JSONResponse({"detail": str(err)}, status_code=503)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(InputError, _input_error)
+    app.add_exception_handler(NotFoundError, _not_found)
+    app.add_exception_handler(WarmcastError, _unavailable)
+    try:
+        import redis
+
+        app.add_exception_handler(redis.RedisError, lambda r, e: JSONResponse(
+            {"detail": f"Redis unavailable: {type(e).__name__}"}, status_code=503))
+    except ImportError:  # pragma: no cover
+        pass
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimitMiddleware:
+    """413 for a body over the limit, by Content-Length or by counting a streamed body.
+
+    Uploads (paths ending in ``/upload``) get their own, larger limit."""
+
+    def __init__(self, app, max_body: int, max_upload: int) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.max_upload = max_upload
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        limit = self.max_upload if scope["path"].endswith("/upload") else self.max_body
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        if length is not None:
+            try:
+                too_big = int(length) > limit
+            except ValueError:
+                return await _reply(send, 400, "Content-Length is not a number")
+            if too_big:
+                return await _reply(send, 413, f"request body over the limit of {limit} bytes")
+        seen = 0
+        started = False
+        replaced = False  # our 413 went out: whatever the app sends afterwards is dropped
+
+        async def counted():
+            nonlocal seen, replaced
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > limit and not started and not replaced:
+                    replaced = True
+                    await _reply(send, 413, f"request body over the limit of {limit} bytes")
+                    raise _TooLarge()
+            return msg
+
+        async def tracked_send(msg):
+            nonlocal started
+            if replaced:
+                return
+            if msg["type"] == "http.response.start":
+                started = True
+            await send(msg)
+
+        try:
+            await self.app(scope, counted, tracked_send)
+        except Exception:
+            if not replaced:
+                raise
+
+
+async def _reply(send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

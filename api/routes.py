@@ -1,0 +1,313 @@
+"""Versioned routes for planners and operators (``/v1``)."""
+from __future__ import annotations
+
+import re
+import shutil
+import uuid
+from typing import Annotated, Any, Optional
+
+import pandas as pd
+from pydantic import ValidationError
+from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, Response, UploadFile
+from starlette.concurrency import run_in_threadpool
+
+from api import service
+from api.deps import (ApiContext, check_known, check_read, configured_deployment, get_ctx, known_deployment, require_read,
+                      require_write)
+from api.errors import FieldError
+from api.schemas import (ActionOut, AuditEntry, AuditOut, CapacityOut, DashboardOut, DeploymentOut, DeploymentsOut,
+                         EventOut, ForecastOut, HourOut, JobOut, ObservationsIn, ObservationsOut, PauseIn, PlanOut,
+                         Policy, ProfileIn, ReplicaPoint, Series, WhatIfIn)
+from warmcast.deployments import Deployment
+from warmcast.errors import NotFoundError, WarmcastError
+
+TS = service.TS
+
+
+def _err(*codes: int) -> dict[int | str, dict[str, Any]]:
+    text = {400: "malformed request (body cannot be decoded)", 401: "missing bearer token", 403: "token not valid / writes disabled", 404: "unknown deployment or job",
+            413: "body over the size limit", 503: "Redis or workers unavailable"}
+    return {c: {"description": text[c], "content": {"application/json": {"schema": {
+        "type": "object", "properties": {"detail": {}}, "required": ["detail"]}}}} for c in codes}
+
+
+READ_ERR = _err(401, 403, 404, 503)
+WRITE_ERR = _err(400, 401, 403, 404, 413, 503)
+
+read = APIRouter(prefix="/v1", dependencies=[Depends(require_read)], tags=["read"])
+write = APIRouter(prefix="/v1", dependencies=[Depends(require_write)], tags=["write"])  # auth runs first
+
+Dep = Annotated[str, Depends(known_deployment)]
+ConfDep = Annotated[Deployment, Depends(configured_deployment)]
+Ctx = Annotated[ApiContext, Depends(get_ctx)]
+BY = "api"  # who acted, for the audit trail (one shared write token: no user names)
+QuantilesQ = Query(None, max_length=80, description="comma-separated levels in (0, 1), e.g. 0.1,0.5,0.9",
+                   examples=["0.1,0.5,0.9"])
+
+
+def _ts(raw: str | None, field: str, where: str = "query") -> str | None:
+    """Normalise a user timestamp to 'YYYY-MM-DD HH:MM:SS' or fail naming the field."""
+    if raw is None or raw == "":
+        return None
+    try:
+        t = pd.Timestamp(raw)
+    except (ValueError, TypeError, OverflowError):
+        raise FieldError((where, field), f"{raw!r} is not a timestamp (use YYYY-MM-DD HH:MM:SS)") from None
+    if t is pd.NaT or pd.isna(t):
+        raise FieldError((where, field), f"{raw!r} is not a timestamp")
+    if t.tzinfo is not None:
+        t = t.tz_convert("UTC").tz_localize(None)
+    return t.strftime(TS)
+
+
+# --------------------------------------------------------------------------- reads
+
+@read.get("/deployments", response_model=DeploymentsOut, responses=READ_ERR, summary="List deployments")
+def list_deployments(ctx: Ctx) -> DeploymentsOut:
+    stored = set(ctx.store.deployments())
+    out = []
+    for name in ctx.known_names():
+        d = ctx.configured(name)
+        extra: dict[str, Any] = {}
+        if d is not None:
+            extra = dict(model=d.model, gpus_per_replica=d.gpus_per_replica, min_replicas=d.min_replicas,
+                         max_replicas=d.max_replicas, cold_start_min=d.cold_start_min,
+                         default_profile=d.default_profile,
+                         profiles={k: p.capacity_rpm for k, p in d.profiles.items()})
+        out.append(DeploymentOut(name=name, configured=d is not None, has_load=name in stored,
+                                 paused=ctx.state.paused(name) is not None, **extra))
+    return DeploymentsOut(deployments=out)
+
+
+# The forecast route is what autoscalers and dashboards poll: it takes no injected
+# dependencies (FastAPI's dependency solving was most of its cost) and makes the same
+# checks as plain calls.
+hot = APIRouter(prefix="/v1", tags=["read"])
+
+
+@hot.get("/deployments/{deployment}/forecast", response_model=ForecastOut, responses=READ_ERR,
+         openapi_extra={"security": [{"HTTPBearer": []}]},
+         summary="Latest forecast (stored by the workers, or computed now)")
+async def get_forecast(request: Request, deployment: str,
+                       horizon: int = Query(30, ge=1, le=30, description="minutes ahead"),
+                       quantiles: Optional[str] = QuantilesQ) -> Any:
+    ctx: ApiContext = request.app.state.ctx
+    check_read(request, ctx)
+    dep = check_known(deployment, ctx)
+    levels = service.parse_quantiles(quantiles)
+    # The stored forecast, answered on the event loop from a body rendered once per stored document.
+    body = service.stored_forecast_bytes(ctx, dep, horizon, levels)
+    if body is not None:
+        return Response(body, media_type="application/json")
+    # Otherwise a forecast is computed from the load store: seconds of CPU, off the loop.
+    return await run_in_threadpool(service.latest_forecast, ctx, dep, horizon, levels)
+
+
+@read.get("/deployments/{deployment}/plan", response_model=PlanOut, responses=READ_ERR,
+          summary="Current plan: desired replicas for the next 30 minutes, warmups, switches")
+def get_plan(dep: ConfDep, ctx: Ctx) -> dict[str, Any]:
+    return service.current_plan(ctx, dep)
+
+
+@read.get("/deployments/{deployment}/capacity", response_model=CapacityOut, responses=READ_ERR,
+          summary="Capacity plan: replicas and GPU-hours per hour for the next day or week")
+def get_capacity(
+    dep: Dep, ctx: Ctx,
+    span: str = Query("day", pattern="^(day|week)$"),
+    quantile: float = Query(0.9, ge=0.01, le=0.99),
+    utilisation: float = Query(0.8, ge=0.01, le=1, description="target utilisation of an instance"),
+    capacity_per_instance: Optional[float] = Query(None, ge=0.001, le=1e7,
+                                                   description="requests/min per instance (default: the profile's)"),
+    start: Optional[str] = Query(None, max_length=40, description="first hour (default: the hour after the data)"),
+    lookback: int = Query(4, ge=1, le=12, description="weeks (or days) of history per hour slot"),
+) -> CapacityOut:
+    from warmup.capacity import CapacityRequest, capacity_plan
+
+    conf = ctx.configured(dep)
+    cap = capacity_per_instance or (conf.capacity_rpm if conf else None)
+    if cap is None:
+        raise FieldError(("query", "capacity_per_instance"), "required: the deployment is not configured")
+    days = ctx.store.days(dep)
+    hist = pd.Series(dtype=float)
+    if days:
+        first = pd.Timestamp(0) + pd.Timedelta(days=days[-1] - 7 * lookback - 1)
+        hist = ctx.store.series(dep, start=first)
+    begin = _ts(start, "start")
+    if begin is None:
+        begin = (hist.index[-1] + pd.Timedelta(minutes=1)).ceil("h").strftime(TS) if len(hist) else \
+            service.utcnow().ceil("h").strftime(TS)
+    fc_doc = service.cached_or_stored(ctx, dep)
+    fi = fp = f50 = None
+    if fc_doc:
+        from warmcast.state import forecast_from_dict
+
+        fc = forecast_from_dict(fc_doc)
+        fi, fp, f50 = fc.index, fc.quantile(quantile), fc.quantile(0.5)
+    req = CapacityRequest(start=pd.Timestamp(begin), span=span, quantile=quantile, utilisation=utilisation,
+                          capacity_per_instance=cap, gpus_per_replica=conf.gpus_per_replica if conf else 1,
+                          min_replicas=conf.min_replicas if conf else 0,
+                          max_replicas=conf.max_replicas if conf else None, lookback_periods=lookback)
+    plan = capacity_plan(hist, req, fi, fp, f50)
+    return CapacityOut(
+        deployment=dep, span=span, quantile=quantile, utilisation=utilisation, capacity_per_instance=cap,
+        gpus_per_replica=req.gpus_per_replica, method=plan.method, notes=plan.notes,
+        history_minutes=plan.history_minutes, total_gpu_hours=plan.gpu_hours, peak_replicas=plan.peak_replicas,
+        hours=[HourOut(start=h.start.strftime(TS), demand_p50_rpm=h.demand_p50_rpm, demand_rpm=h.demand_rpm,
+                       replicas=h.replicas, gpu_hours=h.gpu_hours, source=h.source) for h in plan.hours])
+
+
+@read.get("/deployments/{deployment}/audit", response_model=AuditOut, responses=READ_ERR,
+          summary="Decision audit log, newest first")
+def get_audit(dep: Dep, ctx: Ctx,
+              kind: Optional[str] = Query(None, pattern=r"^[a-z0-9_.-]{1,40}$"),
+              since: Optional[str] = Query(None, max_length=40, description="lower bound on ts (UTC)"),
+              until: Optional[str] = Query(None, max_length=40, description="upper bound on ts (UTC)"),
+              applied: Optional[bool] = Query(None),
+              limit: int = Query(100, ge=1, le=1000)) -> AuditOut:
+    lo, hi = _ts(since, "since"), _ts(until, "until")
+    rows = ctx.state.audit_log(dep, kind=kind, since=lo, limit=limit if hi is None and applied is None else 5000)
+    rows = [r for r in rows if (hi is None or r["ts"] <= hi) and (applied is None or r["applied"] == applied)]
+    return AuditOut(deployment=dep, entries=[AuditEntry(**r) for r in rows[:limit]])
+
+
+def _job_record(ctx: ApiContext, dep: str, job_id: str) -> dict[str, Any]:
+    rec = ctx.state.get("job", job_id)
+    if rec is None or rec.get("deployment") != dep:  # a job of another deployment is not visible here
+        raise NotFoundError(f"no what-if job {job_id} for deployment {dep!r}")
+    return rec
+
+
+@read.get("/deployments/{deployment}/whatif/{job_id}", response_model=JobOut, responses=READ_ERR,
+          summary="Poll a what-if backtest job")
+def get_whatif(dep: Dep, ctx: Ctx,
+               job_id: str = Path(..., pattern=r"^[0-9a-f]{32}$")) -> JobOut:
+    from api.jobs import job_status
+
+    rec = _job_record(ctx, dep, job_id)
+    status, result, error = job_status(ctx, job_id)
+    return JobOut(job_id=job_id, deployment=dep, status=status, submitted_at=rec["submitted_at"],
+                  source=rec["source"], policies=rec["policies"], result=result, error=error)
+
+
+@read.get("/deployments/{deployment}/dashboard", response_model=DashboardOut, responses=READ_ERR,
+          summary="Everything the dashboard draws, in one call")
+def get_dashboard(dep: Dep, ctx: Ctx, minutes: int = Query(240, ge=10, le=10080)) -> DashboardOut:
+    from api.dashboard import dashboard_data
+
+    return dashboard_data(ctx, dep, minutes)
+
+
+# --------------------------------------------------------------------------- writes
+
+@write.post("/deployments/{deployment}/observations", response_model=ObservationsOut, responses=WRITE_ERR,
+            summary="Push per-minute observations into the load store")
+def post_observations(body: ObservationsIn, deployment: str, ctx: Ctx) -> ObservationsOut:
+    dep = _writable_deployment(ctx, deployment)
+    if len(body.observations) > ctx.config.max_observations:
+        raise FieldError(("body", "observations"), f"at most {ctx.config.max_observations} rows per request")
+    rows = [o.model_dump() for o in body.observations]
+    frame = pd.DataFrame(rows)
+    frame.index = pd.DatetimeIndex(frame.pop("time"), name="time")
+    if frame.index.has_duplicates:
+        dup = frame.index[frame.index.duplicated()][0].strftime(TS)
+        raise FieldError(("body", "observations", "time"), f"minute {dup} appears more than once")
+    frame = frame.dropna(axis=1, how="all").sort_index()
+    written = ctx.store.upsert_frame(dep, frame)
+    ctx.cache.pop(("latest", dep), None)
+    return ObservationsOut(deployment=dep, written=written, first=frame.index[0].strftime(TS),
+                           last=frame.index[-1].strftime(TS))
+
+
+def _writable_deployment(ctx: ApiContext, name: str) -> str:
+    """Observations go to configured deployments or ones that already have load; never create others."""
+    return check_known(name, ctx)
+
+
+@write.post("/deployments/{deployment}/profile", response_model=ActionOut, responses=WRITE_ERR,
+            summary="Request a manual profile switch (applied by the next switch tick)")
+def post_profile(body: ProfileIn, dep: ConfDep, ctx: Ctx) -> ActionOut:
+    if body.profile not in dep.profiles:
+        raise FieldError(("body", "profile"), f"{body.profile!r} is not one of {sorted(dep.profiles)}")
+    ctx.state.request_profile(dep.name, body.profile, by=BY)
+    sid = ctx.state.audit(dep.name, "manual", f"profile -> {body.profile}", f"manual switch requested by {BY}",
+                          applied=False, outcome="queued for the next switch tick", inputs={"profile": body.profile})
+    return ActionOut(deployment=dep.name, action="profile", detail=f"switch to {body.profile} requested",
+                     audit_id=sid)
+
+
+@write.post("/deployments/{deployment}/pause", response_model=ActionOut, responses=WRITE_ERR,
+            summary="Pause automatic actions (decisions are still computed and recorded)")
+def post_pause(dep: ConfDep, ctx: Ctx, body: Optional[PauseIn] = None) -> ActionOut:
+    reason = body.reason if body else ""
+    ctx.state.set_paused(dep.name, True, by=BY, reason=reason)
+    sid = ctx.state.audit(dep.name, "manual", "pause", reason or f"paused by {BY}", applied=True, outcome="paused")
+    return ActionOut(deployment=dep.name, action="pause", detail="automatic actions paused", audit_id=sid)
+
+
+@write.post("/deployments/{deployment}/resume", response_model=ActionOut, responses=WRITE_ERR,
+            summary="Resume automatic actions")
+def post_resume(dep: ConfDep, ctx: Ctx) -> ActionOut:
+    ctx.state.set_paused(dep.name, False, by=BY)
+    sid = ctx.state.audit(dep.name, "manual", "resume", f"resumed by {BY}", applied=True, outcome="resumed")
+    return ActionOut(deployment=dep.name, action="resume", detail="automatic actions resumed", audit_id=sid)
+
+
+@write.post("/deployments/{deployment}/whatif", response_model=JobOut, status_code=202, responses=WRITE_ERR,
+            summary="Start a what-if backtest of policies on the stored load (Celery job)")
+def post_whatif(body: WhatIfIn, dep: ConfDep, ctx: Ctx) -> JobOut:
+    from api.jobs import submit_whatif
+
+    if dep.name not in ctx.store.deployments():
+        raise FieldError(("path", "deployment"), "no stored load to replay; upload a log to /whatif/upload")
+    return submit_whatif(ctx, dep, body, log_path=None, source="stored load")
+
+
+_UPLOAD_SUFFIX = {".csv", ".jsonl", ".json", ".parquet"}
+
+
+@write.post("/deployments/{deployment}/whatif/upload", response_model=JobOut, status_code=202,
+            responses=WRITE_ERR, summary="Start a what-if backtest on an uploaded log (Celery job)")
+def post_whatif_upload(
+    dep: ConfDep, ctx: Ctx,
+    file: UploadFile = File(..., description="request log or count series: .csv, .jsonl, .json, .parquet"),
+    test_start: str = Form(..., max_length=40),
+    policies: str = Form("reactive,predictive,oracle", max_length=100),
+    capacity_rpm: Optional[float] = Form(None, ge=0.001, le=1e7),
+    cold_start_min: Optional[float] = Form(None, ge=0, le=240),
+) -> JobOut:
+    from api.jobs import submit_whatif
+
+    # The client's file name only picks a known suffix; the stored name is generated.
+    suffix = "." + (file.filename or "").rsplit(".", 1)[-1].lower() if "." in (file.filename or "") else ""
+    if suffix not in _UPLOAD_SUFFIX:
+        raise FieldError(("body", "file"), f"file name must end in one of {sorted(_UPLOAD_SUFFIX)}")
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    try:
+        body = WhatIfIn.model_validate({"policies": names, "test_start": _ts(test_start, "test_start", "body"),
+                                        "capacity_rpm": capacity_rpm, "cold_start_min": cold_start_min})
+    except ValidationError as err:
+        e = err.errors()[0]
+        raise FieldError(("body", *(str(p) for p in e["loc"])), e["msg"]) from None
+    target = _upload_dir(ctx) / f"{uuid.uuid4().hex}{suffix}"
+    with open(target, "wb") as out:
+        shutil.copyfileobj(file.file, out, length=1 << 20)
+    return submit_whatif(ctx, dep, body, log_path=str(target), source=f"upload {target.name}")
+
+
+UPLOAD_KEEP_S = 7 * 86400  # as long as the job records
+
+
+def _upload_dir(ctx: ApiContext):
+    """state_dir/uploads, with logs older than the job records removed (they are no longer reachable)."""
+    import time as _time
+
+    d = ctx.data_dir / "uploads"
+    d.mkdir(parents=True, exist_ok=True)
+    cutoff = _time.time() - UPLOAD_KEEP_S
+    for old in d.iterdir():
+        try:
+            if old.is_file() and old.stat().st_mtime < cutoff:
+                old.unlink()
+        except OSError:
+            pass  # another process removed it first
+    return d

@@ -1,0 +1,302 @@
+"""Thin adapters between the routes and the other packages' code.
+
+Reads what the workers stored (forecast, plan) and fills the gaps when they have
+not stored anything yet: an on-demand forecast from the load store with the
+forecaster's champion (through its fallback rules), and a plan computed from a
+forecast with the decision core's replica arithmetic.  No HTTP here.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from api.deps import ApiContext
+from forecaster.base import Forecast
+from warmcast.deployments import Deployment
+from warmcast.errors import InputError, NotFoundError
+from warmcast.state import forecast_from_dict, forecast_to_dict
+
+TS = "%Y-%m-%d %H:%M:%S"
+
+
+def utcnow() -> pd.Timestamp:
+    return pd.Timestamp.now(tz="UTC").tz_localize(None).floor("s")
+
+
+def parse_quantiles(raw: str | None, field: str = "quantiles") -> tuple[float, ...]:
+    """'0.1,0.5,0.9' -> (0.1, 0.5, 0.9); InputError naming the field otherwise."""
+    if raw is None or raw.strip() == "":
+        return (0.1, 0.5, 0.9)
+    out = []
+    for part in raw.split(","):
+        try:
+            q = float(part)
+        except ValueError:
+            raise InputError(f"{field}: {part.strip()!r} is not a number") from None
+        if not 0.01 <= q <= 0.99:
+            raise InputError(f"{field}: {q} is outside [0.01, 0.99]")
+        out.append(round(q, 4))
+    if len(out) > 9:
+        raise InputError(f"{field}: at most 9 levels")
+    return tuple(sorted(set(out)))
+
+
+# --------------------------------------------------------------------------- forecasts
+
+def _history(ctx: ApiContext, dep: str) -> pd.DataFrame:
+    days = ctx.store.days(dep)
+    if not days:
+        raise NotFoundError(f"deployment {dep!r} has no stored load yet and no stored forecast; "
+                            "push observations or ingest a log first")
+    start = pd.Timestamp(0) + pd.Timedelta(days=days[-1] - ctx.config.history_days + 1)
+    return ctx.store.frame(dep, start=start)
+
+
+def _trained_at(ctx: ApiContext, dep: str, version: str) -> str | None:
+    """When the serving model was saved (registry metadata), if it is a registry model."""
+    if "/" not in version:
+        return None
+    from forecaster.registry import ArtifactError, Registry
+
+    owner, ver = version.split("/", 1)
+    try:
+        return Registry(ctx.settings.models_dir).read_meta(owner, ver).get("created")
+    except (ArtifactError, OSError):
+        return None
+
+
+def compute_forecast(ctx: ApiContext, dep: str, horizon: int, quantiles: Sequence[float]) -> dict[str, Any]:
+    """Forecast now from the load store: champion through the forecaster's fallback rules.
+
+    Cached per (deployment, last stored minute, horizon, levels) for cache_ttl_s: a
+    fit of the fallback baselines costs seconds, a dashboard polls every few."""
+    frame = _history(ctx, dep)
+    if frame.empty:
+        raise NotFoundError(f"deployment {dep!r} has no recent load to forecast from")
+    key = ("fc", dep, str(frame.index[-1]), horizon, tuple(quantiles))
+    hit = ctx.cache.get(key)
+    if hit and time.monotonic() - hit[0] < ctx.config.cache_ttl_s:
+        return hit[1]
+    with ctx.lock:
+        fb, note = _fitted_model(ctx, dep, frame)
+        fc = fb.predict(frame, horizon=horizon, quantiles=tuple(quantiles))
+    if note and not fc.note:
+        fc = Forecast(fc.origin, fc.mean, fc.quantiles, fc.model, fc.version, note=note)
+    doc = forecast_to_dict(fc, utcnow(), _trained_at(ctx, dep, fc.version))
+    doc["source"] = "computed"
+    if len(ctx.cache) > 256:  # bounded: drop expired entries
+        now = time.monotonic()
+        for k in [k for k, v in ctx.cache.items() if isinstance(v, tuple) and now - v[0] > ctx.config.cache_ttl_s]:
+            ctx.cache.pop(k, None)
+    ctx.cache[key] = (time.monotonic(), doc)
+    ctx.cache[("latest", dep)] = doc
+    return doc
+
+
+def _fitted_model(ctx: ApiContext, dep: str, frame: pd.DataFrame):
+    """The champion wrapped in the fallback rules, fitted once per (deployment, newest minute).
+
+    Fitting the fallback baselines costs seconds; asking the fitted model for other
+    quantiles or horizons costs milliseconds, so the fitted object is what is cached."""
+    from forecaster.fallback import FallbackForecaster
+    from forecaster.registry import Registry
+
+    key = ("model", dep, str(frame.index[-1]))
+    hit = ctx.cache.get(key)
+    if hit and time.monotonic() - hit[0] < ctx.config.cache_ttl_s:
+        return hit[1]
+    for k in [k for k in ctx.cache if isinstance(k, tuple) and k[:2] == ("model", dep)]:
+        ctx.cache.pop(k, None)  # one fitted model per deployment is enough
+    model, note = Registry(ctx.settings.models_dir).serving_model(dep)
+    fb = FallbackForecaster(model, primary_missing_reason=note or "no trained model")
+    if fb.why_not_primary(frame) is not None:
+        fb.fit(frame, rank_hours=2)  # ranking over 2 h keeps an on-demand fit to seconds
+    ctx.cache[key] = (time.monotonic(), (fb, note))
+    return fb, note
+
+
+def _shape(doc: dict[str, Any], dep: str, horizon: int, quantiles: Sequence[float]) -> dict[str, Any]:
+    fc = forecast_from_dict(doc)
+    h = min(horizon, fc.horizon)
+    levels = {f"{q:g}": [round(float(v), 4) for v in fc.quantile(q)[:h]] for q in quantiles}
+    return {
+        "deployment": dep, "source": doc.get("source", "stored"), "origin": doc["origin"],
+        "created_at": doc.get("created_at"), "model": doc["model"], "version": str(doc.get("version", "0")),
+        "trained_at": doc.get("trained_at"), "note": doc.get("note", ""), "horizon": h,
+        "times": [t.strftime(TS) for t in fc.index[:h]],
+        "mean": [round(float(v), 4) for v in fc.mean[:h]], "quantiles": levels,
+    }
+
+
+def stored_levels(doc: dict[str, Any]) -> list[float]:
+    return sorted(float(q) for q in doc.get("quantiles", {}))
+
+
+def latest_forecast(ctx: ApiContext, dep: str, horizon: int = 30,
+                    quantiles: Sequence[float] = (0.1, 0.5, 0.9)) -> dict[str, Any]:
+    """The workers' stored forecast when it covers the request; computed on demand otherwise."""
+    doc = ctx.state.get_forecast(dep)
+    if doc is not None:
+        levels = stored_levels(doc)
+        covers = levels and all(levels[0] - 1e-9 <= q <= levels[-1] + 1e-9 for q in quantiles)
+        if covers and len(doc.get("mean", [])) >= horizon:
+            return _shape({**doc, "source": "stored"}, dep, horizon, quantiles)
+    return _shape(compute_forecast(ctx, dep, horizon, quantiles), dep, horizon, quantiles)
+
+
+def stored_forecast_bytes(ctx: ApiContext, dep: str, horizon: int, quantiles: Sequence[float]) -> bytes | None:
+    """The JSON body for a stored forecast, re-rendered only when the stored document changes.
+
+    One Redis GET per request (so the answer is always the workers' newest forecast);
+    the pandas/numpy work of shaping it runs once per new document, not per request.
+    Returns None when there is no stored forecast or it does not cover the request."""
+    raw = _stored_raw(ctx, dep)
+    if raw is None:
+        return None
+    key = ("body", dep, horizon, tuple(quantiles))
+    hit = ctx.cache.get(key)
+    if hit is not None and hit[1] == raw:
+        return hit[2]
+    doc = json.loads(raw)
+    levels = stored_levels(doc)
+    if not levels or any(not levels[0] - 1e-9 <= q <= levels[-1] + 1e-9 for q in quantiles) \
+            or len(doc.get("mean", [])) < horizon:
+        return None
+    body = json.dumps(_shape({**doc, "source": "stored"}, dep, horizon, quantiles), separators=(",", ":")).encode()
+    ctx.cache[key] = (time.monotonic(), raw, body)
+    return body
+
+
+RAW_TTL_S = 1.0  # workers write once a minute: a copy at most this old is as good as a fresh read
+
+
+def _stored_raw(ctx: ApiContext, dep: str) -> bytes | None:
+    """The stored forecast's raw JSON, read from Redis at most once per RAW_TTL_S per deployment."""
+    key = ("raw", dep)
+    hit = ctx.cache.get(key)
+    now = time.monotonic()
+    if hit is not None and now - hit[0] < RAW_TTL_S:
+        return hit[1]
+    raw = ctx.redis.get(ctx.state.key("forecast", dep))
+    ctx.cache[key] = (now, raw)
+    return raw
+
+
+def cached_or_stored(ctx: ApiContext, dep: str) -> dict[str, Any] | None:
+    """The newest forecast document without computing one (for scrapes and health)."""
+    return ctx.state.get_forecast(dep) or ctx.cache.get(("latest", dep))
+
+
+def forecast_age_s(doc: dict[str, Any], now: pd.Timestamp | None = None) -> float | None:
+    stamp = doc.get("created_at")
+    if not stamp:
+        return None
+    return float(((now or utcnow()) - pd.Timestamp(stamp)).total_seconds())
+
+
+# --------------------------------------------------------------------------- plans
+
+def _capacity(dep: Deployment, profile: str | None = None) -> float:
+    return dep.profiles.get(profile or dep.default_profile, dep.profiles[dep.default_profile]).capacity_rpm
+
+
+def replicas_needed(rpm: float, capacity_rpm: float, utilisation: float, dep: Deployment | None = None) -> int:
+    from warmup.core.prescale import replicas_for
+
+    n = replicas_for(rpm, capacity_rpm, utilisation)
+    if dep is not None:
+        n = min(max(n, dep.min_replicas), dep.max_replicas)
+    return n
+
+
+def demand_ahead(fc: Forecast, quantile: float, offset: int, lead_min: int) -> tuple[float, int]:
+    """Peak forecast demand (rpm) at ``quantile`` over minutes offset..offset+lead, and where."""
+    path = np.asarray(fc.quantile(quantile), float)
+    lo = min(max(offset, 0), len(path) - 1)
+    window = path[lo:min(lo + lead_min, len(path) - 1) + 1]
+    i = int(np.argmax(window))
+    return float(window[i]), lo + i
+
+
+def computed_plan(ctx: ApiContext, dep: Deployment, quantile: float = 0.9, utilisation: float = 1.0) -> dict[str, Any]:
+    """Desired replicas per minute for the next 30 minutes from the forecast (no stored plan yet)."""
+    doc = latest_forecast(ctx, dep.name, 30, (0.1, 0.5, quantile))
+    fc = forecast_from_dict({"origin": doc["origin"], "mean": doc["mean"], "model": doc["model"],
+                             "quantiles": {str(quantile): doc["quantiles"][f"{quantile:g}"]}})
+    cap = _capacity(dep)
+    lead = int(math.ceil(dep.cold_start_min))
+    steps = []
+    for i, t in enumerate(doc["times"]):
+        peak, at = demand_ahead(fc, quantile, i, lead)
+        n = replicas_needed(peak, cap, utilisation, dep)
+        steps.append({"time": t, "desired": n, "demand_rpm": round(peak, 2),
+                      "reason": f"P{round(quantile * 100)} peak {peak:,.0f} rpm at {doc['times'][at]} "
+                                f"within the {lead}-min cold-start lead, {cap:g} rpm/instance at "
+                                f"{utilisation:.0%}, bounds [{dep.min_replicas}, {dep.max_replicas}]"})
+    return {"deployment": dep.name, "source": "computed", "created_at": utcnow().strftime(TS),
+            "forecast_model": doc["model"], "desired": steps[0]["desired"] if steps else dep.min_replicas,
+            "steps": steps, "warmups": [], "switches": [],
+            "note": "computed by the API from the forecast: the planner has not stored a plan yet "
+                    "(warmups and switches are scheduled by the planner only)"}
+
+
+def current_plan(ctx: ApiContext, dep: Deployment) -> dict[str, Any]:
+    plan = ctx.state.get("plan", dep.name)
+    if plan is not None:
+        return {"deployment": dep.name, "source": "stored", **plan}
+    return computed_plan(ctx, dep)
+
+
+def plan_desired(plan: dict[str, Any] | None) -> int | None:
+    """The planner's current desired replicas, whatever of the known shapes it stored."""
+    if not plan:
+        return None
+    for key in ("desired", "desired_replicas", "replicas"):
+        v = plan.get(key)
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)):
+            return int(v)
+        if isinstance(v, list) and v:
+            first = v[0]
+            if isinstance(first, (int, float)):
+                return int(first)
+            if isinstance(first, dict):
+                for k in ("desired", "replicas"):
+                    if isinstance(first.get(k), (int, float)):
+                        return int(first[k])
+    steps = plan.get("steps")
+    if isinstance(steps, list) and steps and isinstance(steps[0], dict) and isinstance(steps[0].get("desired"), (int, float)):
+        return int(steps[0]["desired"])
+    return None
+
+
+def autoscaler_values(ctx: ApiContext, dep: Deployment, quantile: float, lead_min: int | None,
+                      utilisation: float) -> dict[str, Any]:
+    """What KEDA/HPA act on: desired replicas now and peak forecast demand over the lead."""
+    doc = latest_forecast(ctx, dep.name, 30, (quantile,))
+    fc = forecast_from_dict({"origin": doc["origin"], "mean": doc["mean"], "model": doc["model"],
+                             "quantiles": {str(quantile): doc["quantiles"][f"{quantile:g}"]}})
+    lead = int(math.ceil(dep.cold_start_min)) if lead_min is None else lead_min
+    # Minutes since the forecast was made (wall clock), not since its origin (data time):
+    # the two agree live, and a replayed or historic log still reads the right lead.
+    age = forecast_age_s(doc) or 0.0
+    offset = max(0, int(age // 60))
+    peak, at = demand_ahead(fc, quantile, offset, lead)
+    cap = _capacity(dep)
+    forecast_replicas = replicas_needed(peak, cap, utilisation, dep)
+    planned = plan_desired(ctx.state.get("plan", dep.name))
+    desired = forecast_replicas if planned is None else planned
+    return {
+        "deployment": dep.name, "desiredReplicas": int(desired), "forecastDemandRpm": round(peak, 3),
+        "forecastReplicas": int(forecast_replicas), "plannedReplicas": planned,
+        "quantile": quantile, "leadMinutes": lead, "utilisation": utilisation,
+        "capacityPerInstanceRpm": cap, "peakAt": doc["times"][at] if doc["times"] else None,
+        "forecastOrigin": doc["origin"], "forecastSource": doc["source"], "model": doc["model"],
+        "paused": ctx.state.paused(dep.name) is not None, "forecastAgeSeconds": round(age, 1),
+    }

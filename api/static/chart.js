@@ -1,0 +1,114 @@
+/* warmcast dashboard charts: plain SVG, no dependencies (the service runs offline). */
+(function () {
+"use strict";
+const SVGNS = "http://www.w3.org/2000/svg";
+
+function el(name, attrs, parent) {
+  const e = document.createElementNS(SVGNS, name);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+/* Round an axis maximum up to 1, 2, 2.5 or 5 times a power of ten: ticks read as round numbers. */
+function niceMax(v) {
+  const e = Math.pow(10, Math.floor(Math.log10(Math.max(v, 1e-9))));
+  const f = v / e;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * e;
+}
+
+function parseTime(t) { return Date.parse(t.replace(" ", "T") + "Z"); }
+
+function fmtTime(ms) {
+  const d = new Date(ms);
+  return d.toISOString().slice(11, 16);
+}
+
+/* A time chart: x = time (ms), y = value. Series are drawn in the order added. */
+class TimeChart {
+  constructor(svg, opts) {
+    this.svg = svg;
+    this.w = opts.width || 960;
+    this.h = opts.height || 300;
+    this.m = { l: 56, r: 16, t: 18, b: 28 };
+    this.xmin = opts.xmin; this.xmax = opts.xmax;
+    this.ymax = opts.integer ? Math.max(4, Math.ceil(Math.ceil(opts.ymax || 1) / 4) * 4) : niceMax(opts.ymax || 1);
+    this.yLabel = opts.yLabel || "";
+    svg.setAttribute("viewBox", `0 0 ${this.w} ${this.h}`);
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+    this.drawn = 0;
+    this.axes();
+  }
+  x(t) { return this.m.l + (t - this.xmin) / Math.max(this.xmax - this.xmin, 1) * (this.w - this.m.l - this.m.r); }
+  y(v) { return this.h - this.m.b - v / this.ymax * (this.h - this.m.t - this.m.b); }
+  axes() {
+    const g = el("g", { class: "axes" }, this.svg);
+    el("line", { x1: this.m.l, x2: this.w - this.m.r, y1: this.y(0), y2: this.y(0), stroke: "#888" }, g);
+    for (let i = 0; i <= 4; i++) {
+      const v = this.ymax * i / 4, yy = this.y(v);
+      el("line", { x1: this.m.l, x2: this.w - this.m.r, y1: yy, y2: yy, stroke: "#eee" }, g);
+      el("text", { x: this.m.l - 6, y: yy + 4, "text-anchor": "end", "font-size": 11, fill: "#555" }, g)
+        .textContent = Number.isInteger(v) ? String(v) : v.toFixed(1);
+    }
+    const span = this.xmax - this.xmin, step = [5, 10, 15, 30, 60, 120, 240, 480, 1440]
+      .map(m => m * 60000).find(s => span / s <= 8) || 86400000;
+    for (let t = Math.ceil(this.xmin / step) * step; t <= this.xmax; t += step) {
+      el("line", { x1: this.x(t), x2: this.x(t), y1: this.m.t, y2: this.y(0), stroke: "#f2f2f2" }, g);
+      el("text", { x: this.x(t), y: this.h - 8, "text-anchor": "middle", "font-size": 11, fill: "#555" }, g)
+        .textContent = fmtTime(t);
+    }
+    el("text", { x: 4, y: 12, "font-size": 11, fill: "#333" }, g).textContent = this.yLabel;
+  }
+  line(points, style, cls) {
+    const pts = points.filter(p => p[1] !== null && isFinite(p[1]));
+    if (!pts.length) return 0;
+    // NaN gaps split the line: a missing minute is not a zero
+    let d = "", prev = null;
+    for (const p of points) {
+      if (p[1] === null || !isFinite(p[1])) { prev = null; continue; }
+      d += (prev === null ? "M" : "L") + this.x(p[0]).toFixed(1) + " " + this.y(p[1]).toFixed(1) + " ";
+      prev = p;
+    }
+    el("path", { d, fill: "none", class: cls, ...style }, this.svg);
+    this.drawn += pts.length;
+    return pts.length;
+  }
+  step(points, style, cls) {
+    const out = [];
+    points.forEach((p, i) => {
+      out.push(p);
+      if (i + 1 < points.length) out.push([points[i + 1][0], p[1]]);
+    });
+    this.line(out, style, cls);
+    return points.filter(p => p[1] !== null).length;
+  }
+  band(times, lo, hi, style, cls) {
+    if (!times.length) return 0;
+    let d = "M";
+    times.forEach((t, i) => { d += `${this.x(t).toFixed(1)} ${this.y(hi[i]).toFixed(1)} L`; });
+    for (let i = times.length - 1; i >= 0; i--) d += `${this.x(times[i]).toFixed(1)} ${this.y(lo[i]).toFixed(1)} L`;
+    d = d.slice(0, -1) + "Z";
+    el("path", { d, class: cls, ...style }, this.svg);
+    return times.length;
+  }
+  vline(t, style, label) {
+    el("line", { x1: this.x(t), x2: this.x(t), y1: this.m.t, y2: this.y(0), ...style }, this.svg);
+    if (label) el("text", { x: this.x(t) + 3, y: this.m.t + 10, "font-size": 10, fill: "#666" }, this.svg).textContent = label;
+  }
+  markers(events, colors) {
+    let n = 0;
+    for (const e of events) {
+      const t = parseTime(e.time);
+      if (t < this.xmin || t > this.xmax) continue;
+      const x = this.x(t), c = colors[e.category] || "#444";
+      el("line", { x1: x, x2: x, y1: this.m.t, y2: this.y(0), stroke: c, "stroke-dasharray": "2 3", "stroke-width": 1 }, this.svg);
+      const m = el("path", { d: `M${x - 6} ${this.m.t - 12} L${x + 6} ${this.m.t - 12} L${x} ${this.m.t - 2} Z`,
+                             fill: c, class: `marker marker-${e.category}` }, this.svg);
+      el("title", {}, m).textContent = `${e.time} ${e.category}: ${e.decision} — ${e.reason}`;
+      n++;
+    }
+    return n;
+  }
+}
+window.WarmcastChart = { TimeChart, parseTime };
+})();

@@ -1,0 +1,185 @@
+"""Throughput and p99 latency of the forecast route vs a bare FastAPI route, same run.
+
+Starts two uvicorn servers on loopback (same uvicorn options): warmcast's API with a
+deployment whose forecast is stored in a real Redis the way the workers store it,
+and a bare FastAPI app whose one route returns a constant JSON object.  Drives each
+with ``wrk`` (50 connections, closed loop), alternating A/B rounds because the
+machine is shared and noisy, and prints requests/s and p50/p99 latency of both, the
+ratio of throughputs (target >= 0.5) and the forecast route's p99 (target < 20 ms).
+
+    .venv/bin/python bench/api.py [--connections 50] [--duration 10] [--rounds 3] [--workers 1]
+
+Needs ``wrk`` (Debian package ``wrk``) and Redis (WARMCAST_TEST_REDIS_URL or
+redis://127.0.0.1:6379/0); its keys live under a unique prefix, deleted at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+BARE_APP = '''
+from fastapi import FastAPI
+
+def create_bare():
+    app = FastAPI()
+
+    @app.get("/bare")
+    async def bare():
+        return {"ok": True}
+
+    return app
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_up(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server for {url} exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"{url} did not come up")
+
+
+def seed(redis_url: str, prefix: str) -> None:
+    import numpy as np
+    import pandas as pd
+    import redis
+
+    from forecaster.base import Forecast
+    from warmcast.state import StateStore
+    from warmcast.store import LoadStore
+
+    r = redis.Redis.from_url(redis_url)
+    idx = pd.date_range("2024-01-01", periods=2 * 1440, freq="min")
+    LoadStore(r, prefix).upsert_frame("demo", pd.DataFrame({"requests": np.full(len(idx), 300.0)}, index=idx))
+    path = np.linspace(300, 450, 30)
+    fc = Forecast(idx[-1] + pd.Timedelta(minutes=1), path, {0.1: path * 0.8, 0.5: path, 0.9: path * 1.2},
+                  model="lstm", version="demo/v0001")
+    StateStore(r, prefix).put_forecast("demo", fc, trained_at="2024-01-02 23:00:00")
+
+
+def cleanup(redis_url: str, prefix: str) -> None:
+    import redis
+
+    r = redis.Redis.from_url(redis_url)
+    keys = list(r.scan_iter(f"{prefix}:*", count=1000))
+    for i in range(0, len(keys), 500):
+        r.delete(*keys[i:i + 500])
+
+
+def parse_wrk(out: str) -> dict[str, float]:
+    def ms(text: str) -> float:
+        v, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
+        return float(v) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    p50 = ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))
+    p99 = ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errors = re.search(r"Socket errors: (.*)", out)
+    return {"rps": rps, "p50_ms": p50, "p99_ms": p99, "non2xx": int(non2xx.group(1)) if non2xx else 0,
+            "socket_errors": errors.group(1) if errors else ""}
+
+
+def run_wrk(url: str, connections: int, duration: int, threads: int) -> dict[str, float]:
+    out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", url],
+                         capture_output=True, text=True, check=True).stdout
+    return parse_wrk(out)
+
+
+def start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--connections", type=int, default=50)
+    ap.add_argument("--duration", type=int, default=10, help="seconds per wrk round")
+    ap.add_argument("--rounds", type=int, default=3, help="A/B rounds; medians are reported")
+    ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes for BOTH servers")
+    ap.add_argument("--threads", type=int, default=1, help="wrk threads")
+    args = ap.parse_args()
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk not found: apt-get install -y wrk")
+    redis_url = os.environ.get("WARMCAST_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    prefix = f"wcbench-{uuid.uuid4().hex[:8]}"
+    tmp = Path(tempfile.mkdtemp(prefix="wcbench-"))
+    (tmp / "bare_app.py").write_text(BARE_APP)
+    seed(redis_url, prefix)
+    env = {**os.environ, "WARMCAST_REDIS_URL": redis_url, "WARMCAST_KEY_PREFIX": prefix,
+           "WARMCAST_STATE_DIR": str(tmp / "state"), "PYTHONPATH": f"{ROOT}:{tmp}"}
+    env.pop("WARMCAST_API_READ_TOKEN", None)
+    uv = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--log-level", "warning", "--no-access-log",
+          "--workers", str(args.workers)]
+    p_api, p_bare = free_port(), free_port()
+    procs = [start(uv + ["--port", str(p_api), "--factory", "api.app:create_app"], env, tmp / "api.log"),
+             start(uv + ["--port", str(p_bare), "--factory", "bare_app:create_bare"], env, tmp / "bare.log")]
+    forecast_url = f"http://127.0.0.1:{p_api}/v1/deployments/demo/forecast?horizon=30&quantiles=0.1,0.5,0.9"
+    bare_url = f"http://127.0.0.1:{p_bare}/bare"
+    try:
+        wait_up(forecast_url, procs[0])
+        wait_up(bare_url, procs[1])
+        import httpx
+
+        body = httpx.get(forecast_url).json()
+        assert body["source"] == "stored" and len(body["times"]) == 30, body
+        run_wrk(forecast_url, args.connections, 2, args.threads)  # warm both servers up
+        run_wrk(bare_url, args.connections, 2, args.threads)
+        res: dict[str, list[dict]] = {"bare": [], "forecast": []}
+        for i in range(args.rounds):
+            order = [("bare", bare_url), ("forecast", forecast_url)]
+            for name, url in (order if i % 2 == 0 else order[::-1]):
+                res[name].append(run_wrk(url, args.connections, args.duration, args.threads))
+        report(res, args, len(httpx.get(forecast_url).content))
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(timeout=30)
+        cleanup(redis_url, prefix)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def report(res: dict[str, list[dict]], args, body_bytes: int) -> None:
+    med = {k: {m: statistics.median(r[m] for r in v) for m in ("rps", "p50_ms", "p99_ms")} for k, v in res.items()}
+    print(f"wrk -t{args.threads} -c{args.connections} -d{args.duration}s, {args.rounds} A/B rounds, "
+          f"uvicorn --workers {args.workers}, loopback; medians (forecast body {body_bytes} bytes)")
+    print(f"{'route':<34}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}   rounds req/s")
+    for k, label in (("bare", "bare FastAPI GET /bare"), ("forecast", "GET /v1/deployments/demo/forecast")):
+        rounds = " ".join(f"{r['rps']:.0f}" for r in res[k])
+        print(f"{label:<34}{med[k]['rps']:>10.0f}{med[k]['p50_ms']:>9.2f}{med[k]['p99_ms']:>9.2f}   {rounds}")
+    errs = sum(r["non2xx"] for v in res.values() for r in v)
+    ratio = med["forecast"]["rps"] / med["bare"]["rps"]
+    print(f"throughput ratio forecast/bare: {ratio:.2f}x (target >= 0.5)  "
+          f"forecast p99 {med['forecast']['p99_ms']:.2f} ms (target < 20)  non-2xx responses: {errs}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Shared helpers of the API tests: synthetic load and a forecast shaped like the workers' one.
+
+The "stored" forecast is written through ``StateStore.put_forecast`` exactly as the
+workers do, so the routes are tested on the same documents they serve live.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from forecaster.base import Forecast
+
+WRITE = "write-token-123"
+AUTH = {"Authorization": f"Bearer {WRITE}"}
+END = pd.Timestamp("2024-01-08 00:00")  # first minute after the synthetic history
+
+
+def synthetic_frame(days: int = 7, end: pd.Timestamp = END, seed: int = 0) -> pd.DataFrame:
+    idx = pd.date_range(end - pd.Timedelta(days=days), end - pd.Timedelta(minutes=1), freq="min")
+    m = (idx.hour * 60 + idx.minute).to_numpy()
+    base = 300 + 200 * np.sin(2 * np.pi * (m - 360) / 1440)
+    y = np.random.default_rng(seed).poisson(np.maximum(base, 5)).astype(float)
+    return pd.DataFrame({"requests": y}, index=pd.DatetimeIndex(idx, name="time"))
+
+
+def stored_forecast(origin: pd.Timestamp = END, level: float = 600.0) -> Forecast:
+    ramp = np.linspace(level, level * 1.5, 30)
+    return Forecast(origin=origin, mean=ramp, model="lstm", version="demo/v0001",
+                    quantiles={0.1: ramp * 0.8, 0.5: ramp, 0.9: ramp * 1.2})
+
+

@@ -1,0 +1,36 @@
+"""API fixtures: a real Redis (the shared conftest's server and per-test prefix) and synthetic data."""
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api_helpers import WRITE, stored_forecast, synthetic_frame
+from warmcast.settings import load_settings
+from warmcast.state import StateStore
+
+
+@pytest.fixture
+def settings(redis_server_url, key_prefix, tmp_path):
+    return load_settings(redis_url=redis_server_url, key_prefix=key_prefix, api_token=WRITE,
+                         state_dir=tmp_path / "state", models_dir=tmp_path / "models")
+
+
+@pytest.fixture
+def state(redis_client, key_prefix) -> StateStore:
+    return StateStore(redis_client, key_prefix)
+
+
+@pytest.fixture
+def seeded(store, state):
+    """Demo deployment with a week of load and a forecast stored the way the workers store it."""
+    store.upsert_frame("demo", synthetic_frame())
+    state.put_forecast("demo", stored_forecast(), trained_at="2024-01-07 23:00:00")
+    return store
+
+
+@pytest.fixture
+def client(settings):
+    from api.app import create_app
+
+    with TestClient(create_app(settings)) as c:
+        yield c

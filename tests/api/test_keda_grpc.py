@@ -1,0 +1,145 @@
+"""KEDA external scaler over real gRPC: a client generated from the .proto, in its own process.
+
+The client is generated in the test from api/keda/externalscaler.proto (the same
+interface KEDA compiles) and runs in a subprocess, as KEDA would: it has no access
+to warmcast's code.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from api_helpers import stored_forecast
+
+ROOT = Path(__file__).resolve().parents[2]
+PROTO = ROOT / "api" / "keda" / "externalscaler.proto"
+
+CLIENT = textwrap.dedent('''
+    import json, sys
+    import grpc
+    import externalscaler_pb2 as pb, externalscaler_pb2_grpc as rpc
+    addr, calls = sys.argv[1], json.loads(sys.argv[2])
+    stub = rpc.ExternalScalerStub(grpc.insecure_channel(addr))
+    out = []
+    for call in calls:
+        ref = pb.ScaledObjectRef(name=call["name"], namespace="default", scalerMetadata=call.get("meta", {}))
+        try:
+            if call["rpc"] == "IsActive":
+                out.append({"result": stub.IsActive(ref, timeout=60).result})
+            elif call["rpc"] == "StreamIsActive":
+                stream = stub.StreamIsActive(ref, timeout=60)
+                out.append({"result": next(stream).result})
+                stream.cancel()
+            elif call["rpc"] == "GetMetricSpec":
+                s = stub.GetMetricSpec(ref, timeout=60).metricSpecs[0]
+                out.append({"name": s.metricName, "target": s.targetSizeFloat, "targetInt": s.targetSize})
+            else:
+                req = pb.GetMetricsRequest(scaledObjectRef=ref, metricName=call.get("metric", "s0-x"))
+                v = stub.GetMetrics(req, timeout=60).metricValues[0]
+                out.append({"name": v.metricName, "value": v.metricValueFloat, "int": v.metricValue})
+        except grpc.RpcError as err:
+            out.append({"code": err.code().name, "detail": err.details()})
+    print(json.dumps(out))
+''')
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    pytest.importorskip("grpc_tools", reason="grpcio-tools (test extra) generates the client")
+    out = tmp_path_factory.mktemp("keda-client")
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO.parent}", f"--python_out={out}",
+                    f"--grpc_python_out={out}", str(PROTO)], check=True)
+    (out / "client.py").write_text(CLIENT)
+    return out
+
+
+def _call(generated: Path, port: int, calls: list[dict]) -> list[dict]:
+    res = subprocess.run([sys.executable, str(generated / "client.py"), f"127.0.0.1:{port}", json.dumps(calls)],
+                         cwd=generated, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+@pytest.fixture
+def scaler(settings, seeded):
+    from api.deps import build_context
+    from api.keda.scaler import serve
+
+    server, port, stop = serve(build_context(settings), "127.0.0.1:0")
+    yield port
+    stop.set()
+    server.stop(grace=2).wait()
+
+
+def test_committed_modules_match_the_proto(tmp_path):
+    pytest.importorskip("grpc_tools")
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I.", f"--python_out={tmp_path}",
+                    f"--grpc_python_out={tmp_path}", "api/keda/externalscaler.proto"], cwd=ROOT, check=True)
+    for name in ("externalscaler_pb2.py", "externalscaler_pb2_grpc.py"):
+        assert (tmp_path / "api" / "keda" / name).read_text() == (ROOT / "api" / "keda" / name).read_text(), name
+
+
+def test_external_scaler_serves_the_forecast_numbers(generated, scaler, state):
+    fc = stored_forecast()
+    peak = float(max(fc.quantiles[0.9][:16]))  # P90 over the 15-minute cold-start lead of the demo deployment
+    replicas = int(np.ceil(peak / 300))
+    demand_meta = {"deployment": "demo", "metric": "forecastDemandRpm", "utilisation": "0.8"}
+    out = _call(generated, scaler, [
+        {"rpc": "IsActive", "name": "demo"},
+        {"rpc": "StreamIsActive", "name": "demo"},
+        {"rpc": "GetMetricSpec", "name": "demo"},
+        {"rpc": "GetMetrics", "name": "demo", "metric": "s0-warmcast-demo-desiredReplicas"},
+        {"rpc": "GetMetricSpec", "name": "vllm-scaledobject", "meta": demand_meta},
+        {"rpc": "GetMetrics", "name": "vllm-scaledobject", "meta": demand_meta},
+        {"rpc": "GetMetrics", "name": "demo", "meta": {"quantile": "0.5", "lead": "0"}},
+    ])
+    assert out[0] == {"result": True} and out[1] == {"result": True}
+    assert out[2] == {"name": "warmcast-demo-desiredReplicas", "target": 1.0, "targetInt": 1}
+    assert out[3] == {"name": "s0-warmcast-demo-desiredReplicas", "value": float(replicas), "int": replicas}
+    assert out[4]["target"] == pytest.approx(300 * 0.8) and out[4]["targetInt"] == 240
+    assert out[5]["value"] == pytest.approx(peak, rel=1e-3)
+    assert out[6]["value"] == float(int(np.ceil(fc.quantiles[0.5][0] / 300)))
+    # the planner's stored number wins over the forecast arithmetic, as on the HTTP route
+    state.put("plan", "demo", {"desired": 0})
+    out = _call(generated, scaler, [{"rpc": "IsActive", "name": "demo"}, {"rpc": "GetMetrics", "name": "demo"}])
+    assert out[0] == {"result": False} and out[1]["value"] == 0.0
+
+
+def test_external_scaler_errors(generated, scaler):
+    out = _call(generated, scaler, [
+        {"rpc": "GetMetrics", "name": "nope"},
+        {"rpc": "GetMetricSpec", "name": "demo", "meta": {"metric": "gpuTemperature"}},
+        {"rpc": "IsActive", "name": "demo", "meta": {"quantile": "2"}},
+    ])
+    assert out[0]["code"] == "NOT_FOUND"
+    assert out[1]["code"] == "INVALID_ARGUMENT" and "metric" in out[1]["detail"]
+    assert out[2]["code"] == "INVALID_ARGUMENT" and "quantile" in out[2]["detail"]
+
+
+def test_stream_is_active_sends_changes(settings, seeded, state):
+    """StreamIsActive answers at once, then again when the answer changes (planner stores 0)."""
+    import grpc
+
+    from api.deps import build_context
+    from api.keda import externalscaler_pb2 as pb
+    from api.keda import externalscaler_pb2_grpc as rpc
+    from api.keda.scaler import serve
+
+    server, port, stop = serve(build_context(settings), "127.0.0.1:0")
+    try:
+        stub = rpc.ExternalScalerStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        stream = stub.StreamIsActive(pb.ScaledObjectRef(name="demo", scalerMetadata={"streamIntervalSeconds": "0.1"}),
+                                     timeout=30)
+        assert next(stream).result is True
+        state.put("plan", "demo", {"desired": 0})
+        assert next(stream).result is False
+        stream.cancel()
+    finally:
+        stop.set()
+        server.stop(grace=1).wait()
