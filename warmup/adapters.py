@@ -1,0 +1,87 @@
+"""Glue between the pure core and the rest of warmcast (outside ``warmup/core`` on purpose).
+
+- :func:`core_config_from_values` is pure: it takes a deployment's plain values
+  (``Deployment.model_dump()``) and builds the core's :class:`CoreConfig`; the time
+  zone object is passed in (building it reads the tz database).
+- :func:`core_config` does the same from a :class:`warmcast.deployments.Deployment`.
+- :func:`forecast_input` turns a :class:`forecaster.base.Forecast` into the core's
+  :class:`ForecastInput`.
+"""
+from __future__ import annotations
+
+from datetime import time, tzinfo
+from typing import Any, Mapping, Optional, Sequence
+
+from warmup.core.types import (
+    CoreConfig,
+    ForecastInput,
+    ScalingConfig,
+    ScheduleWindow,
+    SwitchConfig,
+    WarmupConfig,
+)
+
+
+def _as_time(v: Any) -> time:
+    if isinstance(v, time):
+        return v
+    return time.fromisoformat(str(v))
+
+
+def core_config_from_values(values: Mapping[str, Any], tz: Optional[tzinfo] = None, *,
+                            scaling: Optional[Mapping[str, Any]] = None,
+                            warmup: Optional[WarmupConfig] = None,
+                            switch: Optional[Mapping[str, Any]] = None,
+                            dry_run: bool = False) -> CoreConfig:
+    """Pure mapping of a deployment's plain values to the core config.
+
+    ``scaling`` / ``switch`` hold overrides of the core's own knobs (quantile,
+    target utilisation, stabilisation, prewarm, hold...).
+    """
+    profiles: Mapping[str, Mapping[str, Any]] = values.get("profiles") or {}
+    default = values.get("default_profile") or (next(iter(profiles)) if profiles else "default")
+    cap = float(profiles[default]["capacity_rpm"]) if default in profiles else 300.0
+    sc = ScalingConfig(
+        capacity_rpm=cap,
+        min_replicas=int(values.get("min_replicas", 1)),
+        max_replicas=int(values.get("max_replicas", 8)),
+        gpus_per_replica=int(values.get("gpus_per_replica", 1)),
+        cold_start_min=float(values.get("cold_start_min", 15.0)),
+        **dict(scaling or {}),
+    )
+    sched = values.get("schedule") or {}
+    windows = tuple(ScheduleWindow(w["profile"], _as_time(w["start"]), _as_time(w["end"]))
+                    for w in sched.get("windows", []))
+    sw = SwitchConfig(
+        enabled=len(profiles) > 1 and bool(windows),
+        default_profile=default,
+        profile_capacity=tuple((name, float(p["capacity_rpm"])) for name, p in profiles.items()),
+        trigger="schedule",
+        windows=windows,
+        tz=tz,
+        **dict(switch or {}),
+    )
+    return CoreConfig(scaling=sc, warmup=warmup or WarmupConfig(), switch=sw, dry_run=dry_run)
+
+
+def core_config(deployment, *, dry_run: bool = False, **overrides: Any) -> CoreConfig:
+    """CoreConfig for a :class:`warmcast.deployments.Deployment` (builds its ZoneInfo)."""
+    from zoneinfo import ZoneInfo
+
+    values = deployment.model_dump()
+    tz = ZoneInfo(deployment.schedule.timezone)
+    return core_config_from_values(values, tz, dry_run=dry_run, **overrides)
+
+
+def forecast_input(forecast, levels: Optional[Sequence[float]] = None) -> ForecastInput:
+    """The core's view of a :class:`forecaster.base.Forecast` (plain tuples, UTC origin)."""
+    import pandas as pd
+
+    lv = tuple(sorted(levels if levels is not None else forecast.quantiles))
+    values = tuple(tuple(float(x) for x in forecast.quantile(q)) for q in lv)
+    origin = pd.Timestamp(forecast.origin)
+    if origin.tzinfo is None:
+        origin = origin.tz_localize("UTC")
+    extra = tuple((k, tuple(float(x) for x in v)) for k, v in (forecast.extra or {}).items())
+    return ForecastInput(origin=origin.to_pydatetime(), levels=lv, values=values,
+                         model=f"{forecast.model}:{forecast.version}", extra=extra)

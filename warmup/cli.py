@@ -1,0 +1,93 @@
+"""``warmcast backtest fleet``: compare scaling policies on a replayed log."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from warmcast.errors import InputError
+
+
+def fleet(
+    log: Path = typer.Option(..., "--log", help="Per-minute or finer count series (time,requests) or per-request log."),
+    capacity_rpm: Optional[float] = typer.Option(None, "--capacity-rpm", min=0.001,
+                                                 help="Requests/min one instance serves (required without "
+                                                      "--deployment, else the default profile's)."),
+    cold_start_min: Optional[float] = typer.Option(None, "--cold-start-min", min=0, max=240,
+                                                   help="Launch to ready, minutes (default 15, or the deployment's)."),
+    test_start: str = typer.Option(..., "--test-start", help="First test minute (UTC); the forecaster trains before it."),
+    out: Path = typer.Option(..., "--out", help="Directory for plan_<policy>.csv, report.json, fleet.png."),
+    policies: str = typer.Option(",".join(("static", "reactive", "queue", "predictive", "oracle")), "--policies",
+                                 help="Comma-separated subset of static,reactive,queue,predictive,oracle."),
+    quantile: float = typer.Option(0.9, "--quantile", min=0.01, max=0.999, help="Forecast level the predictive "
+                                   "policy provisions for."),
+    target_utilisation: float = typer.Option(1.0, "--target-utilisation", min=0.05, max=1.5,
+                                             help="Predictive: utilisation on the forecast quantile."),
+    reactive_utilisation: float = typer.Option(0.8, "--reactive-utilisation", min=0.05, max=1.5,
+                                               help="Reactive (HPA-like) target utilisation."),
+    queue_target: float = typer.Option(5.0, "--queue-target", min=0.1, help="Queue policy: waiting requests per "
+                                       "replica that trigger a scale-up."),
+    forecaster: str = typer.Option("lstm", "--forecaster", help="lstm, uc_fourier, holt_winters, seasonal_naive, "
+                                   "persistence or sim_seasonal_profile."),
+    test_end: Optional[str] = typer.Option(None, "--test-end", help="End of the test part (exclusive)."),
+    min_replicas: int = typer.Option(1, "--min-replicas", min=0),
+    max_replicas: int = typer.Option(100_000, "--max-replicas", min=1),
+    gpus_per_replica: int = typer.Option(1, "--gpus-per-replica", min=0),
+    deployment: Optional[Path] = typer.Option(None, "--deployment", help="Deployments file: the predictive policy "
+                                              "then uses that deployment's bounds, profiles and schedule "
+                                              "(profile switches are simulated as capacity changes)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Deployment name in --deployment (default: the only one)."),
+    decisions: bool = typer.Option(False, "--decisions", help="Also write the predictive decision log "
+                                   "(decisions_predictive.csv: every minute with its reason)."),
+    no_plot: bool = typer.Option(False, "--no-plot"),
+) -> None:
+    """Replay a log through a fleet with cold start and a FIFO queue under each policy."""
+    import pandas as pd
+
+    from warmup.sim import FleetBacktestConfig, format_table, load_log, run_backtest, write_outputs
+
+    names = tuple(p.strip() for p in policies.split(",") if p.strip())
+    try:
+        ts = pd.Timestamp(test_start)
+        te = pd.Timestamp(test_end) if test_end else None
+    except ValueError as err:
+        raise InputError(f"--test-start/--test-end: {err}") from None
+    core = None
+    if deployment is not None:
+        from warmcast.deployments import load_deployments
+        from warmup.adapters import core_config
+
+        dfile = load_deployments(deployment)
+        if name is None and len(dfile.deployments) != 1:
+            raise InputError(f"{deployment} holds {len(dfile.deployments)} deployments: name one with --name")
+        dep = dfile.get(name) if name else dfile.deployments[0]
+        core = core_config(dep)
+        capacity_rpm = capacity_rpm or dep.capacity_rpm
+        cold_start_min = dep.cold_start_min if cold_start_min is None else cold_start_min
+        min_replicas, max_replicas, gpus_per_replica = dep.min_replicas, dep.max_replicas, dep.gpus_per_replica
+    if capacity_rpm is None:
+        raise InputError("--capacity-rpm is required (or give --deployment)")
+    data = load_log(log)
+    cfg = FleetBacktestConfig(capacity_rpm=capacity_rpm, cold_start_min=15.0 if cold_start_min is None
+                              else cold_start_min, test_start=ts, test_end=te,
+                              policies=names, quantile=quantile, target_utilisation=target_utilisation,
+                              reactive_utilisation=reactive_utilisation, queue_target_waiting=queue_target,
+                              forecaster=forecaster, min_replicas=min_replicas, max_replicas=max_replicas,
+                              gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core)
+    result = run_backtest(data, cfg, progress=True)
+    paths = write_outputs(result, out, plot=not no_plot)
+    m = result.meta
+    typer.echo(f"{m['test_minutes']} test minutes from {m['test_start']}, {m['requests']:,} requests, "
+               f"resolution {m['resolution_s']} s")
+    if "forecaster" in m:
+        typer.echo(f"forecaster {m['forecaster']}: fit {m['forecaster_fit_seconds']} s, "
+                   f"forecasts {m['forecaster_predict_seconds']} s" + (f" ({m['forecaster_note']})"
+                                                                       if m.get("forecaster_note") else ""))
+    typer.echo(f"simulation of {len(result.rows)} policies: {m['simulation_seconds']} s")
+    typer.echo(format_table(result.rows))
+    typer.echo("wrote " + ", ".join(str(p) for p in paths))
+
+
+def register(app: typer.Typer, backtest: typer.Typer) -> None:
+    backtest.command("fleet")(fleet)

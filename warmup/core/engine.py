@@ -1,0 +1,55 @@
+"""One tick of the decision core: TickInput and PolicyState in, decisions and the new state out.
+
+Order: the profile switch first (it fixes the per-replica capacity the scaler
+plans with), then pre-scaling, then warmup.  In forecast-only (dry-run) mode the
+same decisions are computed and returned with ``applied=False``; callers record
+them and change nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from warmup.core.prescale import decide_scale
+from warmup.core.switching import decide_switch
+from warmup.core.types import (
+    CoreConfig,
+    PolicyState,
+    SwitchPhase,
+    TickInput,
+    TickOutput,
+    as_utc,
+)
+from warmup.core.warmup import decide_warmup
+
+
+def planning_capacity(cfg: CoreConfig, state: PolicyState, active_profile: str) -> float:
+    """Per-replica capacity to plan with: the active profile's, the lower of the two during a switch."""
+    base = cfg.scaling.capacity_rpm
+    sw = cfg.switch
+    if not sw.enabled or not sw.profile_capacity:
+        return base
+    active = state.switch.active_profile or active_profile or sw.default_profile
+    cap = sw.capacity_of(active, base)
+    if state.switch.phase in (SwitchPhase.PREWARM, SwitchPhase.CANARY) and state.switch.target_profile:
+        cap = min(cap, sw.capacity_of(state.switch.target_profile, base))
+    return cap
+
+
+def decide(cfg: CoreConfig, inp: TickInput, state: PolicyState | None = None) -> TickOutput:
+    """The whole decision for one tick.  Pure: same inputs, same output."""
+    state = state or PolicyState()
+    now = as_utc(inp.now)
+    provisioned = len(inp.instances)
+
+    sw_dec, sw_state, events = decide_switch(cfg.switch, now, inp.instances, inp.p99_latency_s, inp.forecast,
+                                             state.switch, provisioned, inp.active_profile)
+    state = replace(state, switch=sw_state)
+    cap = planning_capacity(cfg, state, inp.active_profile)
+
+    scale, state = decide_scale(cfg.scaling, now, inp.instances, inp.observed_rpm, inp.queue_depth,
+                                inp.forecast, state, capacity_rpm=cap)
+    wu, wu_state = decide_warmup(cfg.warmup, now, inp.instances, inp.observed_rpm, inp.queue_depth,
+                                 inp.p99_latency_s, inp.forecast, state.warmup, cap)
+    state = replace(state, warmup=wu_state)
+    return TickOutput(now=now, scale=scale, warmup=wu, switch=sw_dec, events=events, state=state,
+                      applied=not cfg.dry_run, mode="dry_run" if cfg.dry_run else "live")

@@ -1,0 +1,300 @@
+"""Pre-scaling: how many replicas to hold so that capacity is *ready* when demand arrives.
+
+The recommendation is the larger of
+- the reactive need: current load (plus the queue backlog drained over
+  ``queue_drain_s``, by default the lead time: replicas launched now help only once
+  they are ready, and draining a backlog faster would overshoot) at
+  ``reactive_utilisation``; and
+- the forecast need: the highest forecast (at ``quantile``) over the lead window
+  ``[now, now + cold_start + margin]`` at ``target_utilisation``.  An instance
+  launched now is ready at the end of that window, and an instance removed now
+  could not be back before its end, so the forecast over the whole window is a
+  floor for scale-in as well as the target for scale-up.
+
+Then the guardrails run as small staged functions, each of which may change the
+number and says why: stabilisation (scale-in only), max step, cooldowns, min/max
+replicas, GPU budget.  Bounds and budget run last, so they always hold.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Callable, Optional
+
+from warmup.core.types import (
+    ForecastInput,
+    GuardrailStep,
+    Instance,
+    InstanceState,
+    PolicyState,
+    Reason,
+    ReasonCode,
+    ScaleAction,
+    ScaleDecision,
+    ScalingConfig,
+    as_utc,
+)
+
+_EPS = 1e-9
+
+
+def replicas_for(rpm: float, capacity_rpm: float, utilisation: float) -> int:
+    """Replicas that serve ``rpm`` at ``utilisation`` of ``capacity_rpm`` each (0 for no load)."""
+    if not (rpm > 0):
+        return 0
+    return int(math.ceil(rpm / (capacity_rpm * utilisation) - _EPS))
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+# --------------------------------------------------------------------------- recommendations
+
+
+def reactive_need(cfg: ScalingConfig, observed_rpm: float, queue_depth: float,
+                  capacity_rpm: float) -> tuple[int, float, bool]:
+    """(replicas, load used, queue dominated) for the current load and backlog."""
+    obs = observed_rpm if math.isfinite(observed_rpm) and observed_rpm > 0 else 0.0
+    q = queue_depth if math.isfinite(queue_depth) and queue_depth > 0 else 0.0
+    drain = cfg.drain_s
+    backlog_rpm = q * 60.0 / drain if drain > 0 else 0.0
+    load = obs + backlog_rpm
+    n = replicas_for(load, capacity_rpm, cfg.reactive_utilisation)
+    queue_dominated = backlog_rpm > 0 and n > replicas_for(obs, capacity_rpm, cfg.reactive_utilisation)
+    return n, load, queue_dominated
+
+
+def _smooth(path: tuple[float, ...], k: int) -> tuple[float, ...]:
+    if k <= 1:
+        return path
+    n = len(path)
+    out = []
+    half = k // 2
+    for i in range(n):
+        lo, hi = max(0, i - half), min(n, i - half + k)
+        seg = path[lo:hi]
+        out.append(sum(seg) / len(seg))
+    return tuple(out)
+
+
+def forecast_need(cfg: ScalingConfig, fc: Optional[ForecastInput], now: datetime,
+                  capacity_rpm: float) -> tuple[Optional[int], Optional[Reason], float, int]:
+    """(replicas or None, why None, peak rpm, minutes from now to the peak).
+
+    The window is the minutes ``now .. now + lead`` (inclusive); a forecast whose
+    origin lies ``k`` minutes before ``now`` is read from index ``k``.
+    """
+    if fc is None:
+        return None, Reason(ReasonCode.NO_FORECAST, "no forecast available: reactive scaling only"), 0.0, 0
+    if not fc.usable():
+        return None, Reason(ReasonCode.NO_FORECAST, f"forecast from {fc.model or 'model'} has non-finite "
+                            "or negative values: ignored, reactive scaling only"), 0.0, 0
+    age_s = (as_utc(now) - as_utc(fc.origin)).total_seconds()
+    if age_s > cfg.max_forecast_age_s:
+        return None, Reason(ReasonCode.STALE_FORECAST, f"forecast is {age_s / 60:.0f} min old "
+                            f"(limit {cfg.max_forecast_age_s / 60:.0f}): reactive scaling only"), 0.0, 0
+    offset = max(0, int(math.floor(age_s / 60.0 + _EPS)))
+    last = offset + int(math.ceil(cfg.lead_min - _EPS))
+    path = _smooth(fc.path(cfg.quantile), cfg.forecast_smoothing_min)
+    if offset >= len(path):
+        return None, Reason(ReasonCode.STALE_FORECAST, "forecast does not reach the present: reactive only"), 0.0, 0
+    window = path[offset:min(last, len(path) - 1) + 1]
+    peak = max(window)
+    at = window.index(peak)
+    return replicas_for(peak, capacity_rpm, cfg.target_utilisation), None, peak, at
+
+
+# --------------------------------------------------------------------------- guardrails
+
+
+class _Ctx:
+    __slots__ = ("cfg", "now", "current", "state", "raw")
+
+    def __init__(self, cfg: ScalingConfig, now: datetime, current: int, state: PolicyState, raw: int):
+        self.cfg, self.now, self.current, self.state, self.raw = cfg, now, current, state, raw
+
+
+Stage = Callable[[int, _Ctx], tuple[int, Optional[Reason]]]
+
+
+def stage_stabilisation(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
+    """Scale-in goes only to the highest recommendation of the stabilisation window."""
+    if n >= c.current or c.cfg.stabilisation_s <= 0:
+        return n, None
+    start = c.now - timedelta(seconds=c.cfg.stabilisation_s)
+    recent = [r for t, r in c.state.history if as_utc(t) > start]
+    hi = max(recent + [n])
+    if hi > n:
+        m = min(c.current, hi)
+        return m, Reason(ReasonCode.STABILISATION,
+                         f"scale-in held at {m}: a recommendation of {hi} within the last "
+                         f"{c.cfg.stabilisation_s / 60:.0f} min stabilisation window")
+    return n, None
+
+
+def stage_max_step(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
+    up, down = c.cfg.max_step_up, c.cfg.max_step_down
+    if up is not None and n > c.current + up:
+        return c.current + up, Reason(ReasonCode.MAX_STEP, f"at most {up} replicas added per step")
+    if down is not None and n < c.current - down:
+        return c.current - down, Reason(ReasonCode.MAX_STEP, f"at most {down} replicas removed per step")
+    return n, None
+
+
+def stage_cooldown(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
+    last = c.state.last_scale
+    if last is None:
+        return n, None
+    last = as_utc(last)
+    since = (c.now - last).total_seconds()
+    if n < c.current and since < c.cfg.cooldown_down_s:
+        return c.current, Reason(ReasonCode.COOLDOWN_DOWN, f"no scale-in within {c.cfg.cooldown_down_s:.0f} s "
+                                 f"of the last scale action ({since:.0f} s ago)")
+    if n > c.current and since < c.cfg.cooldown_up_s:
+        return c.current, Reason(ReasonCode.COOLDOWN_UP, f"no scale-up within {c.cfg.cooldown_up_s:.0f} s "
+                                 f"of the last scale action ({since:.0f} s ago)")
+    return n, None
+
+
+def stage_bounds(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
+    lo, hi = c.cfg.min_replicas, c.cfg.max_replicas
+    if n > hi:
+        return hi, Reason(ReasonCode.MAX_REPLICAS, f"capped at max_replicas {hi} (asked for {n})")
+    if n < lo:
+        return lo, Reason(ReasonCode.MIN_REPLICAS, f"kept at min_replicas {lo}")
+    return n, None
+
+
+def gpu_cap(cfg: ScalingConfig) -> Optional[int]:
+    if cfg.gpu_budget is None or cfg.gpus_per_replica <= 0:
+        return None
+    return cfg.gpu_budget // cfg.gpus_per_replica
+
+
+def stage_gpu_budget(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
+    cap = gpu_cap(c.cfg)
+    if cap is not None and n > cap:
+        return cap, Reason(ReasonCode.GPU_BUDGET, f"GPU budget {c.cfg.gpu_budget} allows {cap} replicas of "
+                           f"{c.cfg.gpus_per_replica} GPU(s) (asked for {n})")
+    return n, None
+
+
+GUARDRAILS: tuple[tuple[str, Stage], ...] = (
+    ("stabilisation", stage_stabilisation),
+    ("max_step", stage_max_step),
+    ("cooldown", stage_cooldown),
+    ("bounds", stage_bounds),
+    ("gpu_budget", stage_gpu_budget),
+)
+
+
+def hard_cap(cfg: ScalingConfig) -> int:
+    cap = gpu_cap(cfg)
+    return cfg.max_replicas if cap is None else min(cfg.max_replicas, cap)
+
+
+# --------------------------------------------------------------------------- scale-in order
+
+
+_REMOVE_ORDER = {
+    InstanceState.BOOTING: 0, InstanceState.WAKING: 1, InstanceState.READY_IDLE: 2,
+    InstanceState.READY_BUSY: 3, InstanceState.SATURATED: 4,
+}
+
+
+def scale_in_order(instances: tuple[Instance, ...]) -> tuple[str, ...]:
+    """Which instances to remove first: booting (newest first), waking, idle, least loaded busy."""
+    def key(i: Instance):
+        launched = -as_utc(i.launched_at).timestamp() if i.launched_at is not None else 0.0
+        return (_REMOVE_ORDER[i.state], i.load_rpm, launched, i.id)
+    return tuple(i.id for i in sorted(instances, key=key))
+
+
+# --------------------------------------------------------------------------- the decision
+
+
+def decide_scale(cfg: ScalingConfig, now: datetime, instances: tuple[Instance, ...], observed_rpm: float,
+                 queue_depth: float, forecast: Optional[ForecastInput], state: PolicyState,
+                 capacity_rpm: Optional[float] = None) -> tuple[ScaleDecision, PolicyState]:
+    now = as_utc(now)
+    cap = capacity_rpm if capacity_rpm is not None and capacity_rpm > 0 else cfg.capacity_rpm
+    current = len(instances)
+    ready = sum(1 for i in instances if i.state.ready)
+
+    load_known = math.isfinite(observed_rpm)
+    reactive, load, queue_dom = reactive_need(cfg, observed_rpm, queue_depth, cap)
+    if not load_known:  # unknown load: never scale in on it
+        reactive = current
+    f_need, f_why, peak, peak_at = forecast_need(cfg, forecast, now, cap)
+
+    raw = reactive if f_need is None else max(reactive, f_need)
+    lead = cfg.lead_min
+    if f_need is not None and f_need > reactive:
+        base = Reason(ReasonCode.FORECAST_PRESCALE,
+                      f"forecast P{cfg.quantile * 100:.0f} peaks at {_fmt(peak)} req/min in {peak_at} min "
+                      f"(lead window {lead:.0f} min); at {_fmt(cap)} req/min per replica and "
+                      f"{cfg.target_utilisation:.0%} utilisation that needs {f_need}; current load needs {reactive}")
+    elif queue_dom:
+        base = Reason(ReasonCode.QUEUE_BACKLOG,
+                      f"load {_fmt(observed_rpm)} req/min plus a backlog of {queue_depth:.0f} queued requests "
+                      f"({_fmt(load)} req/min) needs {reactive}")
+    elif f_why is not None:
+        base = Reason(f_why.code, f"{f_why.text}; current load {_fmt(load)} req/min needs {reactive}")
+    else:
+        base = Reason(ReasonCode.REACTIVE_LOAD,
+                      f"current load {_fmt(load)} req/min needs {reactive} at "
+                      f"{cfg.reactive_utilisation:.0%} utilisation; the forecast over the next "
+                      f"{lead:.0f} min needs {f_need}")
+    if not load_known:
+        base = Reason(base.code, base.text + " (current load unknown: no scale-in on it)")
+
+    ctx = _Ctx(cfg, now, current, state, raw)
+    n = raw
+    steps: list[GuardrailStep] = []
+    reason: Optional[Reason] = None
+    for name, fn in GUARDRAILS:
+        m, why = fn(n, ctx)
+        steps.append(GuardrailStep(name, n, m, why))
+        if m != n and why is not None:
+            reason = why
+        n = m
+
+    if n > current:
+        action = ScaleAction.UP
+    elif n < current:
+        action = ScaleAction.DOWN
+    else:
+        action = ScaleAction.HOLD
+
+    if reason is None:
+        if action is ScaleAction.HOLD:
+            if reactive < current and f_need is not None and f_need >= current:
+                reason = Reason(ReasonCode.FORECAST_BLOCKS_SCALE_IN,
+                                f"current load needs only {reactive}, but the forecast needs {f_need} within "
+                                f"the next {lead:.0f} min (a removed replica could not be back in time)")
+            elif f_why is not None:
+                reason = Reason(f_why.code, f"{f_why.text}; holding {current}: current load needs {reactive}")
+            else:
+                reason = Reason(ReasonCode.NO_CHANGE,
+                                f"{current} replicas match the need: load needs {reactive}, "
+                                f"forecast over {lead:.0f} min needs {f_need}")
+        else:
+            reason = base
+
+    window_start = now - timedelta(seconds=cfg.stabilisation_s)
+    history = tuple((as_utc(t), r) for t, r in state.history if as_utc(t) > window_start) + ((now, raw),)
+    new_state = replace(
+        state,
+        history=history,
+        last_scale_up=now if action is ScaleAction.UP else state.last_scale_up,
+        last_scale_down=now if action is ScaleAction.DOWN else state.last_scale_down,
+        scale_actions=state.scale_actions + (action is not ScaleAction.HOLD),
+    )
+    remove: tuple[str, ...] = ()
+    if action is ScaleAction.DOWN:
+        remove = scale_in_order(instances)[: current - n]
+    return ScaleDecision(current=current, ready=ready, desired=n, action=action, reason=reason,
+                         reactive_replicas=reactive, forecast_replicas=f_need, raw=raw,
+                         steps=tuple(steps), remove=remove), new_state

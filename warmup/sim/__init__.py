@@ -1,0 +1,20 @@
+"""The fleet simulator: replay a load log through a fleet model under several policies.
+
+See :mod:`warmup.sim.backtest` (``warmcast backtest fleet``), :mod:`warmup.sim.fleet`
+(the fleet and queue model) and :mod:`warmup.sim.policies`.
+"""
+from warmup.sim.backtest import (
+    POLICIES,
+    FleetBacktestConfig,
+    FleetResult,
+    compute_forecasts,
+    format_table,
+    make_split,
+    run_backtest,
+    run_policy,
+    write_outputs,
+)
+from warmup.sim.data import LoadLog, from_series, load_log
+
+__all__ = ["POLICIES", "FleetBacktestConfig", "FleetResult", "LoadLog", "compute_forecasts", "format_table",
+           "from_series", "load_log", "make_split", "run_backtest", "run_policy", "write_outputs"]

@@ -1,0 +1,295 @@
+"""``warmcast backtest fleet``: replay a log through the fleet model under every policy.
+
+Split: the forecaster is trained on the minutes before ``test_start``; the
+policies run over the test part, each minute deciding from data strictly before
+it.  Every policy starts warm with the fleet it would have had at the test start.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from warmcast.errors import InputError
+from warmup.core import CoreConfig
+from warmup.sim.data import LoadLog
+from warmup.sim.fleet import FleetParams, FleetRun, Observation, run_online, run_plan, summarise
+from warmup.sim.forecasts import ForecastBundle, make_forecaster, online_forecasts
+from warmup.sim.policies import CorePolicy, QueueKEDA, ReactiveHPA, StaticPeak, oracle_need, oracle_plan
+
+POLICIES = ("static", "reactive", "queue", "predictive", "oracle")
+
+
+@dataclass
+class FleetBacktestConfig:
+    capacity_rpm: float
+    cold_start_min: float
+    test_start: pd.Timestamp
+    test_end: Optional[pd.Timestamp] = None        # exclusive; None: the end of the log
+    policies: tuple[str, ...] = POLICIES
+    wait_threshold_s: float = 5.0
+    gpus_per_replica: int = 1
+    min_replicas: int = 1
+    max_replicas: int = 100_000
+    # predictive
+    quantile: float = 0.9
+    target_utilisation: float = 1.0
+    forecaster: str = "lstm"
+    horizon: int = 30
+    core: Optional[CoreConfig] = None              # full core config (overrides the fields above)
+    # baselines
+    reactive_utilisation: float = 0.8
+    reactive_stabilisation_min: int = 5
+    queue_target_waiting: float = 5.0
+    static_replicas: Optional[int] = None          # None: the test part's peak (hindsight)
+    record_decisions: bool = False
+
+    def fleet_params(self) -> FleetParams:
+        return FleetParams(capacity_rpm=self.capacity_rpm, cold_start_min=self.cold_start_min,
+                           wait_threshold_s=self.wait_threshold_s, gpus_per_replica=self.gpus_per_replica)
+
+    def core_config(self, quantile: Optional[float] = None) -> CoreConfig:
+        base = self.core or CoreConfig()
+        sc = replace(base.scaling, capacity_rpm=self.capacity_rpm, cold_start_min=self.cold_start_min,
+                     min_replicas=self.min_replicas, max_replicas=max(self.max_replicas, self.min_replicas),
+                     gpus_per_replica=self.gpus_per_replica,
+                     quantile=self.quantile if quantile is None else quantile,
+                     target_utilisation=self.target_utilisation if self.core is None
+                     else base.scaling.target_utilisation)
+        sw = base.switch
+        if sw.enabled:  # the simulated capacity of the default profile is the one given
+            caps = tuple((n, c) for n, c in sw.profile_capacity if n != sw.default_profile)
+            sw = replace(sw, profile_capacity=((sw.default_profile, self.capacity_rpm),) + caps)
+        return replace(base, scaling=sc, switch=sw)
+
+
+@dataclass
+class Split:
+    i0: int                 # index of the first test minute in the log
+    minutes: int
+    times: pd.DatetimeIndex
+    arrivals: np.ndarray    # (minutes, steps)
+    demand: np.ndarray      # per minute
+    minute_before: float
+
+
+@dataclass
+class FleetResult:
+    cfg: FleetBacktestConfig
+    split: Split
+    runs: dict[str, FleetRun]
+    rows: dict[str, dict]
+    meta: dict
+    forecasts: Optional[ForecastBundle] = None
+
+
+def make_split(log: LoadLog, test_start: pd.Timestamp, test_end: Optional[pd.Timestamp] = None) -> Split:
+    ts = pd.Timestamp(test_start)
+    if ts.tzinfo is not None:
+        ts = ts.tz_convert("UTC").tz_localize(None)
+    ts = ts.floor("min")
+    i0 = int((ts - log.start) / pd.Timedelta(minutes=1))
+    if i0 < 1 or i0 >= log.minutes:
+        raise InputError(f"--test-start {ts} must lie inside the log ({log.start} .. "
+                         f"{log.start + pd.Timedelta(minutes=log.minutes - 1)}), after its first minute")
+    i1 = log.minutes
+    if test_end is not None:
+        te = pd.Timestamp(test_end)
+        if te.tzinfo is not None:
+            te = te.tz_convert("UTC").tz_localize(None)
+        i1 = min(i1, int((te - log.start) / pd.Timedelta(minutes=1)))
+    # Drop a trailing minute that the log covers only partly (a last 10 s bin past the end).
+    if log.step_s < 60 and i1 == log.minutes:
+        k = log.steps_per_minute
+        tail = log.arrivals[(i1 - 1) * k:i1 * k]
+        if i1 - 1 > i0 and np.count_nonzero(tail) <= 1 and log.arrivals[(i1 - 2) * k:(i1 - 1) * k].sum() > 10 * tail.sum():
+            i1 -= 1
+    if i1 <= i0:
+        raise InputError("the test part is empty")
+    arrivals = log.slice_minutes(i0, i1)
+    before = log.minute.iloc[i0 - 1]
+    return Split(i0=i0, minutes=i1 - i0, times=pd.date_range(log.start + pd.Timedelta(minutes=i0),
+                                                             periods=i1 - i0, freq="min"),
+                 arrivals=arrivals, demand=arrivals.sum(axis=1),
+                 minute_before=float(before) if np.isfinite(before) else float("nan"))
+
+
+def compute_forecasts(log: LoadLog, cfg: FleetBacktestConfig, levels: Sequence[float],
+                      model=None, fit: bool = True, progress: bool = False) -> ForecastBundle:
+    split = make_split(log, cfg.test_start, cfg.test_end)
+    frame = log.frame()
+    name = cfg.forecaster
+    note = ""
+    if model is None:
+        model = make_forecaster(name, progress=progress)
+    try:
+        bundle = online_forecasts(model, frame, split.times[0], split.minutes, cfg.horizon, levels, fit=fit)
+    except (ValueError, InputError) as err:  # too little history for the chosen model
+        if name == "sim_seasonal_profile" or not fit:
+            raise
+        note = f"{name} could not be trained ({err}); fell back to sim_seasonal_profile"
+        bundle = online_forecasts(make_forecaster("sim_seasonal_profile"), frame, split.times[0], split.minutes,
+                                  cfg.horizon, levels)
+    bundle.note = note
+    return bundle
+
+
+def _initial(policy, split: Split) -> int:
+    """The fleet a policy would have had at the test start: its own decision from the last minute."""
+    obs = Observation(0, split.minute_before, 0.0, 0, 0, 0.0)
+    if isinstance(policy, CorePolicy):
+        n = policy.decide(obs)
+        policy.reset()
+        return n
+    if isinstance(policy, ReactiveHPA):
+        n = policy.recommend(obs)
+        return max(policy.min_replicas, n)
+    if isinstance(policy, QueueKEDA):
+        return max(policy.min_replicas, int(math.ceil(max(split.minute_before, 0) / policy.capacity_rpm)))
+    return policy.decide(obs)
+
+
+def run_policy(name: str, split: Split, cfg: FleetBacktestConfig, bundle: Optional[ForecastBundle] = None,
+               quantile: Optional[float] = None, reactive_utilisation: Optional[float] = None) -> FleetRun:
+    params = cfg.fleet_params()
+    t0 = time.perf_counter()
+    info: dict = {}
+    if name == "oracle":
+        prov, ready = oracle_plan(oracle_need(split.demand, cfg.capacity_rpm, cfg.min_replicas), cfg.cold_start_min)
+        run = run_plan("oracle", prov, ready, split.arrivals, params)
+        info = {"need": "ceil(demand / capacity) per minute, launched one cold start ahead"}
+    else:
+        if name == "static":
+            n = cfg.static_replicas
+            if n is None:
+                n = max(cfg.min_replicas, int(math.ceil(split.demand.max() / cfg.capacity_rpm - 1e-9)))
+                info = {"replicas": n, "sized": "peak minute of the test part (hindsight)"}
+            else:
+                info = {"replicas": n}
+            pol = StaticPeak(n)
+        elif name == "reactive":
+            u = cfg.reactive_utilisation if reactive_utilisation is None else reactive_utilisation
+            pol = ReactiveHPA(cfg.capacity_rpm, u, cfg.reactive_stabilisation_min, cfg.min_replicas, cfg.max_replicas)
+            info = {"target_utilisation": u, "stabilisation_min": cfg.reactive_stabilisation_min}
+        elif name == "queue":
+            pol = QueueKEDA(cfg.capacity_rpm, cfg.queue_target_waiting, drain_min=max(1.0, cfg.cold_start_min),
+                            min_replicas=cfg.min_replicas, max_replicas=cfg.max_replicas)
+            info = {"target_waiting_per_replica": cfg.queue_target_waiting, "drain_min": pol.drain_min,
+                    "cooldown_min": pol.cooldown_min, "scale_in_utilisation": pol.scale_in_utilisation}
+        elif name == "predictive":
+            core = cfg.core_config(quantile)
+            times = [t.to_pydatetime() for t in split.times]
+            if bundle is None:
+                raise InputError("the predictive policy needs forecasts")
+            pol = CorePolicy(core, times, bundle.levels, bundle.paths, record=cfg.record_decisions,
+                             model=bundle.model)
+            s = core.scaling
+            info = {"forecaster": bundle.model, "quantile": s.quantile, "target_utilisation": s.target_utilisation,
+                    "lead_min": s.lead_min, "stabilisation_s": s.stabilisation_s,
+                    "cooldown_down_s": s.cooldown_down_s, "reactive_utilisation": s.reactive_utilisation}
+        else:
+            raise InputError(f"unknown policy {name!r}; use {', '.join(POLICIES)}")
+        n0 = _initial(pol, split)
+        run = run_online(pol, split.arrivals, split.minute_before, params, n0)
+        run.name = name
+        if isinstance(pol, CorePolicy):
+            run.warmups = pol.warmups
+            run.profile_switches = pol.switches
+            run.events = pol.events
+            run.decisions = pol.decisions
+    run.params = info
+    run.seconds = time.perf_counter() - t0
+    return run
+
+
+def run_backtest(log: LoadLog, cfg: FleetBacktestConfig, bundle: Optional[ForecastBundle] = None,
+                 progress: bool = False) -> FleetResult:
+    split = make_split(log, cfg.test_start, cfg.test_end)
+    policies = tuple(cfg.policies)
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise InputError(f"unknown policies {unknown}; use {', '.join(POLICIES)}")
+    if "predictive" in policies and bundle is None:
+        bundle = compute_forecasts(log, cfg, sorted({0.1, 0.5, 0.9, cfg.quantile}), progress=progress)
+    runs: dict[str, FleetRun] = {}
+    t_sim = time.perf_counter()
+    order = ["oracle"] + [p for p in policies if p != "oracle"]
+    for name in order:
+        runs[name] = run_policy(name, split, cfg, bundle)
+    sim_s = time.perf_counter() - t_sim
+    params = cfg.fleet_params()
+    oracle_gpu = float(runs["oracle"].provisioned.sum()) * cfg.gpus_per_replica / 60.0
+    rows = {name: summarise(runs[name], split.demand, params, oracle_gpu) for name in order if name in runs}
+    if "oracle" not in policies:
+        rows.pop("oracle")
+        runs_out = {k: v for k, v in runs.items() if k != "oracle"}
+    else:
+        runs_out = runs
+    meta = {
+        "log": log.source,
+        "resolution_s": log.step_s,
+        "capacity_rpm": cfg.capacity_rpm,
+        "cold_start_min": cfg.cold_start_min,
+        "wait_threshold_s": cfg.wait_threshold_s,
+        "test_start": str(split.times[0]),
+        "test_end": str(split.times[-1]),
+        "test_minutes": split.minutes,
+        "requests": int(round(float(split.demand.sum()))),
+        "oracle_gpu_hours": round(oracle_gpu, 3),
+        "simulation_seconds": round(sim_s, 3),
+    }
+    if bundle is not None:
+        meta.update({"forecaster": bundle.model, "forecaster_fit_seconds": round(bundle.fit_seconds, 2),
+                     "forecaster_predict_seconds": round(bundle.predict_seconds, 2)})
+        if bundle.note:
+            meta["forecaster_note"] = bundle.note
+    return FleetResult(cfg=cfg, split=split, runs=runs_out, rows=rows, meta=meta, forecasts=bundle)
+
+
+def write_outputs(result: FleetResult, out: str | Path, plot: bool = True) -> list[Path]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    times = result.split.times.strftime("%Y-%m-%d %H:%M:%S")
+    for name, run in result.runs.items():
+        p = out / f"plan_{name}.csv"
+        pd.DataFrame({"time": times, "replicas": run.provisioned}).to_csv(p, index=False)
+        written.append(p)
+    rep = {"meta": result.meta, "policies": result.rows}
+    p = out / "report.json"
+    tmp = p.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(rep, indent=2, default=float))
+    tmp.replace(p)
+    written.append(p)
+    pred = result.runs.get("predictive")
+    if pred is not None and pred.decisions:
+        p = out / "decisions_predictive.csv"
+        df = pd.DataFrame(pred.decisions)
+        df.insert(0, "time", times[df["t"].to_numpy()])
+        df.drop(columns=["t"]).to_csv(p, index=False)
+        written.append(p)
+    if plot:
+        from warmup.sim.plot import plot_fleet
+
+        p = out / "fleet.png"
+        plot_fleet(result, p)
+        written.append(p)
+    return written
+
+
+def format_table(rows: dict[str, dict]) -> str:
+    head = (f"{'policy':<22}{'GPU-h':>9}{'x oracle':>10}{'late>5s %':>11}{'short min':>10}"
+            f"{'scale acts':>11}{'launches':>9}{'warmups':>8}{'switches':>9}")
+    lines = [head, "-" * len(head)]
+    for name, r in rows.items():
+        ratio = r.get("gpu_hours_vs_oracle")
+        lines.append(f"{name:<22}{r['gpu_hours']:>9.1f}{(ratio if ratio is not None else float('nan')):>10.3f}"
+                     f"{r['late_pct']:>11.4f}{r['minutes_short']:>10d}{r['scale_actions']:>11d}"
+                     f"{r['launches']:>9d}{r['warmups']:>8d}{r['profile_switches']:>9d}")
+    return "\n".join(lines)

@@ -1,0 +1,100 @@
+"""Load series for the fleet simulator: arrivals per sub-minute step plus the per-minute frame.
+
+The simulator replays arrivals at the log's own resolution when it is finer than a
+minute (10 s counts, or per-request logs counted per second and re-binned to 10 s)
+and per minute otherwise.  The per-minute frame (``requests`` column, NaN for a
+missing minute) is what the forecaster sees.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from warmcast.errors import InputError
+
+FINEST_STEP_S = 10  # per-second (per-request) logs are re-binned to this
+
+
+@dataclass(frozen=True)
+class LoadLog:
+    """Arrivals on a regular grid of ``step_s`` seconds (60 divisible by it), aligned to minutes."""
+
+    start: pd.Timestamp            # first minute (tz-naive UTC)
+    step_s: int                    # 10, 20, 30 or 60 ...
+    arrivals: np.ndarray           # requests per step, len = minutes * steps_per_minute, NaN -> 0
+    minute: pd.Series              # requests per minute (NaN for a minute with no data)
+    source: str = ""
+
+    @property
+    def steps_per_minute(self) -> int:
+        return 60 // self.step_s
+
+    @property
+    def minutes(self) -> int:
+        return len(self.minute)
+
+    def frame(self) -> pd.DataFrame:
+        return self.minute.to_frame("requests")
+
+    def slice_minutes(self, i0: int, i1: int) -> np.ndarray:
+        """Arrivals of minutes [i0, i1) as an array of shape (i1 - i0, steps_per_minute)."""
+        k = self.steps_per_minute
+        return self.arrivals[i0 * k:i1 * k].reshape(i1 - i0, k)
+
+
+def from_series(counts: pd.Series, source: str = "") -> LoadLog:
+    """Build a LoadLog from a count series at any regular resolution (1 s .. 1 min or coarser)."""
+    if len(counts) == 0:
+        raise InputError(f"{source or 'load series'}: no data")
+    s = counts.astype(float).sort_index()
+    s = s[~s.index.duplicated(keep="last")]
+    idx = pd.DatetimeIndex(s.index)
+    if idx.tz is not None:
+        idx = idx.tz_convert("UTC").tz_localize(None)
+    s.index = idx
+    diffs = np.asarray((idx[1:] - idx[:-1]).total_seconds(), dtype=float) if len(idx) > 1 else np.array([60.0])
+    native = float(np.median(diffs)) if len(diffs) else 60.0
+    if native < 60:
+        step = FINEST_STEP_S if native < FINEST_STEP_S else int(native)
+        if 60 % step != 0:
+            step = FINEST_STEP_S
+    else:
+        step = 60
+    start = idx[0].floor("min")
+    end = idx[-1].floor("min")
+    grid = pd.date_range(start, end + pd.Timedelta(seconds=60 - step), freq=f"{step}s")
+    if native <= 60:
+        binned = s.groupby(s.index.floor(f"{step}s")).sum(min_count=1).reindex(grid)
+    else:
+        # Coarser than a minute: spread each value evenly over its minutes.
+        per_min = s / (native / 60.0)
+        binned = per_min.reindex(grid, method="ffill", limit=int(native // 60) - 1)
+    minute = binned.groupby(binned.index.floor("min")).sum(min_count=1)
+    minute.index.name = "time"
+    minute.name = "requests"
+    arr = np.nan_to_num(binned.to_numpy(float), nan=0.0)
+    if (arr < 0).any():
+        raise InputError(f"{source or 'load series'}: negative request counts")
+    return LoadLog(start=start, step_s=step, arrivals=arr, minute=minute, source=source)
+
+
+def load_log(path: str | Path) -> LoadLog:
+    """Any log warmcast ingests: per-minute or finer count series, or a per-request log."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"log file {p} does not exist")
+    try:
+        from warmcast.ingest import load_count_series
+    except ImportError:  # an older foundation without it: read time,requests CSVs directly
+        load_count_series = None
+    if load_count_series is not None:
+        counts = load_count_series(p)
+    else:
+        df = pd.read_csv(p)
+        if not {"time", "requests"} <= set(df.columns):
+            raise InputError(f"{p}: expected columns time,requests")
+        counts = pd.Series(df["requests"].to_numpy(float), index=pd.to_datetime(df["time"]), name="requests")
+    return from_series(counts, source=str(p))

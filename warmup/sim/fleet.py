@@ -1,0 +1,255 @@
+"""The fleet model: instances with a cold start, per-instance capacity and a FIFO queue.
+
+Each minute:
+1. instances whose cold start has finished become ready;
+2. the policy sees what a controller would see at the start of the minute (the
+   arrivals of the minutes before, the queue depth, the ready and booting
+   instances) and names the number of instances it wants provisioned;
+3. launches start booting (ready ``cold_start_min`` minutes later; they cost GPU
+   time from launch), and scale-in removes booting instances first (newest first),
+   then ready ones;
+4. the minute's arrivals are served by the ready instances through one FIFO queue.
+
+The queue is a fluid FIFO at the log's resolution: within a step arrivals come at a
+constant rate, the ready instances serve ``ready * capacity_rpm / 60`` requests/s,
+and a request waits for the backlog ahead of it.  A request is *late* when that
+wait is over ``wait_threshold_s`` (5 s); lateness is counted exactly for the
+linear backlog inside each step.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class FleetParams:
+    capacity_rpm: float
+    cold_start_min: float = 15.0
+    wait_threshold_s: float = 5.0
+    gpus_per_replica: int = 1
+
+    @property
+    def boot_minutes(self) -> int:
+        return int(math.ceil(self.cold_start_min - 1e-9))
+
+
+@dataclass
+class Observation:
+    """What a controller sees at the start of minute ``t`` (index into the test part)."""
+
+    t: int
+    last_minute_rpm: float   # arrivals in the previous minute (NaN if unknown)
+    queue_depth: float       # requests waiting now
+    ready: int
+    booting: int             # instances launched but not ready yet
+    max_wait_last_s: float   # longest wait of a request in the previous minute (fluid model)
+
+    @property
+    def provisioned(self) -> int:
+        return self.ready + self.booting
+
+
+class Policy(Protocol):
+    name: str
+
+    def decide(self, obs: Observation) -> int: ...
+
+
+def serve_step(q: float, a: float, mu: float, dt: float, w: float) -> tuple[float, float, float]:
+    """(backlog after, late arrivals, longest wait) for one step of ``dt`` seconds.
+
+    ``q`` backlog at the start, ``a`` arrivals spread evenly over the step, ``mu``
+    service rate in requests/s, ``w`` the lateness threshold in seconds.
+    """
+    if mu <= 0.0:
+        return q + a, a, (math.inf if a > 0 or q > 0 else 0.0)
+    lam = a / dt
+    thr = w * mu
+    late = 0.0
+    if lam >= mu:
+        end = q + (lam - mu) * dt
+        if q >= thr:
+            late = a
+        elif lam > mu and end > thr:
+            late = lam * (dt - (thr - q) / (lam - mu))
+        return end, late, end / mu
+    # draining
+    if q > thr:
+        late = lam * min(dt, (q - thr) / (mu - lam))
+    end = q - (mu - lam) * dt
+    return (end if end > 0.0 else 0.0), late, q / mu
+
+
+@dataclass
+class FleetRun:
+    """Per-minute record of one policy on the test part."""
+
+    name: str
+    provisioned: np.ndarray
+    ready: np.ndarray
+    late: np.ndarray          # late requests per minute
+    queue: np.ndarray         # backlog at the end of each minute
+    max_wait: np.ndarray      # longest wait per minute (s)
+    launches: int = 0
+    warmups: int = 0
+    profile_switches: int = 0
+    events: list[tuple[int, str, str]] = field(default_factory=list)   # (minute, kind, text)
+    decisions: list[dict] = field(default_factory=list)               # optional decision log
+    params: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    capacity: Optional[np.ndarray] = None   # per-instance capacity per minute when it changes (profiles)
+
+
+def serve_minutes(ready: np.ndarray, arrivals: np.ndarray, params: FleetParams,
+                  q0: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Serve a fixed plan: (late per minute, backlog at minute end, max wait per minute).
+
+    ``arrivals`` has shape (minutes, steps_per_minute).
+    """
+    T, k = arrivals.shape
+    dt = 60.0 / k
+    cap_s = params.capacity_rpm / 60.0
+    w = params.wait_threshold_s
+    late = np.zeros(T)
+    queue = np.zeros(T)
+    mw = np.zeros(T)
+    q = q0
+    rows = arrivals.tolist()
+    rd = ready.tolist()
+    for t in range(T):
+        mu = rd[t] * cap_s
+        lt = 0.0
+        mx = 0.0
+        for a in rows[t]:
+            q, l, m = serve_step(q, a, mu, dt, w)
+            lt += l
+            if m > mx:
+                mx = m
+        late[t] = lt
+        queue[t] = q
+        mw[t] = mx
+    return late, queue, mw
+
+
+def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, params: FleetParams,
+               initial_ready: int) -> FleetRun:
+    """Run an online policy over the test part; ``arrivals`` shape (minutes, steps_per_minute)."""
+    T, k = arrivals.shape
+    dt = 60.0 / k
+    cap_s = params.capacity_rpm / 60.0
+    w = params.wait_threshold_s
+    B = params.boot_minutes
+    prov = np.zeros(T, dtype=np.int64)
+    rdy = np.zeros(T, dtype=np.int64)
+    late = np.zeros(T)
+    queue = np.zeros(T)
+    mw = np.zeros(T)
+    ready = int(initial_ready)
+    booting: list[int] = []       # ready-minute of each booting instance, in launch order
+    launches = 0
+    q = 0.0
+    last = minute_before
+    last_wait = 0.0
+    rows = arrivals.tolist()
+    minute_sums = arrivals.sum(axis=1).tolist()
+    cap_fn = getattr(policy, "capacity_now", None)
+    caps = np.full(T, params.capacity_rpm)
+    for t in range(T):
+        if booting and booting[0] <= t:
+            n_done = 0
+            for r in booting:
+                if r <= t:
+                    n_done += 1
+                else:
+                    break
+            ready += n_done
+            del booting[:n_done]
+        obs = Observation(t, last, q, ready, len(booting), last_wait)
+        want = max(0, int(policy.decide(obs)))
+        have = ready + len(booting)
+        if want > have:
+            n = want - have
+            launches += n
+            if B <= 0:
+                ready += n
+            else:
+                booting.extend([t + B] * n)
+        elif want < have:
+            n = have - want
+            cut = min(n, len(booting))
+            if cut:
+                del booting[len(booting) - cut:]
+            ready -= n - cut
+        prov[t] = ready + len(booting)
+        rdy[t] = ready
+        if cap_fn is not None:
+            c = float(cap_fn())
+            caps[t] = c
+            mu = ready * c / 60.0
+        else:
+            mu = ready * cap_s
+        lt = 0.0
+        mx = 0.0
+        for a in rows[t]:
+            q, l, m = serve_step(q, a, mu, dt, w)
+            lt += l
+            if m > mx:
+                mx = m
+        late[t] = lt
+        queue[t] = q
+        mw[t] = mx
+        last = minute_sums[t]
+        last_wait = mx
+    return FleetRun(name=getattr(policy, "name", "policy"), provisioned=prov, ready=rdy, late=late,
+                    queue=queue, max_wait=mw, launches=launches,
+                    capacity=caps if cap_fn is not None and np.any(caps != params.capacity_rpm) else None)
+
+
+def run_plan(name: str, provisioned: np.ndarray, ready: np.ndarray, arrivals: np.ndarray,
+             params: FleetParams) -> FleetRun:
+    """Serve a precomputed plan (the oracle's)."""
+    late, queue, mw = serve_minutes(ready, arrivals, params)
+    launches = int(np.clip(np.diff(ready, prepend=ready[0]), 0, None).sum())
+    return FleetRun(name=name, provisioned=np.asarray(provisioned, dtype=np.int64),
+                    ready=np.asarray(ready, dtype=np.int64), late=late, queue=queue, max_wait=mw,
+                    launches=launches)
+
+
+def _finite(x: float) -> Optional[float]:
+    return round(x, 1) if math.isfinite(x) else None
+
+
+def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu_hours: Optional[float] = None,
+              capacity_per_minute: Optional[np.ndarray] = None) -> dict:
+    """The report row of one policy."""
+    total = float(demand.sum())
+    gpu_hours = float(run.provisioned.sum()) * params.gpus_per_replica / 60.0
+    if capacity_per_minute is None:
+        per = run.capacity if run.capacity is not None else params.capacity_rpm
+        capacity_per_minute = run.ready * per
+    cap = capacity_per_minute
+    changes = int(np.count_nonzero(np.diff(run.provisioned)))
+    row = {
+        "gpu_hours": round(gpu_hours, 3),
+        "gpu_hours_vs_oracle": round(gpu_hours / oracle_gpu_hours, 4) if oracle_gpu_hours else None,
+        "requests": int(round(total)),
+        "late_requests": round(float(run.late.sum()), 1),
+        "late_share": float(run.late.sum() / total) if total > 0 else 0.0,
+        "late_pct": round(100.0 * float(run.late.sum() / total), 4) if total > 0 else 0.0,
+        "minutes_short": int(np.count_nonzero(demand > cap + 1e-9)),
+        "minutes_with_late": int(np.count_nonzero(run.late > 0.5)),
+        "max_wait_s": _finite(float(np.max(run.max_wait))) if len(run.max_wait) else 0.0,
+        "scale_actions": changes,
+        "launches": int(run.launches),
+        "warmups": int(run.warmups),
+        "profile_switches": int(run.profile_switches),
+        "mean_replicas": round(float(run.provisioned.mean()), 3),
+        "max_replicas": int(run.provisioned.max()) if len(run.provisioned) else 0,
+        "sim_seconds": round(run.seconds, 3),
+        "params": run.params,
+    }
+    return row

@@ -1,0 +1,70 @@
+"""fleet.png: demand against warm (ready) capacity per policy, provisioned replicas, and lateness."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+COLORS = {"oracle": "#2ca02c", "predictive": "#1f77b4", "reactive": "#d62728", "queue": "#ff7f0e",
+          "static": "#9467bd"}
+
+
+def plot_fleet(result, path: str | Path, window: Optional[tuple[int, int]] = None, title: str = "") -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    split = result.split
+    times = split.times
+    lo, hi = window if window is not None else (0, split.minutes)
+    t = times[lo:hi]
+    cap = result.cfg.capacity_rpm
+    fig, axes = plt.subplots(3, 1, figsize=(14, 9.5), sharex=True,
+                             gridspec_kw={"height_ratios": [3, 1.6, 1.2]})
+    ax = axes[0]
+    ax.plot(t, split.demand[lo:hi], color="black", lw=0.6, alpha=0.55, label="demand (requests/min)")
+    for name, run in result.runs.items():
+        ax.step(t, run.ready[lo:hi] * cap, where="post", lw=1.3, color=COLORS.get(name), alpha=0.9,
+                label=f"{name}: warm capacity")
+    pred = result.runs.get("predictive")
+    if pred is not None and pred.events:
+        ymin = 0.0
+        ups = [e for e in pred.events if e[1] == "scale" and lo <= e[0] < hi]
+        if ups:
+            ax.scatter([times[e[0]] for e in ups], [ymin] * len(ups), marker="|", s=80, color=COLORS["predictive"],
+                       label="predictive scale actions", zorder=3)
+        wu = [e for e in pred.events if e[1] == "warmup" and lo <= e[0] < hi]
+        if wu:
+            ax.scatter([times[e[0]] for e in wu], [cap * 0.5] * len(wu), marker="^", s=30, color="#e377c2",
+                       label="predictive warmups", zorder=3)
+        sw = [e for e in pred.events if e[1] == "switch" and lo <= e[0] < hi]
+        for e in sw:
+            ax.axvline(times[e[0]], color="#8c564b", ls="--", lw=1)
+    ax.set_ylabel("requests / min")
+    ax.legend(loc="upper left", fontsize=8, ncol=2)
+    rows = result.rows
+    summary = "   ".join(f"{n}: {r['gpu_hours_vs_oracle']:.2f}x GPU, {r['late_pct']:.3f}% late"
+                         for n, r in rows.items() if r.get("gpu_hours_vs_oracle") is not None)
+    ax.set_title((title + "\n" if title else "") + summary, fontsize=9)
+
+    ax = axes[1]
+    for name, run in result.runs.items():
+        ax.step(t, run.provisioned[lo:hi], where="post", lw=1.1, color=COLORS.get(name), label=name)
+    ax.set_ylabel("provisioned\n(booting + ready)")
+    ax.legend(loc="upper left", fontsize=8, ncol=5)
+
+    ax = axes[2]
+    for name, run in result.runs.items():
+        late = run.late[lo:hi]
+        if late.sum() > 0:
+            ax.plot(t, late, lw=1.0, color=COLORS.get(name), label=f"{name} ({late.sum():,.0f})")
+    ax.set_ylabel("requests late\n(> 5 s) / min")
+    ax.set_yscale("symlog", linthresh=10)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", fontsize=8, ncol=5)
+    ax.set_xlabel("time (UTC)")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

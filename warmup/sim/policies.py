@@ -1,0 +1,234 @@
+"""The policies the fleet simulator compares.
+
+- ``static``: the peak of the test part, provisioned all the time (sized with hindsight).
+- ``reactive``: like the Kubernetes HPA on a request-rate (utilisation) metric:
+  desired = ceil(load / (capacity * target)), scale up at once, scale down to the
+  highest recommendation of the last 5 minutes (the HPA's stabilisation window).
+- ``queue``: like KEDA on ``vllm:num_requests_waiting``: add replicas only when
+  requests wait (enough for the arrivals plus draining the backlog over the cold
+  start, booting ones counted), scale in after the queue has been empty for the 5-minute cooldown, to
+  what the load needs at 80% utilisation.
+- ``predictive``: this project's decision core (:func:`warmup.core.decide`) fed
+  with online forecasts (each from data strictly before its minute).
+- ``oracle``: perfect foresight, the physical limit: each minute exactly
+  ceil(demand / capacity) ready replicas, every launch started one cold start
+  ahead, and a replica kept through a gap shorter than the cold start (cheaper
+  than relaunching it).
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Optional
+
+import numpy as np
+
+from warmup.core import (
+    CoreConfig,
+    ForecastInput,
+    Instance,
+    InstanceState,
+    PolicyState,
+    SwitchPhase,
+    TickInput,
+    WarmupAction,
+    decide,
+)
+from warmup.sim.fleet import Observation
+
+
+def _ceil_div(x: float, y: float) -> int:
+    if not (x > 0):
+        return 0
+    return int(math.ceil(x / y - 1e-9))
+
+
+@dataclass
+class StaticPeak:
+    replicas: int
+    name: str = "static"
+
+    def decide(self, obs: Observation) -> int:
+        return self.replicas
+
+
+@dataclass
+class ReactiveHPA:
+    capacity_rpm: float
+    target_utilisation: float = 0.8
+    stabilisation_min: int = 5
+    min_replicas: int = 1
+    max_replicas: int = 10_000
+    name: str = "reactive"
+    _recent: deque = field(default_factory=deque, repr=False)
+
+    def recommend(self, obs: Observation) -> int:
+        load = obs.last_minute_rpm if math.isfinite(obs.last_minute_rpm) else 0.0
+        return _ceil_div(load, self.capacity_rpm * self.target_utilisation)
+
+    def decide(self, obs: Observation) -> int:
+        rec = self.recommend(obs)
+        self._recent.append(rec)
+        while len(self._recent) > max(1, self.stabilisation_min):
+            self._recent.popleft()
+        cur = obs.provisioned
+        want = rec if rec >= cur else min(cur, max(self._recent))
+        return max(self.min_replicas, min(self.max_replicas, want))
+
+
+@dataclass
+class QueueKEDA:
+    """KEDA-style scaling on the waiting queue (``vllm:num_requests_waiting``).
+
+    Scale-up only when requests wait (more than ``target_waiting`` per ready replica):
+    to enough replicas, booting ones included, for the last minute's arrivals plus
+    draining the backlog within ``drain_min`` (default: the cold start, since replicas
+    launched now cannot drain anything sooner; a shorter drain time overshoots by
+    tens of replicas while a backlog grows during the cold start).  Scale-in only after the queue has been
+    empty for ``cooldown_min`` minutes, to what the load needs at
+    ``scale_in_utilisation``.
+    """
+
+    capacity_rpm: float
+    target_waiting: float = 5.0
+    drain_min: float = 15.0
+    cooldown_min: int = 5
+    scale_in_utilisation: float = 0.8
+    min_replicas: int = 1
+    max_replicas: int = 10_000
+    name: str = "queue"
+    _empty_for: int = 0
+
+    def _clamp(self, n: int) -> int:
+        return max(self.min_replicas, min(self.max_replicas, n))
+
+    def decide(self, obs: Observation) -> int:
+        cur = obs.provisioned
+        load = obs.last_minute_rpm if math.isfinite(obs.last_minute_rpm) else 0.0
+        if obs.queue_depth > self.target_waiting * max(obs.ready, 1):
+            self._empty_for = 0
+            need = _ceil_div(load + obs.queue_depth / self.drain_min, self.capacity_rpm)
+            return self._clamp(max(cur, need))
+        self._empty_for = self._empty_for + 1 if obs.queue_depth <= 0.5 else 0
+        if self._empty_for >= self.cooldown_min:
+            need = _ceil_div(load, self.capacity_rpm * self.scale_in_utilisation)
+            if need < cur:
+                return self._clamp(need)
+        return self._clamp(cur)
+
+
+class CorePolicy:
+    """The project's decision core driven minute by minute, with precomputed online forecasts.
+
+    ``forecasts`` maps a quantile level to an array (test minutes, horizon); row t is
+    the forecast made at the start of test minute t from data strictly before it.
+    """
+
+    def __init__(self, cfg: CoreConfig, times: list[datetime], levels: tuple[float, ...],
+                 forecasts: Optional[dict[float, np.ndarray]], name: str = "predictive",
+                 record: bool = False, model: str = "") -> None:
+        self.cfg = cfg
+        self.name = name
+        self.times = times
+        self.levels = tuple(sorted(levels)) if forecasts else ()
+        self._fc = np.stack([forecasts[q] for q in self.levels], axis=1) if forecasts else None  # (T, L, H)
+        self.state = PolicyState()
+        self.record = record
+        self.model = model
+        self.decisions: list[dict] = []
+        self.events: list[tuple[int, str, str]] = []
+        self.warmups = 0
+        self.switches = 0
+        self._inst_cache: dict[tuple[int, int], tuple[Instance, ...]] = {}
+
+    def capacity_now(self) -> float:
+        """Per-instance capacity of the fleet now: the active profile's, mixed during a canary."""
+        sw = self.cfg.switch
+        base = self.cfg.scaling.capacity_rpm
+        if not sw.enabled or not sw.profile_capacity:
+            return base
+        st = self.state.switch
+        active = sw.capacity_of(st.active_profile or sw.default_profile, base)
+        if st.phase is SwitchPhase.CANARY and st.target_profile:
+            target = sw.capacity_of(st.target_profile, base)
+            return (1.0 - sw.canary_share) * active + sw.canary_share * target
+        return active
+
+    def reset(self) -> None:
+        self.state = PolicyState()
+        self.decisions = []
+        self.events = []
+        self.warmups = 0
+        self.switches = 0
+
+    def _instances(self, ready: int, booting: int) -> tuple[Instance, ...]:
+        key = (ready, booting)
+        inst = self._inst_cache.get(key)
+        if inst is None:
+            inst = tuple(Instance(f"r{i}", InstanceState.READY_BUSY) for i in range(ready)) + tuple(
+                Instance(f"b{i}", InstanceState.BOOTING) for i in range(booting))
+            self._inst_cache[key] = inst
+        return inst
+
+    def forecast_at(self, t: int) -> Optional[ForecastInput]:
+        if self._fc is None or t >= len(self._fc):
+            return None
+        row = self._fc[t]
+        return ForecastInput(self.times[t], self.levels, tuple(tuple(r) for r in row.tolist()), model=self.model)
+
+    def decide(self, obs: Observation) -> int:
+        t = obs.t
+        inp = TickInput(now=self.times[t], instances=self._instances(obs.ready, obs.booting),
+                        observed_rpm=obs.last_minute_rpm, queue_depth=obs.queue_depth,
+                        p99_latency_s=None, forecast=self.forecast_at(t), active_profile="")
+        out = decide(self.cfg, inp, self.state)
+        self.state = out.state
+        sc = out.scale
+        if out.warmup.action is WarmupAction.START:
+            self.warmups += 1
+            self.events.append((t, "warmup", out.warmup.reason.text))
+        if out.switch.action.value == "move_all":
+            self.switches += 1
+            self.events.append((t, "switch", out.switch.reason.text))
+        if sc.desired != sc.current:
+            self.events.append((t, "scale", str(sc.reason)))
+        if self.record:
+            self.decisions.append({"t": t, "current": sc.current, "desired": sc.desired, "ready": sc.ready,
+                                   "reactive": sc.reactive_replicas, "forecast": sc.forecast_replicas,
+                                   "reason": sc.reason.code.value, "text": sc.reason.text,
+                                   "warmup": out.warmup.action.value, "applied": out.applied})
+        return sc.desired
+
+
+def oracle_plan(need: np.ndarray, cold_start_min: float) -> tuple[np.ndarray, np.ndarray]:
+    """(provisioned, ready) per minute for perfect foresight of ``need`` ready replicas per minute.
+
+    For each replica slot k, it is ready exactly when need >= k, launched one cold
+    start before (booting minutes count as provisioned; a launch needed in the first
+    ``cold_start`` minutes is taken to have started before the test), and kept through
+    gaps no longer than the cold start, where keeping it costs no more than a relaunch.
+    """
+    need = np.asarray(need, dtype=np.int64)
+    T = len(need)
+    B = int(math.ceil(cold_start_min - 1e-9))
+    prov = np.zeros(T, dtype=np.int64)
+    ready = np.zeros(T, dtype=np.int64)
+    top = int(need.max()) if T else 0
+    for k in range(1, top + 1):
+        idx = np.flatnonzero(need >= k)
+        if len(idx) == 0:
+            continue
+        gaps = np.flatnonzero(np.diff(idx) - 1 > B)
+        starts = np.concatenate([[idx[0]], idx[gaps + 1]])
+        ends = np.concatenate([idx[gaps], [idx[-1]]])
+        for st, en in zip(starts.tolist(), ends.tolist()):
+            ready[st:en + 1] += 1
+            prov[max(0, st - B) if st > 0 else 0:en + 1] += 1
+    return prov, ready
+
+
+def oracle_need(demand: np.ndarray, capacity_rpm: float, min_replicas: int = 1) -> np.ndarray:
+    d = np.nan_to_num(np.asarray(demand, dtype=float), nan=0.0)
+    return np.maximum(np.ceil(d / capacity_rpm - 1e-9), min_replicas).astype(np.int64)
