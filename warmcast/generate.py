@@ -116,12 +116,14 @@ def write_request_log(path: str | Path, spec: WorkloadSpec) -> int:
 
 
 def generate_minute_frame(days: int = 7, seed: int = 0, start: str = "2024-01-01",
-                          mean_rpm: float = 300.0, ramp: bool = False) -> pd.DataFrame:
+                          mean_rpm: float = 300.0, ramp: bool = False,
+                          bursts_per_day: float = 3.0) -> pd.DataFrame:
     """The generator's log already aggregated per minute (same seed, same numbers as the
     request log would give after ingestion)."""
     from warmcast.ingest import MinuteAccumulator, regular
 
-    spec = WorkloadSpec(days=days, start=start, mean_rpm=mean_rpm, seed=seed, ramp=ramp)
+    spec = WorkloadSpec(days=days, start=start, mean_rpm=mean_rpm, seed=seed, ramp=ramp,
+                        bursts_per_day=bursts_per_day)
     acc = MinuteAccumulator()
     for frame in iter_request_days(spec):
         ts = frame["timestamp"].to_numpy().astype("datetime64[ns]").astype(np.int64)
