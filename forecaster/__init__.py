@@ -1,0 +1,16 @@
+"""Load forecasting: an LSTM with calibrated quantiles, strong baselines, fallback,
+rolling backtest and a versioned model registry.
+
+* :mod:`forecaster.base` -- the one model protocol (:class:`Forecast`, ``fit`` /
+  ``predict``) and helpers.
+* :mod:`forecaster.lstm` -- :class:`LSTMForecaster` (``predict``, ``predict_many``,
+  ``predict_origins``).
+* :mod:`forecaster.baselines` -- persistence, seasonal naive (day/week),
+  Holt-Winters, UnobservedComponents with daily Fourier terms.
+* :mod:`forecaster.fallback` -- :class:`FallbackForecaster`.
+* :mod:`forecaster.backtest` -- rolling-origin backtest, metrics, plot.
+* :mod:`forecaster.registry` -- versioned artifacts, champion/challenger.
+* :mod:`forecaster.live` -- train/forecast a stored deployment; :mod:`forecaster.cli`.
+
+Heavy imports (torch, statsmodels) happen inside the modules that need them.
+"""

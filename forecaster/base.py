@@ -96,6 +96,10 @@ DAY = 1440
 WEEK = 7 * 1440
 
 
+class InsufficientHistory(ValueError):
+    """The model cannot answer (or train) with this little history."""
+
+
 def minute_series(history: pd.Series | pd.DataFrame) -> pd.Series:
     """The requests series on a regular 1-minute index (missing minutes -> NaN).
 
@@ -169,7 +173,7 @@ def calendar_features(times: pd.DatetimeIndex | np.ndarray) -> np.ndarray:
     """sin/cos of minute of day and of day of week: shape (n, 4)."""
     t = pd.DatetimeIndex(times)
     mod = (t.hour * 60 + t.minute).to_numpy(dtype=float)
-    dow = t.dayofweek.to_numpy(dtype=float) + mod / DAY
+    dow = t.day_of_week.to_numpy(dtype=float) + mod / DAY
     a = 2 * np.pi * mod / DAY
     b = 2 * np.pi * dow / 7
     return np.stack([np.sin(a), np.cos(a), np.sin(b), np.cos(b)], axis=1)

@@ -1,0 +1,108 @@
+"""Forecaster speed: training on a week, one 30-step forecast, 1,000 deployments at once.
+
+    .venv/bin/python bench/forecast_speed.py
+
+Runs on the synthetic generator's week (``warmcast.generate``), torch limited to
+2 threads (the size of this project's machines).  Each LSTM figure is printed
+beside a baseline's: UnobservedComponents (fit once, then a Kalman-filter update
+per forecast) and seasonal naive.  Targets: training <= 120 s, one forecast
+<= 5 ms, 1,000 deployments in one call <= 1 s.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def week_frame(seed: int = 0):
+    try:
+        from warmcast.generate import generate_minute_frame
+
+        return generate_minute_frame(days=7, seed=seed)
+    except ImportError:  # generator not installed: a seeded sinusoid + Poisson week
+        import numpy as np
+        import pandas as pd
+
+        idx = pd.date_range("2024-01-01", periods=7 * 1440, freq="min")
+        rng = np.random.default_rng(seed)
+        rate = 300 * (1 + 0.5 * np.sin(2 * np.pi * (np.arange(len(idx)) % 1440 - 480) / 1440))
+        return pd.DataFrame({"requests": rng.poisson(rate).astype(float)}, index=idx)
+
+
+def timeit(fn, repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def main() -> int:
+    import numpy as np
+    import torch
+
+    from forecaster.base import DAY
+    from forecaster.baselines import SeasonalNaive, UCFourier
+    from forecaster.lstm import LSTMConfig, LSTMForecaster
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--deployments", type=int, default=1000)
+    ap.add_argument("--quick", action="store_true", help="tiny LSTM config (smoke test)")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    frame = week_frame()
+    print(f"history: {len(frame):,} minutes ({len(frame) / DAY:.0f} days), columns {list(frame.columns)}; "
+          f"torch threads {torch.get_num_threads()}")
+    rows = []
+
+    cfg = LSTMConfig.tiny() if args.quick else LSTMConfig()
+    lstm = LSTMForecaster(cfg, progress=False)
+    t = time.perf_counter()
+    lstm.fit(frame)
+    t_lstm = time.perf_counter() - t
+    uc = UCFourier()
+    t = time.perf_counter()
+    uc.fit(frame.iloc[:-200])
+    t_uc = time.perf_counter() - t
+    rows.append(("train on one week", f"{t_lstm:.1f} s", f"{t_uc:.1f} s (uc_fourier fit)", "<= 120 s",
+                 t_lstm <= 120))
+
+    # online use: one forecast per minute on a history that grows by one minute each call
+    ends = range(len(frame) - 200, len(frame))
+    lstm.predict(frame.iloc[:ends[0]])
+    lat = [timeit(lambda e=e: lstm.predict(frame.iloc[:e]), 1)[0] for e in ends]
+    uc_lat = [timeit(lambda e=e: uc.predict(frame.iloc[:e]), 1)[0] for e in ends]
+    med = statistics.median(lat) * 1000
+    rows.append(("one 30-step forecast (median)", f"{med:.2f} ms (p95 {np.percentile(lat, 95) * 1000:.2f})",
+                 f"{statistics.median(uc_lat) * 1000:.2f} ms (uc_fourier, Kalman update + forecast)", "<= 5 ms",
+                 med <= 5))
+
+    n = args.deployments
+    rng = np.random.default_rng(1)
+    histories = {}
+    for i in range(n):
+        h = frame[["requests"]].iloc[-(7 * DAY):] * float(rng.uniform(0.1, 10))
+        histories[f"dep{i:04d}"] = h
+    lstm.predict_many(dict(list(histories.items())[:10]))
+    t_many = min(timeit(lambda: lstm.predict_many(histories), 3))
+    sn = SeasonalNaive(DAY).fit(frame)
+    t_sn = min(timeit(lambda: [sn.predict(h) for h in histories.values()], 1))
+    rows.append((f"{n:,} deployments, one call", f"{t_many:.3f} s", f"{t_sn:.3f} s (seasonal naive, a loop)",
+                 "<= 1 s", t_many <= 1))
+
+    w = [max(len(str(r[i])) for r in rows) for i in range(4)]
+    print(f"{'':{w[0]}}  {'lstm':{w[1]}}  {'baseline':{w[2]}}  target")
+    for r in rows:
+        print(f"{r[0]:{w[0]}}  {r[1]:{w[1]}}  {r[2]:{w[2]}}  {r[3]}  {'PASS' if r[4] else 'FAIL'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,323 @@
+"""Rolling-origin backtest of every forecaster on one per-minute load log.
+
+Protocol: each model is fitted on the minutes before ``test_start``; then at
+origins every ``step`` minutes from ``test_start`` on, it forecasts leads
+1..``horizon`` from the minutes strictly before that origin (``predict_origins``
+receives the whole frame but each origin's forecast may only read what precedes
+it; ``tests/forecaster/test_backtest.py`` checks this).  Origins run while the
+last lead still lies inside the log.
+
+Outputs (``write_outputs``): ``forecasts.csv`` (origin,target,model,p10,p50,p90),
+``metrics.json`` (per model; see :func:`compute_metrics`) and ``forecast.png``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from forecaster.base import DAY, minute_series
+
+LEVELS = (0.1, 0.5, 0.9)
+TIME_FMT = "%Y-%m-%d %H:%M:%S"
+
+
+@dataclass
+class BacktestResult:
+    test_start: pd.Timestamp
+    origins: pd.DatetimeIndex
+    horizon: int
+    actual: np.ndarray  # (n_origins, horizon), NaN where the log has no value
+    preds: dict[str, np.ndarray] = field(default_factory=dict)  # model -> (n_origins, horizon, 3)
+    fit_seconds: dict[str, float] = field(default_factory=dict)
+    predict_seconds: dict[str, float] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    train_scale: dict[str, float] = field(default_factory=dict)  # in-sample naive MAEs (MASE)
+    metrics: dict = field(default_factory=dict)
+
+
+def origins_for(index: pd.DatetimeIndex, test_start: pd.Timestamp, horizon: int, step: int) -> pd.DatetimeIndex:
+    last = index[-1] - pd.Timedelta(minutes=horizon - 1)
+    if last < test_start:
+        return pd.DatetimeIndex([])
+    return pd.date_range(test_start, last, freq=f"{step}min")
+
+
+def _in_sample_scale(train: pd.Series) -> dict[str, float]:
+    v = train.to_numpy(dtype=float)
+    out = {}
+    for name, lag in (("persistence", 1), ("seasonal_naive_day", DAY)):
+        if len(v) > lag:
+            d = np.abs(v[lag:] - v[:-lag])
+            out[name] = float(np.nanmean(d)) if np.isfinite(d).any() else float("nan")
+    return out
+
+
+def run_backtest(frame: pd.DataFrame | pd.Series, test_start, models: Sequence, horizon: int = 30,
+                 step: int = 10, progress: bool = True) -> BacktestResult:
+    """Fit each model on the data before ``test_start`` and forecast every origin."""
+    from tqdm.auto import tqdm
+
+    if isinstance(frame, pd.Series):
+        frame = frame.to_frame("requests")
+    s = minute_series(frame)
+    if len(s) != len(frame):  # irregular frame: put every column on the regular grid
+        frame = frame[~frame.index.duplicated(keep="last")].sort_index().reindex(s.index)
+    T = pd.Timestamp(test_start)
+    train = frame.loc[frame.index < T]
+    if len(train) == 0:
+        raise ValueError(f"no data before the test start {T}")
+    origins = origins_for(frame.index, T, horizon, step)
+    if len(origins) == 0:
+        raise ValueError(f"no complete {horizon}-minute forecast fits after the test start {T}")
+    pos = frame.index.get_indexer(origins)
+    vals = s.to_numpy(dtype=float)
+    actual = vals[pos[:, None] + np.arange(horizon)[None, :]]
+    res = BacktestResult(T, origins, horizon, actual, train_scale=_in_sample_scale(train["requests"]))
+    for model in models:
+        name = model.name
+        try:
+            t = time.perf_counter()
+            model.fit(train)
+            res.fit_seconds[name] = time.perf_counter() - t
+            t = time.perf_counter()
+            fcs = _predict_all(model, frame, origins, horizon, progress)
+            res.predict_seconds[name] = time.perf_counter() - t
+        except ValueError as err:  # not enough history and the like: report, go on
+            res.skipped[name] = str(err)
+            continue
+        arr = np.stack([np.stack([f.quantile(q)[:horizon] for q in LEVELS], axis=1) for f in fcs])
+        res.preds[name] = arr
+        notes = {f.note for f in fcs if f.note}
+        if notes:
+            res.notes[name] = "; ".join(sorted(notes))[:500]
+    res.metrics = compute_metrics(res)
+    return res
+
+
+def _predict_all(model, frame, origins, horizon, progress):
+    from tqdm.auto import tqdm
+
+    if hasattr(model, "predict_origins"):
+        # chunks so that the progress bar moves; each chunk is one batched call
+        chunk = 64
+        out = []
+        for i in tqdm(range(0, len(origins), chunk), desc=f"backtest {model.name}", unit="x64 origins",
+                      disable=not progress, leave=False):
+            out += model.predict_origins(frame, origins[i:i + chunk], horizon=horizon, quantiles=LEVELS)
+        return out
+    idx = frame.index
+    return [model.predict(frame.iloc[: int(idx.searchsorted(o))], horizon=horizon, quantiles=LEVELS)
+            for o in tqdm(origins, desc=f"backtest {model.name}", disable=not progress, leave=False)]
+
+
+def _pinball(y: np.ndarray, q: np.ndarray, level: float) -> np.ndarray:
+    d = y - q
+    return np.maximum(level * d, (level - 1) * d)
+
+
+def _r(x: float, nd: int = 4):
+    return None if x is None or not np.isfinite(x) else round(float(x), nd)
+
+
+def compute_metrics(res: BacktestResult) -> dict:
+    """Metrics per model over every (origin, lead) with a known actual.
+
+    ``mae``: mean absolute error of P50 over leads 1..H; ``mae_by_lead``;
+    ``mase_seasonal_naive`` / ``mase_persistence``: MAE divided by the in-sample
+    MAE of the one-day seasonal naive / one-step naive on the training part
+    (Hyndman's MASE); ``rel_mae_seasonal_naive`` / ``rel_mae_persistence``: MAE
+    divided by that baseline's MAE on the same test points; ``wape``; coverage of
+    the P10-P90 band and of P90; pinball loss (mean over P10/P50/P90, and per
+    level); fit and predict seconds.
+    """
+    y = res.actual
+    ok = np.isfinite(y)
+    out: dict = {"test_start": res.test_start.strftime(TIME_FMT), "origins": len(res.origins),
+                 "horizon": res.horizon, "points": int(ok.sum()), "models": {}}
+    maes = {}
+    for name, p in res.preds.items():
+        m_ok = ok & np.isfinite(p).all(axis=2)
+        e = np.abs(p[..., 1] - y)
+        maes[name] = float(np.nanmean(np.where(m_ok, e, np.nan)))
+    for name, p in res.preds.items():
+        m_ok = ok & np.isfinite(p).all(axis=2)
+        e = np.where(m_ok, np.abs(p[..., 1] - y), np.nan)
+        mae = maes[name]
+        by_lead = np.nanmean(e, axis=0)
+        yy = np.where(m_ok, y, np.nan)
+        inside = (p[..., 0] <= y) & (y <= p[..., 2])
+        below90 = y <= p[..., 2]
+        pin = {f"p{int(q * 100)}": float(np.nanmean(np.where(m_ok, _pinball(y, p[..., i], q), np.nan)))
+               for i, q in enumerate(LEVELS)}
+        n = int(m_ok.sum())
+        d = {
+            "mae": _r(mae, 3),
+            "mae_by_lead": [_r(x, 3) for x in by_lead],
+            "mase_seasonal_naive": _r(mae / res.train_scale.get("seasonal_naive_day", np.nan)),
+            "mase_persistence": _r(mae / res.train_scale.get("persistence", np.nan)),
+            "rel_mae_seasonal_naive": _r(mae / maes["seasonal_naive_day"]) if "seasonal_naive_day" in maes else None,
+            "rel_mae_persistence": _r(mae / maes["persistence"]) if "persistence" in maes else None,
+            "wape": _r(float(np.nansum(e) / np.nansum(np.abs(yy)))),
+            "coverage_p10_p90": _r(float(inside[m_ok].mean())) if n else None,
+            "coverage_p90": _r(float(below90[m_ok].mean())) if n else None,
+            "pinball": _r(float(np.mean(list(pin.values()))), 3),
+            "pinball_by_level": {k: _r(v, 3) for k, v in pin.items()},
+            "fit_seconds": _r(res.fit_seconds.get(name, float("nan")), 3),
+            "predict_seconds": _r(res.predict_seconds.get(name, float("nan")), 3),
+            "predict_ms_per_forecast": _r(1000 * res.predict_seconds.get(name, float("nan")) / max(len(res.origins), 1), 3),
+            "points": n,
+        }
+        if name in res.notes:
+            d["note"] = res.notes[name]
+        out["models"][name] = d
+    out["skipped"] = dict(res.skipped)
+    baselines = {k: v for k, v in maes.items() if not k.startswith("lstm")}
+    if baselines:
+        best = min(baselines, key=baselines.get)
+        out["best_baseline"] = {"model": best, "mae": _r(baselines[best], 3)}
+        for name in maes:
+            if name.startswith("lstm"):
+                out["models"][name]["improvement_vs_best_baseline"] = _r(1 - maes[name] / baselines[best])
+    out["train_scale"] = {k: _r(v, 3) for k, v in res.train_scale.items()}
+    return out
+
+
+# ---------------------------------------------------------------- outputs
+def forecasts_frame(res: BacktestResult) -> pd.DataFrame:
+    H = res.horizon
+    n = len(res.origins)
+    t0 = res.origins[0]
+    span = pd.date_range(t0, res.origins[-1] + pd.Timedelta(minutes=H), freq="min")
+    labels = np.asarray(span.strftime(TIME_FMT))
+    opos = ((res.origins - t0) // pd.Timedelta(minutes=1)).to_numpy()
+    o_idx = np.repeat(opos, H)
+    t_idx = o_idx + np.tile(np.arange(H), n)
+    parts = []
+    for name, p in res.preds.items():
+        parts.append(pd.DataFrame({
+            "origin": labels[o_idx], "target": labels[t_idx], "model": name,
+            "p10": np.round(p[..., 0].ravel(), 3), "p50": np.round(p[..., 1].ravel(), 3),
+            "p90": np.round(p[..., 2].ravel(), 3),
+        }))
+    if not parts:
+        return pd.DataFrame(columns=["origin", "target", "model", "p10", "p50", "p90"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    import os
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_outputs(res: BacktestResult, out_dir: str | Path) -> dict[str, Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"forecasts": out / "forecasts.csv", "metrics": out / "metrics.json", "plot": out / "forecast.png"}
+    tmp = out / ".forecasts.csv.tmp"
+    forecasts_frame(res).to_csv(tmp, index=False)
+    import os
+
+    os.replace(tmp, paths["forecasts"])
+    _atomic_write_text(paths["metrics"], json.dumps(res.metrics, indent=2, allow_nan=False) + "\n")
+    plot(res, paths["plot"])
+    return paths
+
+
+def plot(res: BacktestResult, path: str | Path) -> None:
+    """Top: a sample test day, actual vs P50 10-20 min ahead (tiled) with the P10-P90
+    band of the LSTM and of the best baseline. Bottom: MAE by lead, every model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    H = res.horizon
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(13, 8.5), gridspec_kw={"height_ratios": [3, 2]})
+    models = res.metrics.get("models", {})
+    best = res.metrics.get("best_baseline", {}).get("model")
+    lstm = next((m for m in res.preds if m.startswith("lstm")), None)
+    # sample day: the first full calendar day of the test part, else its first 24 hours
+    start = res.origins[0].normalize()
+    if start < res.origins[0]:
+        start += pd.Timedelta(days=1)
+    if start + pd.Timedelta(days=1) > res.origins[-1]:
+        start = res.origins[0]
+    end = start + pd.Timedelta(days=1)
+    sel = (res.origins >= start) & (res.origins < end)
+    step = int((res.origins[1] - res.origins[0]) / pd.Timedelta(minutes=1)) if len(res.origins) > 1 else H
+    lo = min(10, max(H - step, 0))
+    leads = np.arange(lo, min(lo + step, H))
+    oi = np.flatnonzero(sel)
+    t = (res.origins[oi].to_numpy()[:, None] + leads[None, :].astype("timedelta64[m]")).ravel()
+    act = res.actual[oi][:, leads].ravel()
+    ax1.plot(t, act, color="0.55", lw=0.7, label="actual")
+    colours = {lstm: "tab:blue", best: "tab:orange"}
+    for name in [best, lstm]:
+        if name is None or name not in res.preds:
+            continue
+        p = res.preds[name][oi][:, leads]
+        c = colours[name]
+        ax1.fill_between(t, p[..., 0].ravel(), p[..., 2].ravel(), color=c, alpha=0.18, lw=0,
+                         label=f"{name} P10-P90")
+        ax1.plot(t, p[..., 1].ravel(), color=c, lw=1.2,
+                 label=f"{name} P50 (MAE {models.get(name, {}).get('mae', float('nan')):.1f})")
+    ax1.set_title(f"{start:%Y-%m-%d}: actual vs forecast {leads[0] + 1}-{leads[-1] + 1} min ahead "
+                  f"(origins every {step} min)")
+    ax1.set_ylabel("requests / min")
+    ax1.legend(loc="upper left", fontsize=8, ncol=2)
+    ax1.grid(alpha=0.3)
+    palette = iter(["tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray", "tab:olive"])
+    maes = {n: models[n]["mae"] for n in res.preds if models.get(n, {}).get("mae") is not None}
+    # keep the scale readable: a model far worse than the rest is drawn off scale, and said so
+    top = 1.6 * float(np.median(list(maes.values()))) if maes else None
+    for name in res.preds:
+        by_lead = models.get(name, {}).get("mae_by_lead")
+        if not by_lead:
+            continue
+        c = colours.get(name) or next(palette, None)
+        style = dict(lw=2.6) if name == lstm else dict(lw=1.6 if name == best else 1.1, ls="-" if name == best else "--")
+        off = top is not None and maes[name] > top
+        label = (f"{name}: MAE {models[name]['mae']:.1f}, P90 cov {models[name]['coverage_p90']:.2f}"
+                 + (" (off scale)" if off else ""))
+        ax2.plot(np.arange(1, H + 1), [np.nan if v is None else v for v in by_lead], color=c, label=label, **style)
+    if top is not None:
+        ax2.set_ylim(0, top * 1.05)
+    ax2.set_xlabel("lead (minutes)")
+    ax2.set_ylabel("MAE (requests / min)")
+    ax2.set_title("error by lead (P50), all models")
+    ax2.grid(alpha=0.3)
+    ax2.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def table(metrics: dict) -> str:
+    """A plain-text table of the headline metrics, one row per model."""
+    rows = [("model", "MAE", "MAE@1", "MAE@15", "MAE@30", "WAPE", "MASE(sn)", "cov10-90", "cov90",
+             "pinball", "fit s", "ms/fc")]
+    for name, m in sorted(metrics["models"].items(), key=lambda kv: kv[1]["mae"] or math.inf):
+        bl = m["mae_by_lead"]
+        f = lambda x, nd=1: "-" if x is None else f"{x:.{nd}f}"  # noqa: E731
+        rows.append((name, f(m["mae"]), f(bl[0]), f(bl[min(14, len(bl) - 1)]), f(bl[-1]), f(m["wape"], 3),
+                     f(m["mase_seasonal_naive"], 3), f(m["coverage_p10_p90"], 3), f(m["coverage_p90"], 3),
+                     f(m["pinball"], 1), f(m["fit_seconds"], 1), f(m["predict_ms_per_forecast"], 2)))
+    for name, why in metrics.get("skipped", {}).items():
+        rows.append((name, "skipped: " + why[:70],) + ("",) * 10)
+    widths = [max(len(str(r[i])) for r in rows if len(str(r[i])) < 40) for i in range(len(rows[0]))]
+    lines = []
+    for r in rows:
+        lines.append("  ".join(str(c).ljust(widths[i]) if i == 0 else str(c).rjust(widths[i])
+                               for i, c in enumerate(r) if c != "" or i == 0).rstrip())
+    return "\n".join(lines)

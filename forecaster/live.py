@@ -1,0 +1,111 @@
+"""Live use: train a challenger on a deployment's stored load and forecast with the champion.
+
+Both work on a per-minute frame (the load store's ``LoadStore.frame(name)``) and a
+:class:`~forecaster.registry.Registry`; the CLI (``warmcast train`` /
+``warmcast forecast``) only adds the store and printing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from forecaster.base import DAY, Forecast, minute_series
+from forecaster.registry import ArtifactError, Decision, Registry
+
+
+@dataclass
+class TrainReport:
+    deployment: str
+    version: str | None
+    decision: Decision | None
+    window: tuple[str, str]
+    maes: dict[str, float] = field(default_factory=dict)
+    fit_seconds: float = 0.0
+    note: str = ""
+
+    def summary(self) -> str:
+        lines = [f"deployment {self.deployment}: validation window {self.window[0]} .. {self.window[1]}"]
+        for name, mae in sorted(self.maes.items(), key=lambda kv: kv[1]):
+            lines.append(f"  {name:<22} MAE {mae:9.2f}")
+        if self.version:
+            lines.append(f"saved challenger {self.deployment}/{self.version} (trained in {self.fit_seconds:.1f} s)")
+        if self.decision:
+            lines.append(("promoted to champion: " if self.decision.promoted else "not promoted: ") + self.decision.reason)
+        if self.note:
+            lines.append(self.note)
+        return "\n".join(lines)
+
+
+def validation_window(frame: pd.DataFrame, val_hours: float) -> pd.Timestamp:
+    """Start of the recent validation window: the last ``val_hours`` (at most a fifth of the data)."""
+    s = minute_series(frame)
+    minutes = int(min(val_hours * 60, max(len(s) // 5, 60)))
+    return s.index[-minutes]
+
+
+def train_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, val_hours: float = 24,
+                     config=None, progress: bool = True, baselines: list | None = None) -> TrainReport:
+    """Train a challenger on the data before the recent validation window; score it, the
+    champion and the baselines on that window (origins every 10 minutes); save it and
+    promote it only if it beats both."""
+    from forecaster.backtest import run_backtest
+    from forecaster.baselines import HoltWinters, Persistence, SeasonalNaive, UCFourier
+    from forecaster.lstm import LSTMConfig, LSTMForecaster
+
+    s = minute_series(frame)
+    if np.isfinite(s.to_numpy(dtype=float)).sum() < DAY + 60:
+        raise ArtifactError(f"deployment {deployment!r} has {len(s)} minutes of load; "
+                            f"training needs more than a day")
+    start = validation_window(frame, val_hours)
+    challenger = LSTMForecaster(config or LSTMConfig(), progress=progress)
+    challenger.name = "lstm"
+    if baselines is None:
+        baselines = [Persistence(), SeasonalNaive(DAY), HoltWinters(max_days=7), UCFourier(max_days=7)]
+    models = [challenger, *baselines]
+    champion_version = registry.champion(deployment)
+    note = ""
+    if champion_version:
+        try:
+            champ = registry.load(deployment, champion_version)
+            champ.name = "lstm_champion"
+            champ.fit = lambda history: champ  # already trained: the window only scores it
+            models.append(champ)
+        except ArtifactError as err:
+            note = f"current champion {champion_version} is unusable ({err}); scoring without it"
+            champion_version = None
+    res = run_backtest(frame, start, models, horizon=min(30, challenger.cfg.horizon), step=10, progress=progress)
+    maes = {k: v["mae"] for k, v in res.metrics["models"].items()}
+    version = registry.save(deployment, challenger, metrics={
+        "validation_window_start": str(start), "validation_mae": maes.get("lstm"),
+        "validation": {k: {m: v[m] for m in ("mae", "coverage_p90", "coverage_p10_p90", "wape")}
+                       for k, v in res.metrics["models"].items()},
+    })
+    base = {k: v for k, v in maes.items() if not k.startswith("lstm") and v is not None}
+    best = min(base, key=base.get) if base else None
+    decision = registry.consider(deployment, version, maes["lstm"], maes.get("lstm_champion"),
+                                 base.get(best) if best else None, best or "best baseline")
+    return TrainReport(deployment, version, decision, (str(start), str(s.index[-1])), maes,
+                       challenger.fit_seconds, note)
+
+
+def forecast_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, horizon: int = 30) -> Forecast:
+    """The champion's forecast (or the shipped default's) through the fallback rules."""
+    from forecaster.fallback import FallbackForecaster
+
+    model, note = registry.serving_model(deployment)
+    # the shipped default is a generic model: its training dates say nothing about staleness
+    generic = model is not None and str(getattr(model, "version", "")).startswith("default/")
+    fb = FallbackForecaster(model, primary_missing_reason=note or "no trained model",
+                            max_age=None if generic else pd.Timedelta(days=14))
+    f = fb.predict(frame, horizon=horizon)
+    if note and not f.note:
+        f = Forecast(f.origin, f.mean, f.quantiles, f.model, f.version, note=note)
+    return f
+
+
+def forecast_table(f: Forecast) -> pd.DataFrame:
+    return pd.DataFrame({"time": f.index.strftime("%Y-%m-%d %H:%M:%S"), "lead": np.arange(1, f.horizon + 1),
+                         **{f"p{int(round(q * 100))}": np.round(v, 2) for q, v in sorted(f.quantiles.items())},
+                         "mean": np.round(f.mean, 2)})

@@ -1,0 +1,85 @@
+"""LSTM specifics: batching, seeds, tokens, non-crossing quantiles, NaN handling."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from forecaster.base import DAY
+from forecaster.lstm import LSTMConfig, LSTMForecaster, _make_net, build_features, n_static, pinball_loss
+
+from fc_synth import synth_frame
+
+FRAME = synth_frame(3, seed=7, tokens=True, gap=(2000, 2100))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return LSTMForecaster(LSTMConfig.tiny(), progress=False).fit(FRAME.iloc[: int(2.5 * DAY)])
+
+
+def test_same_seed_same_model():
+    a = LSTMForecaster(LSTMConfig.tiny(), progress=False).fit(FRAME.iloc[:DAY + 600])
+    b = LSTMForecaster(LSTMConfig.tiny(), progress=False).fit(FRAME.iloc[:DAY + 600])
+    np.testing.assert_allclose(a.predict(FRAME).mean, b.predict(FRAME).mean, rtol=1e-6)
+
+
+def test_predict_many_matches_predict(model):
+    hs = {"a": FRAME, "b": FRAME.iloc[:-77] * 3.0, "c": synth_frame(2, seed=1, level=5000),
+          "empty": FRAME.iloc[:0]}
+    many = model.predict_many(hs)
+    assert set(many) == {"a", "b", "c"}  # the empty history is left out for the caller to fall back
+    for k in ("a", "b", "c"):
+        one = model.predict(hs[k])
+        np.testing.assert_allclose(many[k].mean, one.mean, rtol=1e-5)
+        np.testing.assert_allclose(many[k].quantiles[0.9], one.quantiles[0.9], rtol=1e-5)
+        assert many[k].origin == hs[k].index[-1] + pd.Timedelta(minutes=1)
+
+
+def test_per_series_scaling(model):
+    """One global model: a series scaled by 10x gets (about) a 10x forecast."""
+    f1 = model.predict(FRAME[["requests"]])
+    f10 = model.predict(FRAME[["requests"]] * 10)
+    ratio = f10.mean / f1.mean
+    assert np.all((ratio > 8) & (ratio < 12))
+
+
+def test_tokens_are_used_when_present(model):
+    assert model.meta["has_tokens"]
+    seq, _, _ = build_features(np.log1p(FRAME.requests.to_numpy()), np.log1p(FRAME.input_tokens.to_numpy()),
+                               np.array([len(FRAME)]), pd.DatetimeIndex([FRAME.index[-1]]), model.cfg)
+    assert seq[0, :, 5].all()
+    f = model.predict(FRAME[["requests"]])  # and it still answers without them
+    assert np.isfinite(f.mean).all()
+
+
+def test_quantiles_never_cross_by_construction():
+    cfg = LSTMConfig.tiny(levels=(0.05, 0.1, 0.5, 0.9, 0.95))
+    torch.manual_seed(0)
+    net = _make_net(cfg)
+    for p in net.parameters():
+        torch.nn.init.normal_(p, std=3.0)  # wild weights
+    out = net(torch.randn(64, cfg.window, 8), torch.randn(64, n_static(cfg.horizon)))
+    assert (out.diff(dim=-1) >= 0).all()
+
+
+def test_pinball_skips_nan_targets():
+    pred = torch.zeros(2, 3, 3)
+    t = torch.tensor([[1.0, float("nan"), 1.0], [float("nan")] * 3])
+    loss = pinball_loss(pred, t, (0.1, 0.5, 0.9))
+    assert torch.isfinite(loss) and loss > 0
+
+
+def test_outage_gap_history(model):
+    """A history ending inside an outage still answers (ffill-free masking of inputs)."""
+    h = FRAME.iloc[:2050]  # ends 50 minutes into the gap
+    f = model.predict(h)
+    assert np.isfinite(f.mean).all()
+    with pytest.raises(ValueError):
+        model.predict(FRAME.iloc[:0])
+
+
+def test_horizon_guard(model):
+    with pytest.raises(ValueError):
+        model.predict(FRAME, horizon=31)
