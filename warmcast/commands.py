@@ -147,7 +147,7 @@ def demo(
     workdir: Path = typer.Option(Path("warmcast-demo"), help="Where the generated log and outputs go."),
     config: Optional[Path] = ConfigOpt,
 ) -> None:
-    """The quickstart: generate a week of traffic, ingest it, summarise it, then forecast and plan."""
+    """The quickstart: generate a week of traffic, ingest, summarise, then forecast and plan its last day."""
     from warmcast import pipeline
 
     pipeline.run_demo(_settings(config), days=days, deployment=deployment, workdir=workdir, echo=typer.echo)
