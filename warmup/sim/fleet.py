@@ -84,6 +84,16 @@ def serve_step(q: float, a: float, mu: float, dt: float, w: float) -> tuple[floa
     return (end if end > 0.0 else 0.0), late, q / mu
 
 
+def serve_minute(q: float, steps: list, mu: float, dt: float, w: float) -> tuple[float, float, float]:
+    """Serve one minute of sub-minute arrival steps: (backlog after, late arrivals, longest wait)."""
+    late = longest = 0.0
+    for a in steps:
+        q, lt, m = serve_step(q, a, mu, dt, w)
+        late += lt
+        longest = max(longest, m)
+    return q, late, longest
+
+
 @dataclass
 class FleetRun:
     """Per-minute record of one policy on the test part."""
@@ -121,14 +131,7 @@ def serve_minutes(ready: np.ndarray, arrivals: np.ndarray, params: FleetParams,
     rows = arrivals.tolist()
     rd = ready.tolist()
     for t in range(T):
-        mu = rd[t] * cap_s
-        lt = 0.0
-        mx = 0.0
-        for a in rows[t]:
-            q, l, m = serve_step(q, a, mu, dt, w)
-            lt += l
-            if m > mx:
-                mx = m
+        q, lt, mx = serve_minute(q, rows[t], rd[t] * cap_s, dt, w)
         late[t] = lt
         queue[t] = q
         mw[t] = mx
@@ -192,13 +195,7 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
             mu = ready * c / 60.0
         else:
             mu = ready * cap_s
-        lt = 0.0
-        mx = 0.0
-        for a in rows[t]:
-            q, l, m = serve_step(q, a, mu, dt, w)
-            lt += l
-            if m > mx:
-                mx = m
+        q, lt, mx = serve_minute(q, rows[t], mu, dt, w)
         late[t] = lt
         queue[t] = q
         mw[t] = mx
