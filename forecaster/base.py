@@ -1,5 +1,3 @@
-# NOTE for engineers working in parallel: read /work/main/DEVELOPERS.md first
-# (ownership, venv, no git commits, deadline 01:50 UTC). The lead removes this line.
 """The one model protocol every forecaster follows (LSTM and baselines alike).
 
 A model is fitted on a per-minute history and then asked, at an origin, for the

@@ -1,5 +1,3 @@
-# NOTE for engineers working in parallel: read /work/main/DEVELOPERS.md first
-# (ownership, venv, no git commits, deadline 01:50 UTC). The lead removes this line.
 """The ``warmcast`` command-line program.
 
 Each package adds its own subcommands through a ``register(app, backtest)``

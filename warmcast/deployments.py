@@ -1,5 +1,3 @@
-# NOTE for engineers working in parallel: read /work/main/DEVELOPERS.md first
-# (ownership, venv, no git commits, deadline 01:50 UTC). The lead removes this line.
 """The deployments file: what each vLLM deployment is and how to reach and scale it.
 
 See ``examples/deployments.yaml`` for a commented example.  Loading validates the

@@ -1,5 +1,3 @@
-# NOTE for engineers working in parallel: read /work/main/DEVELOPERS.md first
-# (ownership, venv, no git commits, deadline 01:50 UTC). The lead removes this line.
 """One typed settings object for the whole service.
 
 Values come from, in order of precedence: explicit keyword arguments, environment
