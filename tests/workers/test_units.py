@@ -1,0 +1,206 @@
+"""In-process checks of the loop's parts against the real Redis (no worker processes)."""
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+
+import pandas as pd
+import pytest
+
+from loophelpers import SIM_DEPLOYMENTS
+from warmcast.errors import InputError
+from warmcast.settings import load_settings
+from warmup.core import PolicyState, Reason, ReasonCode, SwitchPhase, SwitchState, Transition
+from workers import loop
+from workers.context import Ctx
+from workers.coreconfig import core_config
+from workers.locks import DeploymentLock, LockBusy
+from workers.options import WorkerOptions
+from workers.schedule import beat_schedule
+from workers.serde import policy_state_from_json, to_json
+from workers.simulate import seed_deployment
+
+
+@pytest.fixture
+def ctx(tmp_path, redis_client, key_prefix, redis_server_url) -> Ctx:
+    deps = tmp_path / "deployments.yaml"
+    deps.write_text(SIM_DEPLOYMENTS.format(cold=0.5))
+    settings = load_settings(redis_url=redis_server_url, key_prefix=key_prefix, deployments_file=deps,
+                             state_dir=tmp_path / "state")
+    return Ctx(settings, WorkerOptions(simulate=True), redis_client)
+
+
+def test_policy_state_round_trips_through_json():
+    t = datetime(2024, 5, 17, 8, 30, tzinfo=timezone.utc)
+    ps = PolicyState(last_scale_up=t, history=((t, 3), (t, 4)), scale_actions=2,
+                     switch=SwitchState(phase=SwitchPhase.CANARY, active_profile="day", target_profile="night",
+                                        since=t, baseline_p99_s=1.5,
+                                        transitions=(Transition(t, SwitchPhase.STEADY, SwitchPhase.PREWARM, "day",
+                                                                "night", Reason(ReasonCode.SWITCH_SCHEDULE, "x")),)))
+    back = policy_state_from_json(json.loads(json.dumps(to_json(ps))))
+    assert back == ps
+    assert policy_state_from_json(None) == PolicyState()
+
+
+def test_lock_is_exclusive_and_redelivery_takes_over(redis_client, key_prefix):
+    a = DeploymentLock(redis_client, key_prefix, "plan", "d", 30, token="task-1")
+    a.acquire()
+    with pytest.raises(LockBusy, match="task-1"):
+        DeploymentLock(redis_client, key_prefix, "plan", "d", 30, token="task-2").acquire()
+    # the same task id (a redelivered message whose first attempt died) may take it over
+    DeploymentLock(redis_client, key_prefix, "plan", "d", 30, token="task-1").acquire()
+    assert not DeploymentLock(redis_client, key_prefix, "plan", "d", 30, token="task-2").release()
+    assert a.release()
+    DeploymentLock(redis_client, key_prefix, "plan", "d", 0.2, token="task-3").acquire()
+    time.sleep(0.3)  # the timeout frees a lock whose holder vanished
+    DeploymentLock(redis_client, key_prefix, "plan", "d", 30, token="task-4").acquire()
+
+
+def test_every_periodic_entry_has_expires_and_the_issue_intervals():
+    opts = WorkerOptions()
+    sched = beat_schedule(opts)
+    kinds = {e["kwargs"]["kind"] for e in sched.values()}
+    assert kinds == {"scrape", "warmup", "ingest", "forecast", "plan", "switch", "expire", "retrain"}
+    for name, e in sched.items():
+        assert e["options"]["expires"] > 0, name
+    assert 5 <= opts.scrape_every_s <= 15 and 5 <= opts.warmup_every_s <= 10
+    assert opts.plan_every_s == opts.forecast_every_s == opts.ingest_every_s == opts.switch_every_s == 60
+
+
+def test_core_config_from_deployment_and_overrides():
+    from warmcast.deployments import demo_deployment
+
+    d = demo_deployment()
+    cfg = core_config(d, dry_run=True, overrides={"scaling": {"quantile": 0.95}, "warmup": {
+        "tiers": [{"name": "low", "min_queue_depth": 2, "requests": 2, "concurrency": 1}]}})
+    assert cfg.dry_run and cfg.scaling.quantile == 0.95 and cfg.scaling.capacity_rpm == 300
+    assert cfg.scaling.max_replicas == d.max_replicas and cfg.scaling.cold_start_min == d.cold_start_min
+    assert cfg.switch.enabled and cfg.switch.windows[0].profile == "night"
+    assert cfg.warmup.tiers[0].min_queue_depth == 2
+    with pytest.raises(InputError, match="quantil"):
+        core_config(d, overrides={"scaling": {"quantil": 0.9}})
+
+
+def test_plan_is_idempotent_per_tick_and_audited_with_reason(ctx):
+    seed_deployment(ctx, "simdep", mean_rpm=80)
+    now_min = int(time.time() // 60)
+    idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 5)], unit="s")
+    ctx.sim("simdep").load_traffic(pd.Series(350.0, index=idx))
+    ctx.sim("simdep").reset(1)
+    first = loop.plan(ctx, "simdep", "T1", "task-a")
+    assert first["status"] == "applied" and first["desired"] >= 4
+    again = loop.plan(ctx, "simdep", "T1", "task-a")
+    assert again["status"] == "duplicate"
+    assert len(ctx.scaler("simdep").actions()) == 1
+    rows = ctx.state.audit_log("simdep", kind="scale")
+    assert len(rows) == 1 and "350 req/min needs 4" in rows[0]["reason"]
+    assert rows[0]["inputs"]["tick"] == "T1" and rows[0]["applied"]
+    # the next tick holds (targets, not increments): no new action
+    assert loop.plan(ctx, "simdep", "T2", "task-b")["desired"] == first["desired"]
+    assert len(ctx.scaler("simdep").actions()) == 1
+    assert len(ctx.state.audit_log("simdep", kind="scale")) == 2
+
+
+def test_policy_state_survives_in_redis_between_contexts(ctx, tmp_path):
+    seed_deployment(ctx, "simdep", mean_rpm=80)
+    now_min = int(time.time() // 60)
+    idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 5)], unit="s")
+    ctx.sim("simdep").load_traffic(pd.Series(350.0, index=idx))
+    ctx.sim("simdep").reset(1)
+    loop.plan(ctx, "simdep", "T1", "task-a")
+    # a fresh context (another worker) sees the cooldown state the first one wrote
+    other = Ctx(ctx.settings, ctx.options, ctx.r)
+    ps, _ = loop.load_policy(other.state, "simdep")
+    assert ps.last_scale_up is not None and ps.scale_actions == 1
+
+
+def test_forecast_is_stored_and_scored_once_actuals_arrive(ctx):
+    seed_deployment(ctx, "simdep", mean_rpm=80)
+    doc = loop.forecast(ctx, "simdep")
+    assert doc and len(doc["quantiles"]["0.9"]) == 30
+    # the minute the forecast was for is observed: the next forecast scores the previous one
+    origin = pd.Timestamp(doc["origin"])
+    ctx.store.upsert_frame("simdep", pd.DataFrame({"requests": [doc["mean"][0] + 7.0]},
+                                                  index=pd.DatetimeIndex([origin], name="time")))
+    loop.forecast(ctx, "simdep")
+    err = {k.decode(): v.decode() for k, v in ctx.r.hgetall(f"{ctx.prefix}:forecast-error:simdep").items()}
+    assert err["origin"] == doc["origin"] and int(err["leads_observed"]) >= 1
+    p50 = doc["quantiles"]["0.5"][0]
+    assert float(err["lead1_abs_error"]) == pytest.approx(abs(doc["mean"][0] + 7.0 - p50), abs=1e-3)
+
+
+def test_ingest_moves_completed_minutes_into_the_load_store(ctx):
+    seed_deployment(ctx, "simdep", mean_rpm=80)
+    now_min = int(time.time() // 60)
+    ctx.r.set(f"{ctx.prefix}:ingested:{'simdep'}", now_min - 4)
+    idx = pd.to_datetime([(now_min + k) * 60 for k in range(-3, 2)], unit="s")
+    ctx.sim("simdep").load_traffic(pd.Series([11.0, 12.0, 13.0, 14.0, 15.0], index=idx))
+    assert loop.ingest(ctx, "simdep") == 3
+    s = ctx.store.series("simdep", start=idx[0])
+    assert s.loc[idx[0]] == 11 and s.loc[idx[2]] == 13 and idx[3] not in s.dropna().index
+    assert loop.ingest(ctx, "simdep") == 0  # nothing new until the minute completes
+
+
+def test_manual_profile_request_runs_through_the_switch_machine(ctx, tmp_path):
+    from warmcast.deployments import demo_deployment
+
+    deps = tmp_path / "two.yaml"
+    deps.write_text("deployments:\n  - name: simdep\n    cold_start_min: 0.5\n    profiles:\n"
+                    "      day: {capacity_rpm: 100}\n      night: {capacity_rpm: 80}\n")
+    c = Ctx(ctx.settings.model_copy(update={"deployments_file": deps}), ctx.options, ctx.r)
+    seed_deployment(c, "simdep", mean_rpm=80)
+    assert loop.switch_tick(c, "simdep")["action"] == "none"  # no schedule: switching off
+    c.state.request_profile("simdep", "night", by="test")
+    out = loop.switch_tick(c, "simdep")
+    assert out["action"] == "prewarm" and out["applied"], out
+    rows = c.state.audit_log("simdep", kind="switch")
+    assert rows and "night" in rows[0]["decision"] and rows[0]["reason"]
+    assert demo_deployment  # the demo deployment ships with a schedule; this one switches on request only
+
+
+def test_whatif_backtest_task_returns_per_policy_report(ctx, monkeypatch):
+    from workers.whatif import run_whatif
+
+    seed_deployment(ctx, "simdep", mean_rpm=120)
+    frame = ctx.store.frame("simdep")
+    test_start = str(frame.index[-1].floor("D") - pd.Timedelta(days=1))
+    rep = run_whatif(ctx, "simdep", ["static", "reactive", "oracle"], test_start, 100.0, 5.0)
+    assert set(rep["policies"]) == {"static", "reactive", "oracle"}
+    for row in rep["policies"].values():
+        assert row["gpu_hours"] > 0
+    json.dumps(rep)  # JSON-able for the result backend
+    with pytest.raises(InputError):
+        run_whatif(ctx, "simdep", [], test_start, 100.0, 5.0)
+
+
+def _jump(ctx) -> None:
+    seed_deployment(ctx, "simdep", mean_rpm=80)
+    now_min = int(time.time() // 60)
+    idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 5)], unit="s")
+    ctx.sim("simdep").load_traffic(pd.Series(350.0, index=idx))
+    ctx.sim("simdep").reset(1)
+
+
+def test_forecast_only_mode_records_but_does_not_act(ctx):
+    c = Ctx(ctx.settings.model_copy(update={"dry_run": True}), ctx.options, ctx.r)
+    _jump(c)
+    out = loop.plan(c, "simdep", "T1", "task-a")
+    row = c.state.audit_log("simdep", kind="scale")[0]
+    assert out["desired"] >= 4 and row["decision"].startswith("up") and row["applied"] is False
+    assert "forecast-only" in row["outcome"]
+    assert c.scaler("simdep").current() == 1 and c.scaler("simdep").actions() == []
+    ps, _ = loop.load_policy(c.state, "simdep")
+    assert ps.last_scale_up is None  # no cooldown from an action that did not happen
+
+
+def test_paused_deployment_is_decided_and_recorded_but_not_acted_on(ctx):
+    _jump(ctx)
+    ctx.state.set_paused("simdep", True, by="test", reason="maintenance")
+    loop.plan(ctx, "simdep", "T1", "task-a")
+    row = ctx.state.audit_log("simdep", kind="scale")[0]
+    assert row["applied"] is False and "paused by test" in row["outcome"]
+    assert ctx.scaler("simdep").actions() == []
+    ctx.state.set_paused("simdep", False)
+    loop.plan(ctx, "simdep", "T2", "task-b")
+    assert len(ctx.scaler("simdep").actions()) == 1

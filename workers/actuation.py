@@ -1,0 +1,274 @@
+"""Adapters from the loop to the instances of one deployment: scaler, signals, warmup.
+
+Three kinds of fleet:
+
+- **simulated** (``WARMCAST_WORKERS_SIMULATE`` / ``warmcast run --simulate``): :class:`SimFleet`.
+- **live**: signals scraped from each instance's ``/metrics`` with the vLLM
+  client (:mod:`warmup.actuators.vllm_client`), warmups sent with it, and the
+  deployment's scaler backend (local processes, Kubernetes, webhook, dry-run)
+  from :mod:`warmup.actuators` when it provides one.
+- **dry-run** scaler: the target is only recorded (forecast-only deployments).
+
+Every scaler is wrapped in :class:`RecordingScaler`, which makes actions
+targets (``scale_to(n)`` when ``n`` is already current does nothing) and
+appends each real change to ``<prefix>:actions:<deployment>``: the log the
+crash tests count to prove no action ran twice.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import redis
+
+from warmcast.deployments import Deployment
+from workers.simfleet import SimFleet
+
+log = logging.getLogger("warmcast.workers.actuation")
+
+
+class Scaler(Protocol):
+    def current(self) -> int: ...
+
+    def scale_to(self, n: int, reason: str) -> Any: ...
+
+
+class DryRunScaler:
+    """Records the target only: a deployment scaled by nobody (forecast-only)."""
+
+    def __init__(self, client: redis.Redis, prefix: str, deployment: str, initial: int) -> None:
+        self.r, self.key, self.initial = client, f"{prefix}:dryrun-replicas:{deployment}", initial
+
+    def current(self) -> int:
+        v = self.r.get(self.key)
+        return self.initial if v is None else int(v)
+
+    def scale_to(self, n: int, reason: str) -> None:
+        self.r.set(self.key, int(n))
+
+
+@dataclass
+class ScaleOutcome:
+    before: int
+    after: int
+    changed: bool
+    detail: str = ""
+
+
+class RecordingScaler:
+    """Idempotent targets on top of any backend, with a log of the changes really made."""
+
+    def __init__(self, inner: Any, client: redis.Redis, prefix: str, deployment: str) -> None:
+        self.inner = inner
+        self.r = client
+        self.key = f"{prefix}:actions:{deployment}"
+
+    def current(self) -> int:
+        return int(self.inner.current())
+
+    def scale_to(self, n: int, reason: str, tick: str = "", remove: tuple[str, ...] = ()) -> ScaleOutcome:
+        before = self.current()
+        if before == n:
+            return ScaleOutcome(before, n, False, "already at target")
+        if remove and isinstance(self.inner, SimFleet):
+            self.inner.scale_to(n, reason, remove=remove)
+        else:
+            self.inner.scale_to(n, reason)
+        after = self.current()
+        self.r.xadd(self.key, {"ts": f"{time.time():.3f}", "tick": tick, "before": before, "target": n,
+                               "after": after, "reason": reason[:500]}, maxlen=10_000, approximate=True)
+        return ScaleOutcome(before, after, True, f"{before} -> {after}")
+
+    def actions(self) -> list[dict[str, str]]:
+        return [{k.decode(): v.decode() for k, v in f.items()} for _, f in self.r.xrange(self.key)]
+
+
+def live_scaler(dep: Deployment, client: redis.Redis, prefix: str, state_dir=None) -> Any:
+    """The deployment's scaler backend from :mod:`warmup.actuators.scalers` (issue 5).
+
+    The dry-run kind gets a Redis-backed target here, so every worker sees the same one.
+    """
+    if dep.scaler.kind == "dryrun":
+        return DryRunScaler(client, prefix, dep.name, max(dep.min_replicas, len(dep.instances)))
+    try:
+        from warmup.actuators.scalers import scaler_for
+    except ImportError as err:
+        raise NotImplementedError(f"deployment {dep.name}: scaler kind {dep.scaler.kind!r} needs "
+                                  f"warmup.actuators.scalers (issue 5): {err}") from None
+    if dep.scaler.kind == "local":
+        return LockedFreshScaler(_local_factory(dep, state_dir), client, prefix, dep.name)
+    return scaler_for(dep, state_dir=state_dir)
+
+
+def _local_factory(dep: Deployment, state_dir) -> Callable[[], Any]:
+    """Build LocalProcessScalers on the deployment's state file, each adopting the servers in it.
+
+    The launch spec (which writes the tiny model's config.json for ``model: dummy``) is computed
+    once here: rewriting that file while a server starts and reads it crashes the server.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from warmup.actuators.launch import local_launch_spec
+    from warmup.actuators.scalers import LocalProcessScaler
+
+    model, args, notes = local_launch_spec(dep, state_dir=state_dir)
+    for note in notes:
+        log.info("%s: %s", dep.name, note)
+    base = Path(state_dir or os.environ.get("WARMCAST_STATE_DIR") or Path(tempfile.gettempdir()) / "warmcast")
+    spec = dep.scaler
+    return lambda: LocalProcessScaler(dep.name, model, args, base_port=spec.base_port, python=spec.python,
+                                      state_file=base / "local-scaler" / f"{dep.name}.json",
+                                      log_dir=base / "vllm-logs", stop_at_exit=False)
+
+
+class LockedFreshScaler:
+    """A scaler built afresh for every call, under a Redis lock per deployment.
+
+    The local-process backend keeps its servers in a JSON state file that every
+    instance of it reads when built and rewrites when it changes; two of them
+    (a scrape and a planning run, or two workers) interleaving would lose a
+    server from the file.  Building it under one lock per deployment makes every
+    read-modify-write of that file happen one at a time, and each call sees the
+    servers any worker started.
+    """
+
+    def __init__(self, make: Callable[[], Any], client: redis.Redis, prefix: str, deployment: str) -> None:
+        self.make = make
+        self.lock = lambda: client.lock(f"{prefix}:lock:scaler:{deployment}", timeout=120, blocking_timeout=60)
+
+    def _call(self, method: str, *args: Any, **kw: Any) -> Any:
+        with self.lock():
+            return getattr(self.make(), method)(*args, **kw)
+
+    def current(self) -> int:
+        return self._call("current")
+
+    def scale_to(self, n: int, reason: str) -> Any:
+        return self._call("scale_to", n, reason)
+
+    def urls(self) -> list[str]:
+        return self._call("urls")
+
+    def close(self) -> None:
+        self._call("close")
+
+
+def instance_urls(scaler: Any, dep: Deployment) -> list[str]:
+    """Base URLs of the deployment's instances: the scaler's (if it knows them) plus static ones."""
+    urls: list[str] = []
+    for attr in ("urls", "instance_urls"):
+        fn = getattr(scaler, attr, None)
+        if fn is not None:
+            got = fn() if callable(fn) else fn
+            urls.extend(str(u) for u in got)
+            break
+    urls.extend(u for u in dep.instances if u not in urls)
+    return urls
+
+
+# --------------------------------------------------------------------------- live signals
+
+
+def _instance_state(waiting: float, running: float, max_seqs: int | None) -> str:
+    if waiting > 0 or (max_seqs and running >= max_seqs):
+        return "saturated"
+    return "ready_busy" if running > 0 else "ready_idle"
+
+
+def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, token: str | None,
+                warmed: set[str], warming: set[str] = frozenset(),
+                timeout_s: float = 5.0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(signals document, snapshot to pass as ``prev`` next time) from every instance's /metrics.
+
+    Requests finished on an instance while we warm it are our own warmups, not traffic: they do
+    not count in its load (vLLM's counters cannot tell them apart).
+    """
+    from warmup.actuators.vllm_client import VLLMClient, fleet_metrics
+
+    async def go():
+        clients = [VLLMClient(u, token=token, timeout_s=timeout_s, retries=1) for u in urls]
+        try:
+            return await fleet_metrics(clients)
+        finally:
+            await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
+
+    now = time.time()
+    sig = asyncio.run(go()) if urls else None
+    max_seqs = dep.profiles[dep.default_profile].engine_args.get("max-num-seqs")
+    insts, total, p99 = [], 0.0, None
+    prev_totals = (prev or {}).get("totals", {})
+    for res in (sig.instances if sig else []):
+        snap = res.value
+        if snap is None:
+            insts.append({"id": res.instance, "url": res.instance, "state": "booting", "load_rpm": 0.0,
+                          "warmed": res.instance in warmed, "error": res.error})
+            continue
+        done = snap.counter("vllm:request_success_total")
+        total += done
+        before = prev_totals.get(res.instance)
+        dt = now - float((prev or {}).get("ts", now))
+        rpm = max(0.0, done - before) * 60.0 / dt if before is not None and dt > 0 else 0.0
+        if res.instance in warming:
+            rpm = 0.0
+        insts.append({"id": res.instance, "url": res.instance,
+                      "state": _instance_state(snap.waiting, snap.running, int(max_seqs) if max_seqs else None),
+                      "load_rpm": rpm, "warmed": res.instance in warmed, "waiting": snap.waiting,
+                      "running": snap.running})
+    if sig is not None:
+        p99 = sig.ttft_quantile(0.99)
+    observed = sum(i["load_rpm"] for i in insts) if prev else float("nan")
+    doc = {"ts": now, "source": "scrape", "queue_depth": sig.waiting if sig else 0.0,
+           "running": sig.running if sig else 0.0, "observed_rpm": observed, "p99_s": p99, "instances": insts,
+           "ready": sum(1 for i in insts if i["state"] != "booting"), "provisioned": len(insts),
+           "errors": sig.errors if sig else {}, "requests_total": total}
+    snapshot = {"ts": now, "totals": {i["id"]: (next((r.value.counter("vllm:request_success_total")
+                                                       for r in sig.instances if r.instance == i["id"]
+                                                       and r.value), None)) for i in insts} if sig else {}}
+    snapshot["totals"] = {k: v for k, v in snapshot["totals"].items() if v is not None}
+    return doc, snapshot
+
+
+def send_live_warmup(urls: list[str], requests: int, concurrency: int, duration_s: float, token: str | None,
+                     tokens=None, should_abort: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
+    """Send warmup requests to each instance (concurrently); one result dict per instance."""
+    from warmup.actuators.tokens import DEFAULT_TOKENS
+    from warmup.actuators.vllm_client import VLLMClient, WarmupSpec, fleet_warmup
+
+    spec = WarmupSpec(count=max(1, int(requests)), concurrency=max(1, int(concurrency)),
+                      duration_s=max(1.0, float(duration_s)))
+
+    async def go():
+        abort = asyncio.Event()
+
+        async def watch():
+            while should_abort is not None and not abort.is_set():
+                if should_abort():
+                    abort.set()
+                await asyncio.sleep(1.0)
+
+        clients = [VLLMClient(u, token=token, retries=2) for u in urls]
+        watcher = asyncio.create_task(watch())
+        try:
+            # Booting targets are warmed as soon as they answer /health, within the warmup's duration.
+            deadline = time.monotonic() + spec.duration_s
+            for c in clients:
+                while not await c.is_healthy(timeout_s=1.0) and time.monotonic() < deadline and not abort.is_set():
+                    await asyncio.sleep(0.5)
+            return await fleet_warmup(clients, spec, tokens or DEFAULT_TOKENS, abort=abort)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
+
+    out = []
+    for r in asyncio.run(go()):
+        v = r.value
+        out.append({"instance": r.instance, "error": r.error, "sent": getattr(v, "sent", 0),
+                    "completed": getattr(v, "completed", 0), "failed": getattr(v, "failed", 0),
+                    "stopped_by": getattr(v, "stopped_by", None)})
+    return out

@@ -1,0 +1,44 @@
+"""RedBeat, made to ride out a Redis restart.
+
+RedBeat keeps the schedule in Redis and holds a lock so that only one beat fires
+it; a second beat waits on the lock.  Stock RedBeat exits when Redis goes away
+(its lock is extended outside its retrying connection).  This scheduler treats a
+lost connection as a pause: it retries every half second, and when Redis is back
+it carries on if it still owns the lock, re-acquires it if the lock is gone, or
+stands by if another beat took over meanwhile.  A tick that falls due while
+Redis is down is missed (there is nowhere to send it); the next one fires.
+"""
+from __future__ import annotations
+
+import logging
+
+import redis
+from redis.exceptions import LockError
+from redbeat import RedBeatScheduler
+
+log = logging.getLogger("warmcast.workers.beat")
+RETRY_S = 0.5
+
+
+class WarmcastScheduler(RedBeatScheduler):
+    def tick(self, min=min, **kwargs):  # noqa: A002 - Celery's signature
+        try:
+            if self.lock_key and self.lock is not None:
+                try:
+                    self.lock.extend(int(self.lock_timeout))
+                except LockError:
+                    # Our lock expired while Redis was away: take it again, unless another beat has it.
+                    if not self.lock.acquire(blocking=False):
+                        log.info("beat: another beat holds the schedule lock; standing by")
+                        return self.max_interval
+                    log.warning("beat: schedule lock re-acquired after losing it")
+            return super().tick(min=min, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
+            log.warning("beat: Redis unreachable (%s); retrying in %.1f s", err, RETRY_S)
+            return RETRY_S
+
+    def close(self):
+        try:
+            super().close()
+        except (redis.ConnectionError, redis.TimeoutError, LockError) as err:
+            log.warning("beat: could not release the schedule lock at exit (%s); it expires on its own", err)

@@ -1,0 +1,60 @@
+"""Prometheus metrics of the loop itself, and the JSON log format.
+
+The worker runs a thread pool in one process (``--pool threads``), so the default
+registry holds everything and :func:`serve` exposes it on
+``WARMCAST_WORKERS_METRICS_PORT`` (0: not exposed).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+TASK_SECONDS = Histogram("warmcast_task_seconds", "Duration of loop tasks", ["task"],
+                         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+TASK_FAILURES = Counter("warmcast_task_failures_total", "Loop tasks that raised", ["task", "error"])
+TASK_RETRIES = Counter("warmcast_task_retries_total", "Loop tasks retried after a transient error", ["task"])
+DECISIONS = Counter("warmcast_decisions_total", "Decisions by kind and reason code",
+                    ["deployment", "kind", "reason", "applied"])
+DUPLICATES = Counter("warmcast_duplicate_runs_total", "Runs skipped because their tick was already done", ["task"])
+FORECASTS = Counter("warmcast_forecasts_total", "Forecasts made", ["deployment", "model"])
+FORECAST_MAE = Gauge("warmcast_forecast_mae", "MAE (req/min) of the previous forecast over the leads observed",
+                     ["deployment"])
+FORECAST_ERR = Histogram("warmcast_forecast_abs_error", "Absolute error (req/min) of forecasts once actuals arrive",
+                         ["deployment", "lead"], buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000))
+SIGNAL = Gauge("warmcast_signal", "Latest live signal of a deployment", ["deployment", "signal"])
+WARMUP_REQUESTS = Counter("warmcast_warmup_requests_total", "Warmup requests sent", ["deployment"])
+
+_served = False
+
+
+def serve(port: int) -> None:
+    global _served
+    if port and not _served:
+        start_http_server(port, addr="127.0.0.1")
+        _served = True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and the record's ``event`` dict."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {"ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+               "level": record.levelname, "logger": record.name, "msg": record.getMessage(),
+               "process": record.process}
+        ev = getattr(record, "event", None)
+        if isinstance(ev, dict):
+            out.update(ev)
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)

@@ -1,0 +1,40 @@
+"""Loop settings of the workers (intervals, locks, fault injection), from ``WARMCAST_WORKERS_*``.
+
+They live beside :mod:`warmcast.settings` (which the lead owns and which forbids
+unknown keys) so the loop can be tuned without touching the shared settings.
+Every interval is in seconds; tests shrink them to run a minute's loop in seconds.
+"""
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class WorkerOptions(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="WARMCAST_WORKERS_", extra="ignore")
+
+    scrape_every_s: float = Field(10.0, gt=0, description="scrape signals (issue: 5-15 s)")
+    warmup_every_s: float = Field(5.0, gt=0, description="warmup check on queue depth (issue: 5-10 s)")
+    ingest_every_s: float = Field(60.0, gt=0)
+    forecast_every_s: float = Field(60.0, gt=0)
+    plan_every_s: float = Field(60.0, gt=0)
+    switch_every_s: float = Field(60.0, gt=0)
+    expire_every_s: float = Field(3600.0, gt=0)
+    retrain_hour_utc: int = Field(3, ge=0, le=23, description="nightly retrain + promote at this hour")
+    beat_loop_s: float = Field(1.0, gt=0, description="most seconds beat sleeps between checks")
+    lock_timeout_s: float = Field(120.0, gt=0, description="a planner's lock expires after this")
+    visibility_timeout_s: float = Field(300.0, gt=0,
+                                        description="an unacknowledged task is redelivered after this")
+    signals_max_age_s: float = Field(30.0, gt=0, description="older signals are scraped again before deciding")
+    forecast_history_days: float = Field(7.0, gt=0)
+    max_retries: int = Field(3, ge=0)
+    metrics_port: int = Field(0, ge=0, le=65535, description="worker's Prometheus port (0: none)")
+    queue: str = Field("warmcast", min_length=1)
+    simulate: bool = Field(False, description="drive a simulated fleet (SimFleet) instead of real instances")
+    # Fault injection, for the crash tests only: sleep at these points of a planning run.
+    fault_pause_after_decide_s: float = Field(0.0, ge=0)
+    fault_pause_after_apply_s: float = Field(0.0, ge=0)
+
+
+def load_options(**overrides) -> WorkerOptions:
+    return WorkerOptions(**overrides)

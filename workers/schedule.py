@@ -1,0 +1,49 @@
+"""The beat schedule (RedBeat keeps it in Redis, and its lock lets only one beat fire it).
+
+Each periodic entry fans out: beat sends ``warmcast.fanout(kind)``, which sends one
+task per deployment carrying the schedule slot (``tick``) it belongs to, so a
+redelivered message is recognised as the same tick.  Every entry and every
+per-deployment task has ``expires``: a message that waited past its usefulness
+(a stale warmup check, a planning run from minutes ago) is dropped, not run late.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from celery.schedules import crontab, schedule
+
+from workers.options import WorkerOptions
+
+# kind -> (option holding the interval, task name)
+PERIODIC = {
+    "scrape": ("scrape_every_s", "warmcast.scrape"),
+    "warmup": ("warmup_every_s", "warmcast.warmup_check"),
+    "ingest": ("ingest_every_s", "warmcast.ingest"),
+    "forecast": ("forecast_every_s", "warmcast.forecast"),
+    "plan": ("plan_every_s", "warmcast.plan"),
+    "switch": ("switch_every_s", "warmcast.switch_tick"),
+    "expire": ("expire_every_s", "warmcast.expire"),
+}
+
+
+def every(options: WorkerOptions, kind: str) -> float:
+    if kind == "retrain":
+        return 24 * 3600.0
+    return float(getattr(options, PERIODIC[kind][0]))
+
+
+def expires_for(options: WorkerOptions, kind: str) -> float:
+    """A run is worth doing until shortly before the next one is due."""
+    return max(1.0, 0.9 * every(options, kind))
+
+
+def beat_schedule(options: WorkerOptions) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for kind in PERIODIC:
+        s = every(options, kind)
+        out[f"warmcast-{kind}"] = {"task": "warmcast.fanout", "schedule": schedule(s), "kwargs": {"kind": kind},
+                                   "options": {"expires": expires_for(options, kind)}}
+    out["warmcast-retrain"] = {"task": "warmcast.fanout", "kwargs": {"kind": "retrain"},
+                               "schedule": crontab(minute=17, hour=options.retrain_hour_utc),
+                               "options": {"expires": 3 * 3600}}
+    return out

@@ -1,0 +1,178 @@
+"""A simulated fleet, shared by every worker process through Redis: for ``warmcast run --simulate``,
+the loop benchmark and tests that need a fleet without vLLM.
+
+Traffic is a replayed per-minute series (the synthetic generator's) stored in
+Redis; instances have a launch time and are ready ``cold_start_min`` after it;
+the queue is the fleet simulator's fluid FIFO (:func:`warmup.sim.fleet.serve_step`)
+advanced in wall-clock time whenever signals are read or the fleet changes.
+It speaks the scaler interface (``current()``, ``scale_to(n, reason)``) and
+gives the same signals document as scraping real instances.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any
+
+import pandas as pd
+import redis
+
+from warmup.sim.fleet import serve_step
+
+BASE_LATENCY_S = 0.8   # P99 of an uncongested instance
+STEP_S = 10.0          # the fluid queue advances in steps of at most this
+
+
+class SimFleet:
+    def __init__(self, client: redis.Redis, prefix: str, deployment: str, capacity_rpm: float,
+                 cold_start_min: float, profile: str = "day") -> None:
+        self.r = client
+        self.dep = deployment
+        self.capacity_rpm = capacity_rpm
+        self.cold_start_s = cold_start_min * 60.0
+        self.profile = profile
+        self.key = f"{prefix}:sim:{deployment}"
+        self.traffic_key = f"{prefix}:sim-traffic:{deployment}"
+        self.warmups_key = f"{prefix}:sim-warmups:{deployment}"
+        self.lock = self.r.lock(f"{prefix}:lock:sim:{deployment}", timeout=10, blocking_timeout=10)
+        self._cache: dict[int, float] = {}
+
+    # ------------------------------------------------------------ set-up
+    def reset(self, replicas: int, now: float | None = None) -> None:
+        """Start with ``replicas`` instances that are already ready and an empty queue."""
+        now = time.time() if now is None else now
+        ready_since = now - self.cold_start_s - 60
+        st = {"instances": [self._new(i + 1, ready_since) for i in range(replicas)], "next_id": replicas + 1,
+              "queue": 0.0, "updated": now, "warmups": 0}
+        self.r.set(self.key, json.dumps(st))
+
+    def _new(self, n: int, launched: float, profile: str | None = None) -> dict[str, Any]:
+        return {"id": f"sim-{n}", "launched_at": launched, "profile": profile or self.profile, "warmed": False}
+
+    def load_traffic(self, series: pd.Series) -> int:
+        """Store a per-minute requests series (tz-naive UTC index) to replay."""
+        s = series.dropna()
+        mins = (s.index.as_unit("ns").asi8 // 60_000_000_000).tolist()
+        mapping = {str(m): float(v) for m, v in zip(mins, s.to_numpy(float))}
+        for i in range(0, len(mapping), 5000):
+            chunk = dict(list(mapping.items())[i:i + 5000])
+            self.r.hset(self.traffic_key, mapping=chunk)
+        return len(mapping)
+
+    def rpm_at(self, minute: int) -> float:
+        if minute not in self._cache:
+            v = self.r.hget(self.traffic_key, str(minute))
+            if v is None:
+                return 0.0  # a minute outside the replay is quiet, and not cached: it may be loaded later
+            self._cache[minute] = float(v)
+        return self._cache[minute]
+
+    def traffic(self, start_minute: int, end_minute: int) -> dict[int, float]:
+        keys = [str(m) for m in range(start_minute, end_minute)]
+        vals = self.r.hmget(self.traffic_key, keys) if keys else []
+        return {int(k): float(v) for k, v in zip(keys, vals) if v is not None}
+
+    # ------------------------------------------------------------ state
+    def _load(self) -> dict[str, Any]:
+        raw = self.r.get(self.key)
+        if raw is None:
+            self.reset(1)
+            raw = self.r.get(self.key)
+        return json.loads(raw)
+
+    def _ready(self, st: dict[str, Any], t: float) -> int:
+        return sum(1 for i in st["instances"] if t >= i["launched_at"] + self.cold_start_s)
+
+    def _advance(self, st: dict[str, Any], now: float) -> None:
+        t = float(st["updated"])
+        q = float(st["queue"])
+        while t < now - 1e-6:
+            dt = min(STEP_S, now - t, 60.0 - (t % 60.0))
+            rate = self.rpm_at(int(t // 60)) / 60.0
+            mu = self._ready(st, t) * self.capacity_rpm / 60.0
+            q, _, _ = serve_step(q, rate * dt, mu, dt, 5.0)
+            t += dt
+        st["queue"], st["updated"] = q, max(now, float(st["updated"]))
+
+    def _mutate(self, fn, now: float | None = None):
+        now = time.time() if now is None else now
+        with self.lock:
+            st = self._load()
+            self._advance(st, now)
+            out = fn(st, now)
+            self.r.set(self.key, json.dumps(st))
+        return out
+
+    # ------------------------------------------------------------ scaler interface
+    def current(self) -> int:
+        return len(self._load()["instances"])
+
+    def scale_to(self, n: int, reason: str = "", remove: tuple[str, ...] = ()) -> dict[str, Any]:
+        def change(st, now):
+            before = len(st["instances"])
+            while len(st["instances"]) < n:
+                st["instances"].append(self._new(st["next_id"], now))
+                st["next_id"] += 1
+            if len(st["instances"]) > n:
+                order = {iid: k for k, iid in enumerate(remove)}
+                # the core's order first, then the newest booting ones
+                gone = sorted(st["instances"], key=lambda i: (order.get(i["id"], len(order)), -i["launched_at"]))
+                drop = {i["id"] for i in gone[:before - n]}
+                st["instances"] = [i for i in st["instances"] if i["id"] not in drop]
+            return {"before": before, "after": len(st["instances"])}
+        return self._mutate(change)
+
+    def warm(self, instance_ids: list[str], requests: int) -> int:
+        """Mark instances warmed; returns how many it touched (the simulated 'requests at the instance')."""
+        def mark(st, now):
+            hit = 0
+            for inst in st["instances"]:
+                if inst["id"] in instance_ids:
+                    inst["warmed"] = True
+                    hit += 1
+            st["warmups"] += hit
+            if hit:
+                self.r.xadd(self.warmups_key, {"ts": f"{now:.3f}", "instances": ",".join(instance_ids),
+                                               "requests": requests}, maxlen=10_000, approximate=True)
+            return hit
+        return self._mutate(mark)
+
+    def set_profile(self, profile: str, share: float) -> int:
+        """Move ``share`` of the instances to ``profile`` (canary, all, or back); returns how many moved."""
+        def move(st, now):
+            k = int(math.ceil(share * len(st["instances"]) - 1e-9))
+            for i, inst in enumerate(st["instances"]):
+                inst["profile"] = profile if i < k else inst["profile"]
+            return k
+        return self._mutate(move)
+
+    # ------------------------------------------------------------ signals
+    def signals(self, now: float | None = None) -> dict[str, Any]:
+        def read(st, now):
+            minute = int(now // 60)
+            last_rpm = self.rpm_at(minute - 1)
+            ready = self._ready(st, now)
+            mu = ready * self.capacity_rpm / 60.0
+            q = float(st["queue"])
+            wait = (q / mu) if mu > 0 else (math.inf if q > 0 else 0.0)
+            per_ready = last_rpm / ready if ready else 0.0
+            insts = []
+            for i in st["instances"]:
+                is_ready = now >= i["launched_at"] + self.cold_start_s
+                if not is_ready:
+                    state = "booting"
+                elif per_ready <= 0:
+                    state = "ready_idle"
+                elif per_ready >= self.capacity_rpm or q > 0.5:
+                    state = "saturated"
+                else:
+                    state = "ready_busy"
+                insts.append({"id": i["id"], "url": None, "state": state, "profile": i["profile"],
+                              "load_rpm": per_ready if is_ready else 0.0, "warmed": i["warmed"],
+                              "launched_at": i["launched_at"], "waiting": None, "running": None})
+            return {"ts": now, "source": "simulated", "queue_depth": q, "observed_rpm": last_rpm,
+                    "p99_s": (BASE_LATENCY_S + wait) if math.isfinite(wait) else None,
+                    "running": None, "instances": insts, "ready": ready, "provisioned": len(insts),
+                    "warmups": st["warmups"], "errors": {}}
+        return self._mutate(read, now)

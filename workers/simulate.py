@@ -1,0 +1,46 @@
+"""Seed a simulated fleet: a week of history from the synthetic generator, then its traffic replayed live.
+
+The generator's rate curve (:func:`warmcast.generate.rate_per_minute`, daily and
+weekly cycles with bursts) is drawn with Poisson noise over 14 days placed so
+that the first 7 end at the current minute: those go into the load store (the
+forecaster has a week of history at once), the rest is the traffic the
+simulated fleet receives minute by minute from now on.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+
+from workers.context import Ctx
+
+
+def synthetic_minutes(now: float, days_before: int = 7, days_after: int = 7, mean_rpm: float = 600.0,
+                      seed: int = 0) -> pd.Series:
+    from warmcast.generate import WorkloadSpec, rate_per_minute
+
+    first_day = pd.Timestamp(now, unit="s").floor("D") - pd.Timedelta(days=days_before)
+    spec = WorkloadSpec(days=days_before + days_after + 1, start=str(first_day.date()), mean_rpm=mean_rpm, seed=seed)
+    rng = np.random.default_rng(seed)
+    rate = rate_per_minute(spec, rng)
+    return pd.Series(rng.poisson(rate.to_numpy()).astype(float), index=rate.index, name="requests")
+
+
+def seed_deployment(ctx: Ctx, dep: str, mean_rpm: float | None = None, seed: int = 0,
+                    now: float | None = None) -> dict:
+    """Store the history, the live traffic and a right-sized fleet for one deployment."""
+    now = time.time() if now is None else now
+    d = ctx.dep(dep)
+    mean = mean_rpm or 2.0 * d.capacity_rpm
+    series = synthetic_minutes(now, mean_rpm=mean, seed=seed)
+    cut = pd.Timestamp(int(now // 60) * 60, unit="s")
+    history = series[series.index < cut]
+    ctx.store.upsert_frame(dep, history.to_frame("requests"))
+    ctx.r.set(f"{ctx.prefix}:ingested:{dep}", int(now // 60) - 1)
+    sim = ctx.sim(dep)
+    sim.load_traffic(series[series.index >= cut - pd.Timedelta(minutes=5)])
+    replicas = max(d.min_replicas, math.ceil(float(history.iloc[-1]) / d.capacity_rpm))
+    sim.reset(min(replicas, d.max_replicas), now)
+    return {"history_minutes": len(history), "replicas": replicas, "mean_rpm": mean}

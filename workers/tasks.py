@@ -1,0 +1,191 @@
+"""Celery tasks: thin wrappers around :mod:`workers.loop`.
+
+Every task is acknowledged late (after it ran) and retried only for the named
+transient errors in :data:`TRANSIENT`; anything else fails once, is counted in
+``warmcast_task_failures_total`` and logged.  Tasks are registered with
+``shared_task`` so every app built by :func:`workers.app.make_celery` has them.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+from celery import shared_task, signals
+from kombu.exceptions import OperationalError
+
+from workers import loop, metrics
+from workers.context import get_ctx
+from workers.locks import LockBusy
+from workers.schedule import PERIODIC, every, expires_for
+
+log = logging.getLogger("warmcast.workers.tasks")
+
+
+def _transient() -> tuple[type[BaseException], ...]:
+    errs: list[type[BaseException]] = [redis.ConnectionError, redis.TimeoutError, OperationalError, LockBusy]
+    try:
+        import httpx
+
+        errs.append(httpx.TransportError)
+    except ImportError:
+        pass
+    try:
+        from warmup.actuators.vllm_client import InstanceUnavailable
+
+        errs.append(InstanceUnavailable)
+    except ImportError:
+        pass
+    return tuple(errs)
+
+
+TRANSIENT = _transient()
+COMMON = dict(acks_late=True, autoretry_for=TRANSIENT, retry_backoff=1, retry_backoff_max=30, retry_jitter=True,
+              max_retries=3)
+
+
+def _ctx(task):
+    return get_ctx(task.app)
+
+
+# --------------------------------------------------------------------------- fan-out
+
+
+@shared_task(bind=True, name="warmcast.fanout", **COMMON)
+def fanout(self, kind: str) -> int:
+    """Send one ``kind`` task per deployment, tagged with the schedule slot."""
+    ctx = _ctx(self)
+    name = "warmcast.retrain" if kind == "retrain" else PERIODIC[kind][1]
+    opts = ctx.options
+    tick = loop.tick_id(every(opts, kind))
+    exp = 3 * 3600 if kind == "retrain" else expires_for(opts, kind)
+    deps = ctx.deployments()
+    # A ledger of fan-outs per schedule slot: how the two-beats test (and an operator) sees double firing.
+    ledger = f"{ctx.prefix}:fanout-runs:{tick[:10]}"
+    pipe = ctx.r.pipeline(transaction=False)
+    pipe.hincrby(ledger, f"{kind}|{tick}", 1)
+    pipe.expire(ledger, 2 * 86400)
+    pipe.hincrby(f"{ctx.prefix}:fanout-total", kind, 1)
+    pipe.execute()
+    for d in deps:
+        self.app.send_task(name, kwargs={"deployment": d.name, "tick": tick}, expires=exp,
+                           queue=opts.queue)
+    return len(deps)
+
+
+# --------------------------------------------------------------------------- per-deployment jobs
+
+
+@shared_task(bind=True, name="warmcast.scrape", **COMMON)
+def scrape(self, deployment: str, tick: str = "") -> dict:
+    ctx = _ctx(self)
+    sig = loop.scrape(ctx, deployment)
+    out = {"queue_depth": sig.get("queue_depth"), "ready": sig.get("ready")}
+    # Fast path: a queue over the lowest tier is acted on now, not at the next warmup check.
+    tiers = ctx.cfg(deployment).warmup.tiers
+    if tiers and (sig.get("queue_depth") or 0) > tiers[0].min_queue_depth:
+        out["warmup"] = loop.warmup_check(ctx, deployment, sig)
+    return out
+
+
+@shared_task(bind=True, name="warmcast.warmup_check", **COMMON)
+def warmup_check(self, deployment: str, tick: str = "") -> dict:
+    return loop.warmup_check(_ctx(self), deployment)
+
+
+@shared_task(bind=True, name="warmcast.ingest", **COMMON)
+def ingest(self, deployment: str, tick: str = "") -> int:
+    return loop.ingest(_ctx(self), deployment)
+
+
+@shared_task(bind=True, name="warmcast.forecast", **COMMON)
+def forecast(self, deployment: str, tick: str = "") -> dict | None:
+    doc = loop.forecast(_ctx(self), deployment)
+    return None if doc is None else {"origin": doc["origin"], "model": doc["model"]}
+
+
+@shared_task(bind=True, name="warmcast.plan", **COMMON)
+def plan(self, deployment: str, tick: str = "") -> dict:
+    return loop.plan(_ctx(self), deployment, tick or loop.tick_id(_ctx(self).options.plan_every_s),
+                     self.request.id or "")
+
+
+@shared_task(bind=True, name="warmcast.switch_tick", **COMMON)
+def switch_tick(self, deployment: str, tick: str = "") -> dict:
+    return loop.switch_tick(_ctx(self), deployment)
+
+
+@shared_task(bind=True, name="warmcast.retrain", acks_late=True, autoretry_for=(LockBusy,), max_retries=0)
+def retrain(self, deployment: str, tick: str = "") -> dict:
+    ctx = _ctx(self)
+    from workers.locks import deployment_lock
+
+    with deployment_lock(ctx.r, ctx.prefix, "retrain", deployment, 3 * 3600, token=self.request.id):
+        return loop.retrain(ctx, deployment)
+
+
+@shared_task(bind=True, name="warmcast.expire", **COMMON)
+def expire(self, deployment: str, tick: str = "") -> dict:
+    return loop.expire(_ctx(self), deployment)
+
+
+# Not acknowledged late and never retried: re-running a warmup after a crash would double its load.
+@shared_task(bind=True, name="warmcast.run_warmup", acks_late=False, max_retries=0)
+def run_warmup(self, deployment: str, urls: list[str], requests: int, concurrency: int, duration_s: float) -> list:
+    return loop.run_warmup(_ctx(self), deployment, urls, requests, concurrency, duration_s)
+
+
+@shared_task(bind=True, name="warmcast.whatif_backtest", acks_late=True, max_retries=0, ignore_result=False)
+def whatif_backtest(self, deployment: str, policies: list[str], test_start: str, capacity_rpm: float,
+                    cold_start_min: float, log_path: str | None = None) -> dict:
+    from workers.whatif import run_whatif
+
+    return run_whatif(_ctx(self), deployment, list(policies), test_start, float(capacity_rpm),
+                      float(cold_start_min), log_path)
+
+
+# --------------------------------------------------------------------------- observability hooks
+
+_started: dict[str, float] = {}
+
+
+@signals.task_prerun.connect
+def _prerun(task_id=None, **_):
+    _started[task_id] = time.perf_counter()
+
+
+@signals.task_postrun.connect
+def _postrun(task_id=None, task=None, **_):
+    t0 = _started.pop(task_id, None)
+    if t0 is not None and task is not None:
+        metrics.TASK_SECONDS.labels(task.name).observe(time.perf_counter() - t0)
+
+
+@signals.task_failure.connect
+def _failure(sender=None, exception=None, **_):
+    metrics.TASK_FAILURES.labels(getattr(sender, "name", "?"), type(exception).__name__).inc()
+    log.error("task failed", extra={"event": {"task": getattr(sender, "name", "?"), "error": repr(exception)}})
+
+
+@signals.task_retry.connect
+def _retry(sender=None, reason=None, **_):
+    metrics.TASK_RETRIES.labels(getattr(sender, "name", "?")).inc()
+    log.warning("task retry", extra={"event": {"task": getattr(sender, "name", "?"), "reason": str(reason)}})
+
+
+@signals.setup_logging.connect
+def _setup_logging(**_):
+    from workers.app import celery_app
+
+    try:
+        level = celery_app.wc_settings.log_level
+    except Exception:  # noqa: BLE001 - bad settings are reported by the app itself
+        level = "INFO"
+    metrics.configure_logging(level)
+
+
+@signals.worker_ready.connect
+def _worker_ready(sender=None, **_):
+    app = getattr(sender, "app", None)
+    port = app.wc_options.metrics_port if app is not None and hasattr(app, "wc_options") else 0
+    metrics.serve(port)

@@ -1,0 +1,57 @@
+"""What-if backtests of policies as a Celery job (``warmcast.whatif_backtest``), for the API.
+
+Replays the deployment's stored load (or an uploaded log) through the fleet
+simulator (:mod:`warmup.sim`) under each asked policy and returns the per-policy
+report (GPU-hours, share of requests waiting over 5 s, minutes short, actions).
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from warmcast.errors import InputError
+
+
+def _safe(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_safe(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if hasattr(v, "item"):
+        return _safe(v.item())
+    return v
+
+
+def run_whatif(ctx, deployment: str, policies: list[str], test_start: str, capacity_rpm: float,
+               cold_start_min: float, log_path: str | None = None) -> dict[str, Any]:
+    from warmup.sim import FleetBacktestConfig, from_series, load_log, run_backtest
+
+    if not policies:
+        raise InputError("policies: name at least one of static, reactive, queue, predictive, oracle")
+    if log_path:
+        if not Path(log_path).is_file():
+            raise InputError(f"log_path {log_path}: no such file")
+        log = load_log(log_path)
+        source = f"uploaded log {Path(log_path).name}"
+    else:
+        frame = ctx.store.frame(deployment)
+        if "requests" not in frame or frame["requests"].dropna().empty:
+            raise InputError(f"deployment {deployment!r} has no stored load to replay")
+        log = from_series(frame["requests"].dropna(), source=f"stored load of {deployment}")
+        source = f"stored load of {deployment}"
+    try:
+        ts = pd.Timestamp(test_start)
+    except ValueError as err:
+        raise InputError(f"test_start {test_start!r}: {err}") from None
+    forecaster = os.environ.get("WARMCAST_WORKERS_WHATIF_FORECASTER", "lstm")
+    cfg = FleetBacktestConfig(capacity_rpm=float(capacity_rpm), cold_start_min=float(cold_start_min),
+                              test_start=ts, policies=tuple(policies), forecaster=forecaster)
+    result = run_backtest(log, cfg, progress=False)
+    return _safe({"deployment": deployment, "source": source, "policies": result.rows,
+                  "meta": result.meta})
