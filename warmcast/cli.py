@@ -13,7 +13,8 @@ import typer
 
 from warmcast.errors import WarmcastError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.splitlines()[0])
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="warmcast: forecast LLM load and keep vLLM fleets warm before traffic arrives.")
 backtest_app = typer.Typer(no_args_is_help=True, help="Replay logs offline: forecast accuracy, fleet policies.")
 app.add_typer(backtest_app, name="backtest")
 
