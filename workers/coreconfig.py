@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from warmcast.deployments import Deployment
 from warmcast.errors import InputError
-from warmup.core import CoreConfig, ScalingConfig, ScheduleWindow, SwitchConfig, WarmupConfig, WarmupTier
+from warmup import adapters
+from warmup.core import CoreConfig, WarmupTier
 
 
 def _override(obj, values: dict[str, Any], what: str):
@@ -30,21 +30,13 @@ def _override(obj, values: dict[str, Any], what: str):
 
 
 def core_config(dep: Deployment, dry_run: bool = False, overrides: dict[str, Any] | None = None) -> CoreConfig:
-    """The core configuration for ``dep``; ``dry_run`` is forecast-only mode."""
-    prof = dep.profiles[dep.default_profile]
-    scaling = ScalingConfig(capacity_rpm=prof.capacity_rpm, min_replicas=dep.min_replicas,
-                            max_replicas=dep.max_replicas, gpus_per_replica=dep.gpus_per_replica,
-                            cold_start_min=dep.cold_start_min)
-    windows = tuple(ScheduleWindow(w.profile, w.start, w.end) for w in dep.schedule.windows)
-    switch = SwitchConfig(enabled=bool(windows) and len(dep.profiles) > 1, default_profile=dep.default_profile,
-                          profile_capacity=tuple((n, p.capacity_rpm) for n, p in dep.profiles.items()),
-                          windows=windows, tz=ZoneInfo(dep.schedule.timezone))
-    warmup = WarmupConfig()
+    """The core configuration for ``dep`` (``warmup.adapters.core_config``) with the operator's
+    stored overrides applied; ``dry_run`` is forecast-only mode."""
+    base = adapters.core_config(dep, dry_run=dry_run)
     ov = overrides or {}
     unknown = sorted(set(ov) - {"scaling", "warmup", "switch"})
     if unknown:
         raise InputError(f"policy-config: unknown section(s) {unknown}; use scaling, warmup, switch")
-    scaling = _override(scaling, ov.get("scaling", {}), "scaling")
-    warmup = _override(warmup, ov.get("warmup", {}), "warmup")
-    switch = _override(switch, ov.get("switch", {}), "switch")
-    return CoreConfig(scaling=scaling, warmup=warmup, switch=switch, dry_run=dry_run)
+    return replace(base, scaling=_override(base.scaling, ov.get("scaling", {}), "scaling"),
+                   warmup=_override(base.warmup, ov.get("warmup", {}), "warmup"),
+                   switch=_override(base.switch, ov.get("switch", {}), "switch"))
