@@ -301,13 +301,16 @@ def plan(ctx: Ctx, dep: str, tick: str, task_id: str) -> dict[str, Any]:
         return _finish_plan(ctx, dep, journal, recovered=False)
 
 
-def _decide_plan(ctx: Ctx, dep: str, tick: str, task_id: str) -> dict[str, Any]:
-    cfg = ctx.cfg(dep)
-    sig = fresh_signals(ctx, dep)
+def _tick_inputs(ctx: Ctx, dep: str, sig: dict[str, Any] | None = None):
+    """What every decision reads first: config, fresh signals, the stored forecast (raw and as
+    the core's input), instances, now."""
+    sig = sig or fresh_signals(ctx, dep)
     fdoc = ctx.state.get_forecast(dep)
-    fc = forecast_input(fdoc)
-    insts = instances_of(sig)
-    now = utcnow()
+    return ctx.cfg(dep), sig, fdoc, forecast_input(fdoc), instances_of(sig), utcnow()
+
+
+def _decide_plan(ctx: Ctx, dep: str, tick: str, task_id: str) -> dict[str, Any]:
+    cfg, sig, fdoc, fc, insts, now = _tick_inputs(ctx, dep)
     with policy_lock(ctx, dep):
         ps, pdoc = load_policy(ctx.state, dep)
         cap = planning_capacity(cfg, ps, ps.switch.active_profile or cfg.switch.default_profile)
@@ -433,12 +436,7 @@ def _switch_summary(ctx: Ctx, dep: str) -> list[dict[str, Any]]:
 
 def warmup_check(ctx: Ctx, dep: str, sig: dict[str, Any] | None = None) -> dict[str, Any]:
     """Decide warmup from queue depth (and predicted growth); start or stop warmup runs."""
-    cfg = ctx.cfg(dep)
-    sig = sig or fresh_signals(ctx, dep)
-    fdoc = ctx.state.get_forecast(dep)
-    fc = forecast_input(fdoc)
-    insts = instances_of(sig)
-    now = utcnow()
+    cfg, sig, _, fc, insts, now = _tick_inputs(ctx, dep, sig)
     with policy_lock(ctx, dep):
         ps, pdoc = load_policy(ctx.state, dep)
         cap = planning_capacity(cfg, ps, ps.switch.active_profile or cfg.switch.default_profile)
