@@ -132,6 +132,9 @@ class Observation(BaseModel):
     @field_validator("time")
     @classmethod
     def _whole_minute(cls, v: datetime) -> datetime:
+        # Outside this range a time zone shift can overflow datetime, and pandas cannot hold it.
+        if not 1970 <= v.year <= 2200:
+            raise ValueError("year must be between 1970 and 2200")
         if v.tzinfo is not None:  # store UTC, tz-naive, like every series in warmcast
             v = v.astimezone(timezone.utc).replace(tzinfo=None)
         if v.second or v.microsecond:

@@ -128,6 +128,10 @@ def test_push_observations_reach_the_load_store(client, seeded, store):
     dup = client.post("/v1/deployments/demo/observations", headers=AUTH,
                       json={"observations": [{"time": "2024-01-08T00:03:00", "requests": 1}] * 2})
     assert dup.status_code == 422 and "more than once" in dup.json()["detail"][0]["msg"]
+    # found by the fuzz run: a year-1 time with a +18:24 offset overflowed datetime (a 500)
+    ancient = client.post("/v1/deployments/demo/observations", headers=AUTH,
+                          json={"observations": [{"time": "0001-01-01T01:46:00+18:24", "requests": 1}]})
+    assert ancient.status_code == 422 and ancient.json()["detail"][0]["loc"][-1] == "time"
 
 
 def test_profile_pause_resume_are_recorded(client, seeded, state):
