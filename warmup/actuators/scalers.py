@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
@@ -337,13 +338,24 @@ class LocalProcessScaler(Scaler):
         while len(self.servers) < n:
             port = free_port(self.base_port, self.host, avoid={s.port for s in self.servers})
             s = LocalServer(self.model, self.engine_args, port=port, host=self.host, python=self.python,
-                            dev_mode=self.dev_mode, env=self.env, log_dir=self.log_dir,
+                            dev_mode=self.dev_mode, env=self._env_for(len(self.servers)), log_dir=self.log_dir,
                             name=f"{self.deployment}@{self.host}:{port}", stop_at_exit=self.stop_at_exit)
             s.start()
             self.servers.append(s)
             started.append(s.url)
         self._save()
         return {"started": started, "stopped": stopped, "reaped": reaped}
+
+    def _env_for(self, slot: int) -> dict[str, str]:
+        """Give each local CPU server its own core (slot i -> core i mod n): with the default
+        binding every vLLM CPU engine on a machine binds the same cores, and one busy instance
+        starves the others. An explicit VLLM_CPU_OMP_THREADS_BIND from the operator wins."""
+        env = dict(self.env or {})
+        if "VLLM_CPU_OMP_THREADS_BIND" in env or "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+            return env
+        cores = sorted(os.sched_getaffinity(0))
+        env["VLLM_CPU_OMP_THREADS_BIND"] = str(cores[slot % len(cores)])
+        return env
 
     def urls(self) -> list[str]:
         return [s.url for s in self.servers]
