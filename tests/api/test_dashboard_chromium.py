@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pandas as pd
 import pytest
 
 from api_helpers import END, WRITE, stored_forecast, synthetic_frame
+from warmcast.runtime import free_loopback_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -37,10 +37,6 @@ def _chromium() -> str:
     pytest.skip("no Chromium on this machine (apt-get install -y chromium)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from typing import Callable
 
 import pytest
 import redis
+
+from warmcast.runtime import free_loopback_port as free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -40,10 +41,6 @@ FAST = {  # a minute's loop in seconds
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Loop:
