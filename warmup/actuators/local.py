@@ -52,6 +52,19 @@ def free_port(start: int = 8100, host: str = "127.0.0.1", avoid: set[int] | None
     raise InstanceUnavailable(f"{host}:{start}+", "no free port in 2000 ports")
 
 
+def one_core_env(slot: int, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``env`` plus ``VLLM_CPU_OMP_THREADS_BIND`` giving a CPU engine core ``slot`` (mod the cores
+    this process may use). vLLM's default binding spins OpenMP threads on every core, which
+    starves the server's own API process and every other engine on the machine: requests then
+    trickle into the scheduler one by one. An explicit binding from the operator wins."""
+    out = dict(env or {})
+    if "VLLM_CPU_OMP_THREADS_BIND" in out or "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+        return out
+    cores = sorted(os.sched_getaffinity(0))
+    out["VLLM_CPU_OMP_THREADS_BIND"] = str(cores[slot % len(cores)])
+    return out
+
+
 class LocalServer:
     """One vLLM OpenAI server process on ``host:port``."""
 

@@ -347,15 +347,9 @@ class LocalProcessScaler(Scaler):
         return {"started": started, "stopped": stopped, "reaped": reaped}
 
     def _env_for(self, slot: int) -> dict[str, str]:
-        """Give each local CPU server its own core (slot i -> core i mod n): with the default
-        binding every vLLM CPU engine on a machine binds the same cores, and one busy instance
-        starves the others. An explicit VLLM_CPU_OMP_THREADS_BIND from the operator wins."""
-        env = dict(self.env or {})
-        if "VLLM_CPU_OMP_THREADS_BIND" in env or "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
-            return env
-        cores = sorted(os.sched_getaffinity(0))
-        env["VLLM_CPU_OMP_THREADS_BIND"] = str(cores[slot % len(cores)])
-        return env
+        from warmup.actuators.local import one_core_env
+
+        return one_core_env(slot, self.env)  # one core per local CPU engine, or they starve each other
 
     def urls(self) -> list[str]:
         return [s.url for s in self.servers]
