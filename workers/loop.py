@@ -606,12 +606,15 @@ def _apply_switch(ctx: Ctx, dep: str, dec) -> tuple[bool, str]:
 # --------------------------------------------------------------------------- nightly jobs
 
 
-def retrain(ctx: Ctx, dep: str) -> dict[str, Any]:
+def retrain(ctx: Ctx, dep: str, config=None, baselines: list | None = None) -> dict[str, Any]:
+    """Train a challenger on the last 28 days, promote it only if it beats the champion and the
+    baselines on the latest day (``forecaster.live.train_deployment``), and audit the outcome."""
     from forecaster.live import train_deployment
     from forecaster.registry import Registry
 
     frame = ctx.store.frame(dep, start=pd.Timestamp.now() - pd.Timedelta(days=28))
-    rep = train_deployment(frame, Registry(ctx.settings.models_dir), dep, progress=False)
+    rep = train_deployment(frame, Registry(ctx.settings.models_dir), dep, config=config, progress=False,
+                           baselines=baselines)
     promoted = bool(rep.decision and rep.decision.promoted)
     ctx.state.audit(dep, "retrain", f"challenger {rep.version}" + (" promoted" if promoted else " kept"),
                     rep.decision.reason if rep.decision else rep.note, True, rep.summary()[:2000],

@@ -204,3 +204,45 @@ def test_paused_deployment_is_decided_and_recorded_but_not_acted_on(ctx):
     ctx.state.set_paused("simdep", False)
     loop.plan(ctx, "simdep", "T2", "task-b")
     assert len(ctx.scaler("simdep").actions()) == 1
+
+
+def test_nightly_retrain_promotes_audits_and_the_next_forecast_serves_it(ctx, tmp_path):
+    from forecaster.baselines import Persistence, SeasonalNaive
+    from forecaster.lstm import LSTMConfig
+    from forecaster.registry import Registry
+
+    c = Ctx(ctx.settings.model_copy(update={"models_dir": tmp_path / "models"}), ctx.options, ctx.r)
+    seed_deployment(c, "simdep", mean_rpm=80)
+    assert not str(loop.forecast(c, "simdep")["version"]).startswith("simdep/")  # nothing trained yet
+    small = LSTMConfig(epochs=4, min_epochs=2, members=1, max_origins=2000, refit_full=False)
+    reg = Registry(tmp_path / "models")
+
+    # Night 1, against the naive baselines only: the challenger beats them and is promoted.
+    first = loop.retrain(c, "simdep", config=small, baselines=[Persistence(), SeasonalNaive()])
+    assert first["promoted"] and reg.champion("simdep") == first["version"]
+    assert first["maes"]["lstm"] < min(first["maes"]["persistence"], first["maes"]["seasonal_naive_day"])
+    row = c.state.audit_log("simdep", kind="retrain")[0]
+    assert row["decision"] == f"challenger {first['version']} promoted" and "beats" in row["reason"]
+    # The worker's cached model was dropped: the next forecast serves the new champion.
+    assert loop.forecast(c, "simdep")["version"] == f"simdep/{first['version']}"
+
+    # Night 2, with the production baselines: the champion is scored too; a challenger that loses
+    # to the UC model is kept out and the champion keeps serving.
+    second = loop.retrain(c, "simdep", config=small)
+    assert set(second["maes"]) >= {"lstm", "lstm_champion", "holt_winters", "uc_fourier"}
+    assert not second["promoted"] and second["maes"]["uc_fourier"] < second["maes"]["lstm"]
+    assert reg.versions("simdep") == [first["version"], second["version"]]
+    assert reg.champion("simdep") == first["version"]
+    row = c.state.audit_log("simdep", kind="retrain")[0]
+    assert row["decision"] == f"challenger {second['version']} kept" and "does not beat" in row["reason"]
+
+
+def test_retrain_on_too_little_history_says_so_and_keeps_the_champion(ctx, tmp_path):
+    from forecaster.registry import ArtifactError, Registry
+
+    c = Ctx(ctx.settings.model_copy(update={"models_dir": tmp_path / "models"}), ctx.options, ctx.r)
+    idx = pd.date_range(pd.Timestamp.now().floor("min") - pd.Timedelta(hours=6), periods=300, freq="min")
+    c.store.upsert_frame("simdep", pd.DataFrame({"requests": 50.0}, index=idx.rename("time")))
+    with pytest.raises(ArtifactError, match="simdep.*more than a day"):
+        loop.retrain(c, "simdep")
+    assert Registry(tmp_path / "models").versions("simdep") == []
