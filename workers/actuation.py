@@ -17,11 +17,9 @@ crash tests count to prove no action ran twice.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import redis
@@ -101,30 +99,10 @@ def live_scaler(dep: Deployment, client: redis.Redis, prefix: str, state_dir=Non
         raise NotImplementedError(f"deployment {dep.name}: scaler kind {dep.scaler.kind!r} needs "
                                   f"warmup.actuators.scalers (issue 5): {err}") from None
     if dep.scaler.kind == "local":
-        return LockedFreshScaler(_local_factory(dep, state_dir), client, prefix, dep.name)
+        from warmup.actuators.scalers import local_scaler_factory
+
+        return LockedFreshScaler(local_scaler_factory(dep, state_dir), client, prefix, dep.name)
     return scaler_for(dep, state_dir=state_dir)
-
-
-def _local_factory(dep: Deployment, state_dir) -> Callable[[], Any]:
-    """Build LocalProcessScalers on the deployment's state file, each adopting the servers in it.
-
-    The launch spec (which writes the tiny model's config.json for ``model: dummy``) is computed
-    once here: rewriting that file while a server starts and reads it crashes the server.
-    """
-    import tempfile
-    from pathlib import Path
-
-    from warmup.actuators.launch import local_launch_spec
-    from warmup.actuators.scalers import LocalProcessScaler
-
-    model, args, notes = local_launch_spec(dep, state_dir=state_dir)
-    for note in notes:
-        log.info("%s: %s", dep.name, note)
-    base = Path(state_dir or os.environ.get("WARMCAST_STATE_DIR") or Path(tempfile.gettempdir()) / "warmcast")
-    spec = dep.scaler
-    return lambda: LocalProcessScaler(dep.name, model, args, base_port=spec.base_port, python=spec.python,
-                                      state_file=base / "local-scaler" / f"{dep.name}.json",
-                                      log_dir=base / "vllm-logs", stop_at_exit=False)
 
 
 class LockedFreshScaler:
@@ -155,6 +133,15 @@ class LockedFreshScaler:
     def urls(self) -> list[str]:
         return self._call("urls")
 
+    def profile_of(self) -> dict[str, str]:
+        return self._call("profile_of")
+
+    def set_profile(self, profile: str, share: float) -> Any:
+        return self._call("set_profile", profile, share)
+
+    def prewarm(self, profile: str, n: int) -> Any:
+        return self._call("prewarm", profile, n)
+
     def close(self) -> None:
         self._call("close")
 
@@ -182,12 +169,13 @@ def _instance_state(waiting: float, running: float, max_seqs: int | None) -> str
 
 
 def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, token: str | None,
-                warmed: set[str], warming: set[str] = frozenset(),
-                timeout_s: float = 5.0) -> tuple[dict[str, Any], dict[str, Any]]:
+                warmed: set[str], warming: set[str] = frozenset(), timeout_s: float = 5.0,
+                profiles: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(signals document, snapshot to pass as ``prev`` next time) from every instance's /metrics.
 
     Requests finished on an instance while we warm it are our own warmups, not traffic: they do
-    not count in its load (vLLM's counters cannot tell them apart).
+    not count in its load (vLLM's counters cannot tell them apart).  ``profiles`` names the
+    profile each URL runs, where the scaler knows it (the switch machine counts on it).
     """
     from warmup.actuators.vllm_client import VLLMClient, fleet_metrics
 
@@ -200,14 +188,21 @@ def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, t
 
     now = time.time()
     sig = asyncio.run(go()) if urls else None
-    max_seqs = dep.profiles[dep.default_profile].engine_args.get("max-num-seqs")
+    profiles = profiles or {}
+
+    def max_seqs(url: str) -> int | None:
+        prof = dep.profiles.get(profiles.get(url) or dep.default_profile) or dep.profiles[dep.default_profile]
+        v = prof.engine_args.get("max-num-seqs")
+        return int(v) if v else None
+
     insts, total, p99 = [], 0.0, None
     prev_totals = (prev or {}).get("totals", {})
     for res in (sig.instances if sig else []):
         snap = res.value
         if snap is None:
             insts.append({"id": res.instance, "url": res.instance, "state": "booting", "load_rpm": 0.0,
-                          "warmed": res.instance in warmed, "error": res.error})
+                          "warmed": res.instance in warmed, "error": res.error,
+                          "profile": profiles.get(res.instance, "")})
             continue
         done = snap.counter("vllm:request_success_total")
         total += done
@@ -217,9 +212,9 @@ def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, t
         if res.instance in warming:
             rpm = 0.0
         insts.append({"id": res.instance, "url": res.instance,
-                      "state": _instance_state(snap.waiting, snap.running, int(max_seqs) if max_seqs else None),
+                      "state": _instance_state(snap.waiting, snap.running, max_seqs(res.instance)),
                       "load_rpm": rpm, "warmed": res.instance in warmed, "waiting": snap.waiting,
-                      "running": snap.running})
+                      "running": snap.running, "profile": profiles.get(res.instance, "")})
     if sig is not None:
         p99 = sig.ttft_quantile(0.99)
     observed = sum(i["load_rpm"] for i in insts) if prev else float("nan")

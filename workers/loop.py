@@ -153,7 +153,9 @@ def scrape(ctx: Ctx, dep: str) -> dict[str, Any]:
         warmed = {m.decode() for m in ctx.r.smembers(f"{ctx.prefix}:warmed:{dep}")}
         warming = {m.decode() for m in ctx.r.smembers(f"{ctx.prefix}:warming:{dep}")}
         prev = ctx.cache.get(("scrape", dep))
-        doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming)
+        profile_of = getattr(scaler.inner, "profile_of", None)
+        doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming,
+                                profiles=profile_of() if profile_of else None)
         ctx.cache[("scrape", dep)] = snap
         _record_counter(ctx, dep, doc)
     ctx.state.put("signals", dep, doc, ttl_s=3600)
@@ -216,7 +218,7 @@ def _counter_minutes(ctx: Ctx, dep: str, start: int, end: int) -> dict[int, floa
 
 def _model_for(ctx: Ctx, dep: str):
     """The serving model (cached per process and champion version) wrapped in the fallback rules."""
-    from forecaster.fallback import FallbackForecaster, default_fallbacks
+    from forecaster.fallback import FallbackForecaster
     from forecaster.registry import Registry
 
     reg = ctx.cache.setdefault("registry", Registry(ctx.settings.models_dir))
@@ -595,12 +597,23 @@ def _apply_switch(ctx: Ctx, dep: str, dec) -> tuple[bool, str]:
             n = sim.set_profile(dec.to_profile, share)
             return True, f"{n} instance(s) now on profile {dec.to_profile}"
         return True, "nothing to apply"
+    return _apply_live_switch(ctx, dep, dec)
+
+
+def _apply_live_switch(ctx: Ctx, dep: str, dec) -> tuple[bool, str]:
+    """Pre-warm, canary, move all or roll back on a scaler that runs profiles (the local one)."""
+    a = dec.action.value
     inner = ctx.scaler(dep).inner
-    fn = getattr(inner, "set_profile", None)
-    if fn is None:
+    if a in ("cancel", "none"):
+        return True, "nothing to apply (the planner scales pre-warmed instances in when not needed)"
+    if not hasattr(inner, "set_profile"):
         return False, f"not applied: the {ctx.dep(dep).scaler.kind} scaler cannot switch profiles"
-    fn(dec.to_profile, dec.share if a == "move_canary" else 1.0)
-    return True, f"profile {dec.to_profile} applied ({a})"
+    if a == "prewarm":
+        out = inner.prewarm(dec.to_profile, dec.instances)
+        return True, f"started {len(out['started'])} {dec.to_profile} instance(s): {', '.join(out['started'])}"
+    out = inner.set_profile(dec.to_profile, dec.share if a == "move_canary" else 1.0)
+    moved = f"restarted {', '.join(out['restarted'])}" if out["restarted"] else "none restarted"
+    return True, f"{out['on_profile']} of {out['of']} instance(s) on {dec.to_profile} ({a}; {moved})"
 
 
 # --------------------------------------------------------------------------- nightly jobs

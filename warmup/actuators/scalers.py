@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import httpx
 
@@ -253,18 +254,29 @@ class LocalProcessScaler(Scaler):
     processes are reaped and replaced on the next ``scale_to``; ``current()``
     counts processes alive (starting or ready).  Scaling down stops the newest
     first.
+
+    Profiles: ``profiles`` maps each profile name to its engine args (``engine_args``
+    alone is one unnamed profile).  New servers get ``profile``; :meth:`set_profile`
+    restarts a share of the servers on another profile's args (a canary, all, or a
+    rollback) and :meth:`prewarm` starts extra servers on one.  Which server runs which
+    profile is kept in the state file with the servers.
     """
 
     backend = "local"
 
-    def __init__(self, deployment: str, model: str | Path, engine_args: Mapping[str, Any], *,
+    def __init__(self, deployment: str, model: str | Path, engine_args: Mapping[str, Any] | None = None, *,
+                 profiles: Mapping[str, Mapping[str, Any]] | None = None, profile: str | None = None,
                  base_port: int = 8100, host: str = "127.0.0.1", python: str | Path | None = None,
                  dev_mode: bool = False, env: Mapping[str, str] | None = None,
                  log_dir: str | Path | None = None, max_processes: int = 8,
                  state_file: str | Path | None = None, stop_at_exit: bool = True) -> None:
         super().__init__(deployment)
+        if (engine_args is None) == (profiles is None):
+            raise InputError(f"{deployment}: give the local scaler engine_args or profiles, not both or neither")
+        self.profiles = {k: dict(v) for k, v in profiles.items()} if profiles is not None else {"": dict(engine_args)}
+        self.profile = profile if profile is not None else next(iter(self.profiles))
+        self._check_profile(self.profile)
         self.model = str(model)
-        self.engine_args = dict(engine_args)
         self.base_port = base_port
         self.host = host
         self.python = python
@@ -272,7 +284,7 @@ class LocalProcessScaler(Scaler):
         self.env = dict(env or {})
         self.log_dir = Path(log_dir) if log_dir else None
         self.max_processes = max_processes
-        self.servers: list[Any] = []  # LocalServer, imported lazily
+        self.servers: list[Any] = []  # LocalServer, imported lazily; each has a .profile
         self.exited: list[Any] = []
         self.state_file = Path(state_file) if state_file else None
         self.stop_at_exit = stop_at_exit
@@ -281,20 +293,24 @@ class LocalProcessScaler(Scaler):
     # -- state file: other warmcast processes (worker restarts, CLI) see the same servers --
 
     def _adopt(self) -> list[str]:
-        from warmup.actuators.local import LocalServer
-
         if not self.state_file or not self.state_file.exists():
             return []
         try:
-            entries = json.loads(self.state_file.read_text()).get("servers", [])
+            data = json.loads(self.state_file.read_text())
+            entries = data.get("servers", [])
         except (OSError, ValueError):
             log.warning("%s: unreadable local-scaler state %s; starting empty", self.deployment, self.state_file)
             return []
+        if data.get("profile") in self.profiles:
+            self.profile = data["profile"]
         adopted = []
         for e in entries:
-            s = LocalServer(self.model, self.engine_args, port=int(e["port"]), host=self.host, python=self.python,
-                            dev_mode=self.dev_mode, env=self.env, log_dir=self.log_dir,
-                            name=f"{self.deployment}@{self.host}:{e['port']}", stop_at_exit=self.stop_at_exit)
+            profile = e.get("profile", self.profile)
+            if profile not in self.profiles:  # the deployments file lost that profile: leave the server alone
+                log.warning("%s: server on port %s runs unknown profile %r; not adopted", self.deployment,
+                            e["port"], profile)
+                continue
+            s = self._server(int(e["port"]), profile, slot=len(self.servers))
             if s.adopt(int(e["pid"]), e.get("started_wall")):
                 self.servers.append(s)
                 adopted.append(s.url)
@@ -305,8 +321,9 @@ class LocalProcessScaler(Scaler):
         if not self.state_file:
             return
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        data = {"deployment": self.deployment, "servers": [
-            {"port": s.port, "pid": s.pid, "url": s.url, "started_wall": s.started_wall} for s in self.servers]}
+        data = {"deployment": self.deployment, "profile": self.profile, "servers": [
+            {"port": s.port, "pid": s.pid, "url": s.url, "started_wall": s.started_wall, "profile": s.profile}
+            for s in self.servers]}
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(data))
         tmp.replace(self.state_file)
@@ -325,7 +342,10 @@ class LocalProcessScaler(Scaler):
         return len(self.servers)
 
     def _apply(self, n: int, reason: str, forecast: Mapping[str, Any] | None) -> dict[str, Any]:
-        from warmup.actuators.local import LocalServer, free_port
+        return self._grow_or_shrink(n, self.profile)
+
+    def _grow_or_shrink(self, n: int, profile: str) -> dict[str, Any]:
+        from warmup.actuators.local import free_port
 
         if n > self.max_processes:
             raise InputError(f"{self.deployment}: {n} local processes exceed max_processes={self.max_processes}")
@@ -337,14 +357,65 @@ class LocalProcessScaler(Scaler):
             stopped.append(s.url)
         while len(self.servers) < n:
             port = free_port(self.base_port, self.host, avoid={s.port for s in self.servers})
-            s = LocalServer(self.model, self.engine_args, port=port, host=self.host, python=self.python,
-                            dev_mode=self.dev_mode, env=self._env_for(len(self.servers)), log_dir=self.log_dir,
-                            name=f"{self.deployment}@{self.host}:{port}", stop_at_exit=self.stop_at_exit)
-            s.start()
+            s = self._server(port, profile, slot=len(self.servers)).start()
             self.servers.append(s)
             started.append(s.url)
         self._save()
         return {"started": started, "stopped": stopped, "reaped": reaped}
+
+    def _server(self, port: int, profile: str, slot: int) -> Any:
+        from warmup.actuators.local import LocalServer
+
+        s = LocalServer(self.model, self.profiles[profile], port=port, host=self.host, python=self.python,
+                        dev_mode=self.dev_mode, env=self._env_for(slot), log_dir=self.log_dir,
+                        name=f"{self.deployment}@{self.host}:{port}", stop_at_exit=self.stop_at_exit)
+        s.profile = profile
+        return s
+
+    def _check_profile(self, profile: str) -> None:
+        if profile not in self.profiles:
+            raise InputError(f"{self.deployment}: no profile {profile!r}; the local scaler has {sorted(self.profiles)}")
+
+    # -- profiles -----------------------------------------------------------------
+
+    @property
+    def engine_args(self) -> dict[str, Any]:
+        """The engine args new servers start with (those of :attr:`profile`)."""
+        return self.profiles[self.profile]
+
+    def profile_of(self) -> dict[str, str]:
+        """Each server's URL and the profile it runs."""
+        return {s.url: s.profile for s in self.servers}
+
+    def set_profile(self, profile: str, share: float) -> dict[str, Any]:
+        """Run ``profile`` on ``ceil(share * servers)`` of the servers, restarting the others'
+        processes on its args, on the same ports (a canary, everything, or a rollback); with
+        ``share`` 1 new servers get it too.  Returns what moved."""
+        self._check_profile(profile)
+        if not 0.0 <= share <= 1.0:
+            raise InputError(f"{self.deployment}: profile share {share} is outside 0..1")
+        reaped = self._reap()
+        want = int(math.ceil(share * len(self.servers) - 1e-9))
+        have = sum(1 for s in self.servers if s.profile == profile)
+        restarted = []
+        for i, old in enumerate(self.servers):
+            if have >= want:
+                break
+            if old.profile != profile:
+                old.stop()
+                self.servers[i] = self._server(old.port, profile, slot=i).start()
+                restarted.append(old.url)
+                have += 1
+        if share >= 1.0:
+            self.profile = profile
+        self._save()
+        return {"profile": profile, "on_profile": have, "of": len(self.servers), "restarted": restarted,
+                "reaped": reaped}
+
+    def prewarm(self, profile: str, n: int) -> dict[str, Any]:
+        """Start ``n`` more servers on ``profile`` (ahead of a switch to it)."""
+        self._check_profile(profile)
+        return self._grow_or_shrink(len(self.servers) + max(0, int(n)), profile)
 
     def _env_for(self, slot: int) -> dict[str, str]:
         from warmup.actuators.local import one_core_env
@@ -383,6 +454,28 @@ class LocalProcessScaler(Scaler):
 _LOCAL_SCALERS: dict[tuple[str, str], "LocalProcessScaler"] = {}
 
 
+def local_scaler_factory(deployment: Any, state_dir: str | Path | None = None,
+                         **kwargs: Any) -> Callable[[], LocalProcessScaler]:
+    """A builder of LocalProcessScalers for a deployment, each adopting the servers in its state
+    file (``STATE/local-scaler/NAME.json``; ``state_dir``, else ``$WARMCAST_STATE_DIR``, else a
+    temp dir).  The launch spec of every profile (which writes the tiny model's config.json for
+    ``model: dummy``) is computed once, here."""
+    import tempfile
+
+    from warmup.actuators.launch import local_profiles_spec
+
+    model, profiles, notes = local_profiles_spec(deployment, state_dir=state_dir)
+    for note in notes:
+        log.info("%s: %s", deployment.name, note)
+    base = Path(state_dir or os.environ.get("WARMCAST_STATE_DIR") or Path(tempfile.gettempdir()) / "warmcast")
+    spec = deployment.scaler
+    kw: dict[str, Any] = {"state_file": base / "local-scaler" / f"{deployment.name}.json",
+                          "log_dir": base / "vllm-logs", "stop_at_exit": False, "base_port": spec.base_port,
+                          "python": spec.python, **kwargs}
+    return lambda: LocalProcessScaler(deployment.name, model, profiles=profiles,
+                                      profile=deployment.default_profile, **kw)
+
+
 def scaler_for(deployment: Any, *, dry_run: bool = False, state_dir: str | Path | None = None,
                **local_kwargs: Any) -> Scaler:
     """Build the scaler a :class:`warmcast.deployments.Deployment` asks for.
@@ -393,9 +486,6 @@ def scaler_for(deployment: Any, *, dry_run: bool = False, state_dir: str | Path 
     ``$WARMCAST_STATE_DIR``, else a temp dir), so every call and every worker
     process sees the same servers; they are not stopped when a worker exits.
     """
-    import os
-    import tempfile
-
     spec = deployment.scaler
     if dry_run or spec.kind == "dryrun":
         return DryRunScaler(deployment.name, initial=deployment.min_replicas)
@@ -405,20 +495,11 @@ def scaler_for(deployment: Any, *, dry_run: bool = False, state_dir: str | Path 
         token = os.environ.get(spec.token_env) if spec.token_env else None
         return WebhookScaler(deployment.name, spec.url, token=token)
     if spec.kind == "local":
-        from warmup.actuators.launch import local_launch_spec
-
         key = (deployment.name, str(state_dir))
         cached = _LOCAL_SCALERS.get(key)
         if cached is not None and not local_kwargs:
             return cached
-        model, args, notes = local_launch_spec(deployment, state_dir=state_dir)
-        for note in notes:
-            log.info("%s: %s", deployment.name, note)
-        base = Path(state_dir or os.environ.get("WARMCAST_STATE_DIR") or Path(tempfile.gettempdir()) / "warmcast")
-        kwargs: dict[str, Any] = {"state_file": base / "local-scaler" / f"{deployment.name}.json",
-                                  "log_dir": base / "vllm-logs", "stop_at_exit": False, **local_kwargs}
-        scaler = LocalProcessScaler(deployment.name, model, args, base_port=spec.base_port, python=spec.python,
-                                    **kwargs)
+        scaler = local_scaler_factory(deployment, state_dir, **local_kwargs)()
         if not local_kwargs:
             _LOCAL_SCALERS[key] = scaler
         return scaler
