@@ -240,3 +240,21 @@ def test_scaler_for_picks_backend(tmp_path):
     assert local.engine_args["max-num-seqs"] == 4 and local.engine_args["load-format"] == "dummy"
     assert scaler_for(local_dep, state_dir=tmp_path) is local  # one scaler (and its processes) per deployment
     assert local.state_file == tmp_path / "local-scaler" / "chat.json" and not local.stop_at_exit
+
+
+def test_local_scaler_profile_errors_name_the_problem(tmp_path):
+    profiles = {"day": {"block-size": 32}, "night": {"block-size": 64}}
+    s = LocalProcessScaler("d", tmp_path, profiles=profiles, profile="day", state_file=tmp_path / "s.json")
+    assert s.engine_args == {"block-size": 32} and s.profile_of() == {}
+    with pytest.raises(InputError, match=r"no profile 'dusk'.*\['day', 'night'\]"):
+        s.set_profile("dusk", 1.0)
+    with pytest.raises(InputError, match="share 1.5 is outside 0..1"):
+        s.set_profile("night", 1.5)
+    with pytest.raises(InputError, match="no profile 'dusk'"):
+        s.prewarm("dusk", 1)
+    with pytest.raises(InputError, match="engine_args or profiles"):
+        LocalProcessScaler("d", tmp_path, {"block-size": 32}, profiles=profiles)
+    # No servers: a move is a no-op that still becomes the profile new servers get, kept in the state file.
+    assert s.set_profile("night", 1.0)["on_profile"] == 0 and s.engine_args == {"block-size": 64}
+    again = LocalProcessScaler("d", tmp_path, profiles=profiles, profile="day", state_file=tmp_path / "s.json")
+    assert again.profile == "night"
