@@ -81,6 +81,12 @@ class SignalSpec(_Strict):
     # PromQL label selector that picks this deployment's series, e.g. 'model_name="llama"'
     selector: str = ""
 
+    @model_validator(mode="after")
+    def _url_for_prometheus(self) -> "SignalSpec":
+        if self.source == "prometheus" and not self.prometheus_url:
+            raise ValueError("source prometheus needs prometheus_url (e.g. http://prometheus:9090)")
+        return self
+
 
 class Deployment(_Strict):
     name: str = Field(pattern=NAME_RE)

@@ -25,6 +25,7 @@ from typing import Any, Callable, Protocol
 import redis
 
 from warmcast.deployments import Deployment
+from warmcast.errors import InputError
 from workers.simfleet import SimFleet
 
 log = logging.getLogger("warmcast.workers.actuation")
@@ -168,15 +169,21 @@ def _instance_state(waiting: float, running: float, max_seqs: int | None) -> str
     return "ready_busy" if running > 0 else "ready_idle"
 
 
+@dataclass
+class Reading:
+    """One instance's live numbers (``waiting`` None: it did not answer; ``error`` says why)."""
+
+    url: str
+    waiting: float | None = None
+    running: float = 0.0
+    done: float = 0.0
+    error: str = ""
+
+
 def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, token: str | None,
                 warmed: set[str], warming: set[str] = frozenset(), timeout_s: float = 5.0,
                 profiles: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(signals document, snapshot to pass as ``prev`` next time) from every instance's /metrics.
-
-    Requests finished on an instance while we warm it are our own warmups, not traffic: they do
-    not count in its load (vLLM's counters cannot tell them apart).  ``profiles`` names the
-    profile each URL runs, where the scaler knows it (the switch machine counts on it).
-    """
+    """(signals document, snapshot to pass as ``prev`` next time) from every instance's /metrics."""
     from warmup.actuators.vllm_client import VLLMClient, fleet_metrics
 
     async def go():
@@ -186,8 +193,48 @@ def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, t
         finally:
             await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
 
-    now = time.time()
     sig = asyncio.run(go()) if urls else None
+    readings = [Reading(r.instance, error=r.error or "") if r.value is None else
+                Reading(r.instance, r.value.waiting, r.value.running, r.value.counter("vllm:request_success_total"))
+                for r in (sig.instances if sig else [])]
+    p99 = sig.ttft_quantile(0.99) if sig is not None else None
+    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "scrape")
+
+
+def prometheus_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, warmed: set[str],
+                    warming: set[str] = frozenset(), profiles: dict[str, str] | None = None,
+                    token: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same document from the deployment's Prometheus (``signals: {source: prometheus}``):
+    per-target gauges and counters by the ``instance`` label, P99 TTFT over the last minute.
+    Instances the scaler knows that Prometheus has not scraped yet count as booting."""
+    from warmup.actuators.prometheus import PrometheusSignals
+
+    spec = dep.signals
+    if not spec.prometheus_url:
+        raise InputError(f"deployment {dep.name}: signals.source is prometheus but signals.prometheus_url is unset")
+
+    async def go():
+        async with PrometheusSignals(spec.prometheus_url, spec.selector, token=token) as p:
+            return await asyncio.gather(p.per_instance(), p.ttft_quantile(0.99))
+
+    per, p99 = asyncio.run(go())
+    readings = [Reading(f"http://{inst}", v.get("waiting", 0.0), v.get("running", 0.0), v.get("success", 0.0))
+                for inst, v in sorted(per.items())]
+    seen = {r.url for r in readings}
+    readings += [Reading(u, error="not scraped by Prometheus yet") for u in urls if u not in seen]
+    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "prometheus")
+
+
+def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, prev: dict[str, Any] | None,
+                warmed: set[str], warming: set[str], profiles: dict[str, str] | None,
+                source: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(signals document, snapshot for the next call) from the instances' readings.
+
+    Load per instance is the rate of its finished-requests counter since the previous call.
+    Requests finished on an instance while we warm it are our own warmups, not traffic: they do
+    not count in its load (vLLM's counters cannot tell them apart).  ``profiles`` names the
+    profile each URL runs, where the scaler knows it (the switch machine counts on it).
+    """
     profiles = profiles or {}
 
     def max_seqs(url: str) -> int | None:
@@ -195,38 +242,26 @@ def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, t
         v = prof.engine_args.get("max-num-seqs")
         return int(v) if v else None
 
-    insts, total, p99 = [], 0.0, None
+    now = time.time()
     prev_totals = (prev or {}).get("totals", {})
-    for res in (sig.instances if sig else []):
-        snap = res.value
-        if snap is None:
-            insts.append({"id": res.instance, "url": res.instance, "state": "booting", "load_rpm": 0.0,
-                          "warmed": res.instance in warmed, "error": res.error,
-                          "profile": profiles.get(res.instance, "")})
+    dt = now - float((prev or {}).get("ts", now))
+    insts = []
+    for r in readings:
+        base = {"id": r.url, "url": r.url, "warmed": r.url in warmed, "profile": profiles.get(r.url, "")}
+        if r.waiting is None:
+            insts.append({**base, "state": "booting", "load_rpm": 0.0, "error": r.error})
             continue
-        done = snap.counter("vllm:request_success_total")
-        total += done
-        before = prev_totals.get(res.instance)
-        dt = now - float((prev or {}).get("ts", now))
-        rpm = max(0.0, done - before) * 60.0 / dt if before is not None and dt > 0 else 0.0
-        if res.instance in warming:
-            rpm = 0.0
-        insts.append({"id": res.instance, "url": res.instance,
-                      "state": _instance_state(snap.waiting, snap.running, max_seqs(res.instance)),
-                      "load_rpm": rpm, "warmed": res.instance in warmed, "waiting": snap.waiting,
-                      "running": snap.running, "profile": profiles.get(res.instance, "")})
-    if sig is not None:
-        p99 = sig.ttft_quantile(0.99)
-    observed = sum(i["load_rpm"] for i in insts) if prev else float("nan")
-    doc = {"ts": now, "source": "scrape", "queue_depth": sig.waiting if sig else 0.0,
-           "running": sig.running if sig else 0.0, "observed_rpm": observed, "p99_s": p99, "instances": insts,
-           "ready": sum(1 for i in insts if i["state"] != "booting"), "provisioned": len(insts),
-           "errors": sig.errors if sig else {}, "requests_total": total}
-    snapshot = {"ts": now, "totals": {i["id"]: (next((r.value.counter("vllm:request_success_total")
-                                                       for r in sig.instances if r.instance == i["id"]
-                                                       and r.value), None)) for i in insts} if sig else {}}
-    snapshot["totals"] = {k: v for k, v in snapshot["totals"].items() if v is not None}
-    return doc, snapshot
+        before = prev_totals.get(r.url)
+        rpm = max(0.0, r.done - before) * 60.0 / dt if before is not None and dt > 0 else 0.0
+        insts.append({**base, "state": _instance_state(r.waiting, r.running, max_seqs(r.url)),
+                      "load_rpm": 0.0 if r.url in warming else rpm, "waiting": r.waiting, "running": r.running})
+    answered = [r for r in readings if r.waiting is not None]
+    doc = {"ts": now, "source": source, "queue_depth": sum(r.waiting for r in answered),
+           "running": sum(r.running for r in answered),
+           "observed_rpm": sum(i["load_rpm"] for i in insts) if prev else float("nan"), "p99_s": p99,
+           "instances": insts, "ready": len(answered), "provisioned": len(insts),
+           "errors": {r.url: r.error for r in readings if r.error}, "requests_total": sum(r.done for r in answered)}
+    return doc, {"ts": now, "totals": {r.url: r.done for r in answered}}
 
 
 def send_live_warmup(urls: list[str], requests: int, concurrency: int, duration_s: float, token: str | None,

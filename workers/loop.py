@@ -145,7 +145,7 @@ def scrape(ctx: Ctx, dep: str) -> dict[str, Any]:
     if ctx.simulate:
         doc = ctx.sim(dep).signals()
     else:
-        from workers.actuation import instance_urls, scrape_live
+        from workers.actuation import instance_urls, prometheus_live, scrape_live
 
         d = ctx.dep(dep)
         scaler = ctx.scaler(dep)
@@ -154,8 +154,11 @@ def scrape(ctx: Ctx, dep: str) -> dict[str, Any]:
         warming = {m.decode() for m in ctx.r.smembers(f"{ctx.prefix}:warming:{dep}")}
         prev = ctx.cache.get(("scrape", dep))
         profile_of = getattr(scaler.inner, "profile_of", None)
-        doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming,
-                                profiles=profile_of() if profile_of else None)
+        profiles = profile_of() if profile_of else None
+        if d.signals.source == "prometheus":
+            doc, snap = prometheus_live(d, urls, prev, warmed, warming, profiles)
+        else:
+            doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming, profiles=profiles)
         ctx.cache[("scrape", dep)] = snap
         _record_counter(ctx, dep, doc)
     ctx.state.put("signals", dep, doc, ttl_s=3600)

@@ -37,6 +37,10 @@ def test_bad_deployment_key_is_named(tmp_path):
     raw["deployments"][0]["typo_key"] = 1
     with pytest.raises(InputError, match="typo_key"):
         parse_deployments(raw)
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["deployments"][0]["signals"] = {"source": "prometheus"}
+    with pytest.raises(InputError, match=r"deployment chat-llama: signals.*needs prometheus_url"):
+        parse_deployments(raw)
 
 
 def test_settings_from_env_and_yaml_name_the_bad_key(tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ import httpx
 import numpy as np
 import pytest
 
+from warmcast.deployments import Deployment
 from warmup.actuators.launch import (
     EngineArgsError,
     default_vllm_python_path,
@@ -32,6 +33,7 @@ from warmup.actuators.local import LocalServer, free_port, one_core_env
 from warmup.actuators.metrics import latency_window, parse_metrics
 from warmup.actuators.prometheus import PrometheusSignals, queries
 from warmup.actuators.tokens import TokenDistribution
+from workers.actuation import prometheus_live, scrape_live
 from warmup.actuators.vllm_client import (
     InstanceError,
     InstanceUnavailable,
@@ -389,9 +391,19 @@ def test_prometheus_promql_matches_the_scrape(server, tmp_path):
 
     try:
         direct, got, want, cum_p99, sig = run(go())
+        # The loop's two signal sources give the same document for the idle server.
+        dep = Deployment(name="it", profiles={"day": {"capacity_rpm": 60}},
+                         signals={"source": "prometheus", "prometheus_url": url, "selector": 'job="vllm"'})
+        from_prom, _ = prometheus_live(dep, [server.url], None, warmed=set())
+        from_scrape, _ = scrape_live(dep, [server.url], None, None, warmed=set())
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+    keys = ("queue_depth", "running", "ready", "provisioned", "requests_total")
+    assert {k: from_prom[k] for k in keys} == {k: from_scrape[k] for k in keys}
+    assert from_prom["requests_total"] == direct.counter("vllm:request_success_total") > 0
+    assert [(i["url"], i["state"]) for i in from_prom["instances"]] == [(server.url, "ready_idle")]
+    assert from_prom["source"] == "prometheus" and from_scrape["source"] == "scrape"
     assert got == want, "Prometheus never saw the server's prompt-token counter"
     assert sig.waiting == 0 and sig.running == 0
     assert sig.kv_cache_usage is not None and 0 <= sig.kv_cache_usage <= 1

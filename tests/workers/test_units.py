@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from datetime import datetime, timezone
 
@@ -246,3 +247,27 @@ def test_retrain_on_too_little_history_says_so_and_keeps_the_champion(ctx, tmp_p
     with pytest.raises(ArtifactError, match="simdep.*more than a day"):
         loop.retrain(c, "simdep")
     assert Registry(tmp_path / "models").versions("simdep") == []
+
+
+def test_signals_doc_rates_states_profiles_and_warmups():
+    from warmcast.deployments import Deployment
+    from workers.actuation import Reading, signals_doc
+
+    dep = Deployment(name="d", profiles={"day": {"capacity_rpm": 60, "engine_args": {"max-num-seqs": 4}},
+                                         "night": {"capacity_rpm": 30, "engine_args": {"max-num-seqs": 2}}})
+    a, b, c, w = "http://a:1", "http://b:1", "http://c:1", "http://w:1"
+    readings = [Reading(a, 0, 2, 130), Reading(b, 0, 2, 50), Reading(c, error="connect refused"),
+                Reading(w, 0, 1, 40)]
+    prev = {"ts": time.time() - 30, "totals": {a: 100, b: 50, w: 10}}
+    doc, snap = signals_doc(dep, readings, 0.4, prev, warmed={w}, warming={w}, profiles={b: "night"},
+                            source="scrape")
+    by = {i["url"]: i for i in doc["instances"]}
+    assert by[a]["load_rpm"] == pytest.approx(60, rel=0.05) and by[a]["state"] == "ready_busy"
+    assert by[b]["state"] == "saturated" and by[b]["profile"] == "night"  # night's max-num-seqs is 2
+    assert by[c]["state"] == "booting" and doc["errors"] == {c: "connect refused"}
+    assert by[w]["load_rpm"] == 0.0 and by[w]["warmed"]  # our own warmups are not traffic
+    assert (doc["ready"], doc["provisioned"], doc["running"], doc["requests_total"]) == (3, 4, 5, 220)
+    assert doc["observed_rpm"] == pytest.approx(60, rel=0.05) and doc["p99_s"] == 0.4
+    assert snap["totals"] == {a: 130, b: 50, w: 40}
+    first, _ = signals_doc(dep, readings, None, None, set(), set(), None, "scrape")
+    assert math.isnan(first["observed_rpm"])  # no rate without a previous reading

@@ -31,6 +31,7 @@ KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 TTFT = ("vllm:time_to_first_token_seconds",)
 E2E = ("vllm:e2e_request_latency_seconds",)
 QUEUE_TIME = ("vllm:request_queue_time_seconds",)
+SUCCESS = ("vllm:request_success_total",)
 DEFAULT_QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
 
 

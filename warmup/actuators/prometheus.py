@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from warmcast.errors import InputError, WarmcastError
-from warmup.actuators.metrics import DEFAULT_QUANTILES, E2E, KV_USAGE, RUNNING, TTFT, WAITING
+from warmup.actuators.metrics import DEFAULT_QUANTILES, E2E, KV_USAGE, RUNNING, SUCCESS, TTFT, WAITING
 
 _WINDOW_UNITS = ("ms", "s", "m", "h", "d")
 
@@ -127,6 +127,33 @@ class PrometheusSignals:
 
     async def query(self, promql: str) -> float | None:
         """Instant query; the vector's values summed (None when empty or NaN)."""
+        return _scalar(await self._payload(promql), promql, self.url)
+
+    async def query_by(self, promql: str, label: str) -> dict[str, float]:
+        """Instant query of a vector; each series' value by its ``label`` (NaN values left out)."""
+        payload = await self._payload(promql)
+        _scalar(payload, promql, self.url)  # the same status and type checks
+        out: dict[str, float] = {}
+        for r in payload["data"]["result"] or []:
+            v = float(r["value"][1])
+            if not math.isnan(v):
+                out[r["metric"].get(label, "")] = v
+        return out
+
+    async def per_instance(self) -> dict[str, dict[str, float]]:
+        """Waiting, running and finished requests of each scrape target (Prometheus' ``instance``
+        label, ``host:port``): what the loop's per-instance scrape reads from each server."""
+        sel = _sel(self.selector)
+        names = {"waiting": WAITING[0], "running": RUNNING[0], "success": SUCCESS[0]}
+        got = await asyncio.gather(*(self.query_by(f"sum by (instance) ({m}{sel})", "instance")
+                                     for m in names.values()))
+        out: dict[str, dict[str, float]] = {}
+        for key, values in zip(names, got):
+            for inst, v in values.items():
+                out.setdefault(inst, {})[key] = v
+        return out
+
+    async def _payload(self, promql: str) -> dict[str, Any]:
         last = ""
         for attempt in range(self.retries):
             try:
@@ -136,11 +163,10 @@ class PrometheusSignals:
             else:
                 if r.status_code < 500 and r.status_code != 429:
                     try:
-                        payload = r.json()
+                        return r.json()
                     except ValueError:
                         raise PrometheusError(f"Prometheus {self.url}: non-JSON answer HTTP {r.status_code}: "
                                               f"{r.text[:200]}") from None
-                    return _scalar(payload, promql, self.url)
                 last = f"HTTP {r.status_code}: {r.text[:200]}"
             if attempt + 1 < self.retries:
                 await asyncio.sleep(self.backoff_s * 2 ** attempt)
