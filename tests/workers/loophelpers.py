@@ -20,6 +20,11 @@ import redis
 from warmcast.runtime import free_loopback_port as free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
+# The marks of a test module that runs real vLLM CPU servers.
+NEEDS_VLLM = [pytest.mark.integration,
+              pytest.mark.skipif(not VLLM_PY.exists(), reason=f"no vLLM virtualenv at {VLLM_PY}: "
+                                 "run scripts/setup-vllm.sh to create it")]
 PY = sys.executable
 
 SIM_DEPLOYMENTS = """

@@ -22,12 +22,9 @@ import httpx
 import pytest
 import redis
 
-from loophelpers import ROOT, free_port, wait_for
+from loophelpers import NEEDS_VLLM, VLLM_PY, free_port, wait_for
 
-VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not VLLM_PY.exists(), reason=f"no vLLM virtualenv at {VLLM_PY}: "
-                                 "run scripts/setup-vllm.sh to create it")]
+pytestmark = NEEDS_VLLM
 
 DEPLOYMENTS = """
 deployments:
