@@ -62,14 +62,23 @@ class ScalerSpec(_Strict):
     # kubernetes: the scale subresource of a Deployment or StatefulSet
     namespace: str = "default"
     resource: str | None = None  # "deployment/NAME" or "statefulset/NAME"
+    # optional: one workload per profile, e.g. {day: deployment/chat-day, night: deployment/chat-night};
+    # profile switches then move replicas between them (resource is not used)
+    profile_resources: dict[str, str] = Field(default_factory=dict)
     # webhook: POST {"deployment", "replicas", "reason"} to this URL
     url: str | None = None
     token_env: str | None = None  # name of the env var holding a bearer token
 
     @model_validator(mode="after")
     def _kind_keys(self) -> "ScalerSpec":
-        if self.kind == "kubernetes" and not (self.resource and re.match(r"^(deployment|statefulset)/.+", self.resource)):
-            raise ValueError("kubernetes scaler needs resource: deployment/NAME or statefulset/NAME")
+        workload = r"^(deployment|statefulset)/.+"
+        bad = [f"{k}: {v}" for k, v in self.profile_resources.items() if not re.match(workload, v)]
+        if bad:
+            raise ValueError(f"profile_resources must be deployment/NAME or statefulset/NAME; got {bad}")
+        if self.kind == "kubernetes" and not self.profile_resources and not (
+                self.resource and re.match(workload, self.resource)):
+            raise ValueError("kubernetes scaler needs resource: deployment/NAME or statefulset/NAME "
+                             "(or profile_resources: one per profile)")
         if self.kind == "webhook" and not (self.url and self.url.startswith(("http://", "https://"))):
             raise ValueError("webhook scaler needs url: http(s)://...")
         return self
@@ -109,6 +118,10 @@ class Deployment(_Strict):
             raise ValueError(f"min_replicas {self.min_replicas} > max_replicas {self.max_replicas}")
         if self.default_profile not in self.profiles:
             raise ValueError(f"default_profile {self.default_profile!r} is not one of profiles {sorted(self.profiles)}")
+        pr = self.scaler.profile_resources
+        if pr and set(pr) != set(self.profiles):
+            raise ValueError(f"scaler.profile_resources names {sorted(pr)}; it needs exactly the profiles "
+                             f"{sorted(self.profiles)}")
         for w in self.schedule.windows:
             if w.profile not in self.profiles:
                 raise ValueError(f"schedule window profile {w.profile!r} is not one of profiles {sorted(self.profiles)}")

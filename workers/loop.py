@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from warmcast.errors import NotFoundError
+from warmcast.errors import NotFoundError, WarmcastError
 from warmcast.state import StateStore
 from warmup.core import (
     ForecastInput,
@@ -611,10 +611,13 @@ def _apply_live_switch(ctx: Ctx, dep: str, dec) -> tuple[bool, str]:
         return True, "nothing to apply (the planner scales pre-warmed instances in when not needed)"
     if not hasattr(inner, "set_profile"):
         return False, f"not applied: the {ctx.dep(dep).scaler.kind} scaler cannot switch profiles"
-    if a == "prewarm":
-        out = inner.prewarm(dec.to_profile, dec.instances)
-        return True, f"started {len(out['started'])} {dec.to_profile} instance(s): {', '.join(out['started'])}"
-    out = inner.set_profile(dec.to_profile, dec.share if a == "move_canary" else 1.0)
+    try:
+        if a == "prewarm":
+            out = inner.prewarm(dec.to_profile, dec.instances)
+            return True, f"started {dec.instances} {dec.to_profile} instance(s): {', '.join(out['started'])}"
+        out = inner.set_profile(dec.to_profile, dec.share if a == "move_canary" else 1.0)
+    except WarmcastError as err:  # recorded as not applied; the machine's next tick decides again
+        return False, f"failed: {err}"
     moved = f"restarted {', '.join(out['restarted'])}" if out["restarted"] else "none restarted"
     return True, f"{out['on_profile']} of {out['of']} instance(s) on {dec.to_profile} ({a}; {moved})"
 

@@ -25,6 +25,7 @@ from warmcast.deployments import Deployment, Profile, ScalerSpec
 from warmcast.errors import InputError
 from warmup.actuators.scalers import (
     DryRunScaler,
+    KubernetesProfileScaler,
     KubernetesScaler,
     LocalProcessScaler,
     WebhookScaler,
@@ -258,3 +259,38 @@ def test_local_scaler_profile_errors_name_the_problem(tmp_path):
     assert s.set_profile("night", 1.0)["on_profile"] == 0 and s.engine_args == {"block-size": 64}
     again = LocalProcessScaler("d", tmp_path, profiles=profiles, profile="day", state_file=tmp_path / "s.json")
     assert again.profile == "night"
+
+
+def test_kubernetes_profile_workloads_prewarm_canary_all_and_rollback(fake_k8s):
+    # One Deployment per profile on the fake API server (no cluster here: see the module docstring).
+    api, fake = fake_k8s
+    fake.add("deployments", "serving", "chat-day", replicas=4)
+    fake.add("deployments", "serving", "chat-night", replicas=0)
+    s = KubernetesProfileScaler("chat", {"day": "deployment/chat-day", "night": "deployment/chat-night"},
+                                "serving", api_client=api)
+    assert s.current() == 4 and s.profile_of() == {}
+    assert s.prewarm("night", 1)["replicas"] == {"day": 4, "night": 1}
+    assert s.set_profile("night", 0.1)["replicas"] == {"day": 4, "night": 1}  # canary: already there
+    out = s.set_profile("night", 1.0)  # move all: night up first, then day down
+    assert out["replicas"] == {"day": 0, "night": 5} and out["on_profile"] == 5
+    patches = [(p.rsplit("/", 2)[-2], b["spec"]["replicas"]) for m, p, _, b in fake.requests
+               if m == "PATCH" and p.endswith("/scale")]
+    assert patches[-2:] == [("chat-night", 5), ("chat-day", 0)]
+    # The planner scales the serving profile; in, it drops the others first.
+    assert s.scale_to(7, "forecast").detail["replicas"] == {"day": 0, "night": 7}
+    assert s.set_profile("day", 1.0)["replicas"] == {"day": 7, "night": 0}  # rollback
+    s.prewarm("night", 2)
+    assert s.scale_to(8, "less demand").detail["replicas"] == {"day": 7, "night": 1}
+    with pytest.raises(InputError, match="no profile 'dusk'"):
+        s.set_profile("dusk", 1.0)
+
+
+def test_profile_resources_must_match_the_profiles():
+    base = dict(name="chat", profiles={"day": Profile(capacity_rpm=100), "night": Profile(capacity_rpm=80)})
+    with pytest.raises(ValueError, match="exactly the profiles"):
+        Deployment(**base, scaler=ScalerSpec(kind="kubernetes", profile_resources={"day": "deployment/a"}))
+    with pytest.raises(ValueError, match="deployment/NAME"):
+        ScalerSpec(kind="kubernetes", profile_resources={"day": "pod/a"})
+    dep = Deployment(**base, scaler=ScalerSpec(kind="kubernetes", profile_resources={
+        "day": "deployment/a", "night": "statefulset/b"}))
+    assert dep.scaler.resource is None

@@ -245,6 +245,88 @@ class KubernetesScaler(Scaler):
                 "spec_replicas": scale.spec.replicas, "status_replicas": scale.status.replicas}
 
 
+class KubernetesProfileScaler(Scaler):
+    """One Kubernetes workload per profile (``scaler.profile_resources``): replicas are the sum.
+
+    A profile switch moves replicas between the workloads: :meth:`prewarm` adds to the target's,
+    :meth:`set_profile` gives the target ``ceil(share * total)`` and takes them from the others
+    (raising the target first, so capacity never dips), and a rollback is ``set_profile`` of the
+    previous profile with share 1.  The planner's ``scale_to`` changes the workload serving the
+    most replicas (the active profile; the first profile on a tie), scaling in the others first.
+    """
+
+    backend = "kubernetes"
+
+    def __init__(self, deployment: str, resources: Mapping[str, str], namespace: str = "default", *,
+                 api_client: Any = None) -> None:
+        super().__init__(deployment)
+        if not resources:
+            raise InputError(f"{deployment}: profile_resources is empty")
+        self.parts = {p: KubernetesScaler(f"{deployment}/{p}", r, namespace, api_client=api_client)
+                      for p, r in resources.items()}
+
+    def replicas(self) -> dict[str, int]:
+        return {p: s.current() for p, s in self.parts.items()}
+
+    def current(self) -> int:
+        return sum(self.replicas().values())
+
+    def _set(self, want: dict[str, int], reason: str, forecast: Mapping[str, Any] | None) -> dict[str, Any]:
+        have = self.replicas()
+        order = sorted(want, key=lambda p: want[p] <= have[p])  # increases before decreases
+        for p in order:
+            if want[p] != have[p]:
+                res = self.parts[p].scale_to(want[p], reason, forecast)
+                if not res.applied:
+                    raise WarmcastError(res.error)
+        return {"replicas": want, "before": have}
+
+    def _apply(self, n: int, reason: str, forecast: Mapping[str, Any] | None) -> dict[str, Any]:
+        have = self.replicas()
+        active = max(have, key=lambda p: have[p])  # max keeps the first profile on a tie
+        want = dict(have)
+        if n >= sum(have.values()):
+            want[active] += n - sum(have.values())
+        else:
+            drop = sum(have.values()) - n
+            for p in sorted(want, key=lambda p: p == active):  # the other profiles first
+                d = min(drop, want[p])
+                want[p] -= d
+                drop -= d
+        return self._set(want, reason, forecast)
+
+    def _check_profile(self, profile: str) -> None:
+        if profile not in self.parts:
+            raise InputError(f"{self.deployment}: no profile {profile!r}; profile_resources has {sorted(self.parts)}")
+
+    def set_profile(self, profile: str, share: float) -> dict[str, Any]:
+        self._check_profile(profile)
+        if not 0.0 <= share <= 1.0:
+            raise InputError(f"{self.deployment}: profile share {share} is outside 0..1")
+        have = self.replicas()
+        total = sum(have.values())
+        target = max(have[profile], int(math.ceil(share * total - 1e-9)))
+        want = dict(have)
+        want[profile] = target
+        excess = sum(want.values()) - total
+        for p in sorted((p for p in want if p != profile), key=lambda p: -want[p]):
+            d = min(excess, want[p])
+            want[p] -= d
+            excess -= d
+        out = self._set(want, f"profile switch: {share:.0%} of capacity on {profile}", None)
+        return {"profile": profile, "on_profile": target, "of": total, "restarted": [], **out}
+
+    def prewarm(self, profile: str, n: int) -> dict[str, Any]:
+        self._check_profile(profile)
+        have = self.replicas()
+        want = {**have, profile: have[profile] + max(0, int(n))}
+        out = self._set(want, f"pre-warm {n} {profile} replica(s) ahead of a switch", None)
+        return {"started": [f"{self.parts[profile].kind}/{self.parts[profile].name} +{n}"], **out}
+
+    def profile_of(self) -> dict[str, str]:
+        return {}  # pods are not addressed one by one here; Prometheus signals carry no profile
+
+
 class LocalProcessScaler(Scaler):
     """vLLM server processes on loopback ports, one per replica.
 
@@ -489,6 +571,8 @@ def scaler_for(deployment: Any, *, dry_run: bool = False, state_dir: str | Path 
     spec = deployment.scaler
     if dry_run or spec.kind == "dryrun":
         return DryRunScaler(deployment.name, initial=deployment.min_replicas)
+    if spec.kind == "kubernetes" and spec.profile_resources:
+        return KubernetesProfileScaler(deployment.name, spec.profile_resources, spec.namespace)
     if spec.kind == "kubernetes":
         return KubernetesScaler(deployment.name, spec.resource, spec.namespace)
     if spec.kind == "webhook":
