@@ -604,7 +604,8 @@ def _apply_switch(ctx: Ctx, dep: str, dec) -> tuple[bool, str]:
 
 
 def _apply_live_switch(ctx: Ctx, dep: str, dec) -> tuple[bool, str]:
-    """Pre-warm, canary, move all or roll back on a scaler that runs profiles (the local one)."""
+    """Pre-warm, canary, move all or roll back on a scaler that runs profiles (local processes, or
+    Kubernetes with one workload per profile)."""
     a = dec.action.value
     inner = ctx.scaler(dep).inner
     if a in ("cancel", "none"):

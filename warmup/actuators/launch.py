@@ -104,6 +104,12 @@ def cpu_safe_args(engine_args: Mapping[str, Any]) -> tuple[dict[str, Any], list[
     return args, notes
 
 
+def local_state_dir(state_dir: str | Path | None = None) -> Path:
+    """Where local servers keep their model config, logs and scaler state: ``state_dir``, else
+    ``$WARMCAST_STATE_DIR``, else ``warmcast`` in the temp dir."""
+    return Path(state_dir or os.environ.get("WARMCAST_STATE_DIR") or Path(tempfile.gettempdir()) / "warmcast")
+
+
 def local_launch_spec(deployment: Any, profile: str | None = None, state_dir: str | Path | None = None,
                       overrides: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any], list[str]]:
     """(model, engine args, notes) to run a deployment's profile as a local process.
@@ -119,8 +125,7 @@ def local_launch_spec(deployment: Any, profile: str | None = None, state_dir: st
     model = deployment.scaler.model_dir or deployment.model
     notes: list[str] = []
     if deployment.model == "dummy" and not deployment.scaler.model_dir:
-        base = Path(state_dir or os.environ.get("WARMCAST_STATE_DIR") or Path(tempfile.gettempdir()) / "warmcast")
-        model = str(write_tiny_llama(base / "tiny-llama"))
+        model = str(write_tiny_llama(local_state_dir(state_dir) / "tiny-llama"))
         args, notes = cpu_safe_args(merged_args(CPU_TEST_ARGS, args))
         notes.insert(0, "model 'dummy': tiny random-weight Llama (1 layer, hidden 128), no tokenizer")
     return model, args, notes

@@ -83,20 +83,26 @@ class PromSignals:
     e2e: dict[float, float | None]
 
 
-def _scalar(payload: dict[str, Any], query: str, url: str) -> float | None:
+def _data(payload: dict[str, Any], query: str, url: str, kinds: tuple[str, ...]) -> dict[str, Any]:
+    """The answer's ``data``, once its status is success and its result type one of ``kinds``."""
     if payload.get("status") != "success":
         raise PrometheusError(f"Prometheus {url}: query {query!r} failed: {payload.get('errorType')}: "
                               f"{payload.get('error')}")
     data = payload.get("data") or {}
-    result = data.get("result")
-    if data.get("resultType") == "scalar":
-        value = float(result[1])
-    elif data.get("resultType") == "vector":
-        if not result:
-            return None
-        value = sum(float(r["value"][1]) for r in result)
-    else:
+    if data.get("resultType") not in kinds:
         raise PrometheusError(f"Prometheus {url}: query {query!r} gave a {data.get('resultType')}, not a vector")
+    return data
+
+
+def _scalar(payload: dict[str, Any], query: str, url: str) -> float | None:
+    data = _data(payload, query, url, ("scalar", "vector"))
+    result = data.get("result")
+    if data["resultType"] == "scalar":
+        value = float(result[1])
+    elif not result:
+        return None
+    else:
+        value = sum(float(r["value"][1]) for r in result)
     return None if math.isnan(value) else value
 
 
@@ -131,10 +137,9 @@ class PrometheusSignals:
 
     async def query_by(self, promql: str, label: str) -> dict[str, float]:
         """Instant query of a vector; each series' value by its ``label`` (NaN values left out)."""
-        payload = await self._payload(promql)
-        _scalar(payload, promql, self.url)  # the same status and type checks
+        data = _data(await self._payload(promql), promql, self.url, ("vector",))
         out: dict[str, float] = {}
-        for r in payload["data"]["result"] or []:
+        for r in data.get("result") or []:
             v = float(r["value"][1])
             if not math.isnan(v):
                 out[r["metric"].get(label, "")] = v

@@ -245,6 +245,20 @@ class KubernetesScaler(Scaler):
                 "spec_replicas": scale.spec.replicas, "status_replicas": scale.status.replicas}
 
 
+def check_profile(deployment: str, profile: str, known: Any) -> None:
+    if profile not in known:
+        raise InputError(f"{deployment}: no profile {profile!r}; this scaler has {sorted(known)}")
+
+
+def profile_target(deployment: str, profile: str, known: Any, share: float, total: int) -> int:
+    """How many of ``total`` replicas ``share`` of capacity on ``profile`` means (rounded up);
+    an error naming the problem for a profile not in ``known`` or a share outside 0..1."""
+    check_profile(deployment, profile, known)
+    if not 0.0 <= share <= 1.0:
+        raise InputError(f"{deployment}: profile share {share} is outside 0..1")
+    return int(math.ceil(share * total - 1e-9))
+
+
 class KubernetesProfileScaler(Scaler):
     """One Kubernetes workload per profile (``scaler.profile_resources``): replicas are the sum.
 
@@ -295,17 +309,10 @@ class KubernetesProfileScaler(Scaler):
                 drop -= d
         return self._set(want, reason, forecast)
 
-    def _check_profile(self, profile: str) -> None:
-        if profile not in self.parts:
-            raise InputError(f"{self.deployment}: no profile {profile!r}; profile_resources has {sorted(self.parts)}")
-
     def set_profile(self, profile: str, share: float) -> dict[str, Any]:
-        self._check_profile(profile)
-        if not 0.0 <= share <= 1.0:
-            raise InputError(f"{self.deployment}: profile share {share} is outside 0..1")
         have = self.replicas()
         total = sum(have.values())
-        target = max(have[profile], int(math.ceil(share * total - 1e-9)))
+        target = max(have.get(profile, 0), profile_target(self.deployment, profile, self.parts, share, total))
         want = dict(have)
         want[profile] = target
         excess = sum(want.values()) - total
@@ -317,7 +324,7 @@ class KubernetesProfileScaler(Scaler):
         return {"profile": profile, "on_profile": target, "of": total, "restarted": [], **out}
 
     def prewarm(self, profile: str, n: int) -> dict[str, Any]:
-        self._check_profile(profile)
+        check_profile(self.deployment, profile, self.parts)
         have = self.replicas()
         want = {**have, profile: have[profile] + max(0, int(n))}
         out = self._set(want, f"pre-warm {n} {profile} replica(s) ahead of a switch", None)
@@ -357,7 +364,7 @@ class LocalProcessScaler(Scaler):
             raise InputError(f"{deployment}: give the local scaler engine_args or profiles, not both or neither")
         self.profiles = {k: dict(v) for k, v in profiles.items()} if profiles is not None else {"": dict(engine_args)}
         self.profile = profile if profile is not None else next(iter(self.profiles))
-        self._check_profile(self.profile)
+        check_profile(deployment, self.profile, self.profiles)
         self.model = str(model)
         self.base_port = base_port
         self.host = host
@@ -454,10 +461,6 @@ class LocalProcessScaler(Scaler):
         s.profile = profile
         return s
 
-    def _check_profile(self, profile: str) -> None:
-        if profile not in self.profiles:
-            raise InputError(f"{self.deployment}: no profile {profile!r}; the local scaler has {sorted(self.profiles)}")
-
     # -- profiles -----------------------------------------------------------------
 
     @property
@@ -473,11 +476,8 @@ class LocalProcessScaler(Scaler):
         """Run ``profile`` on ``ceil(share * servers)`` of the servers, restarting the others'
         processes on its args, on the same ports (a canary, everything, or a rollback); with
         ``share`` 1 new servers get it too.  Returns what moved."""
-        self._check_profile(profile)
-        if not 0.0 <= share <= 1.0:
-            raise InputError(f"{self.deployment}: profile share {share} is outside 0..1")
         reaped = self._reap()
-        want = int(math.ceil(share * len(self.servers) - 1e-9))
+        want = profile_target(self.deployment, profile, self.profiles, share, len(self.servers))
         have = sum(1 for s in self.servers if s.profile == profile)
         restarted = []
         for i, old in enumerate(self.servers):
@@ -496,7 +496,7 @@ class LocalProcessScaler(Scaler):
 
     def prewarm(self, profile: str, n: int) -> dict[str, Any]:
         """Start ``n`` more servers on ``profile`` (ahead of a switch to it)."""
-        self._check_profile(profile)
+        check_profile(self.deployment, profile, self.profiles)
         return self._grow_or_shrink(len(self.servers) + max(0, int(n)), profile)
 
     def _env_for(self, slot: int) -> dict[str, str]:
@@ -542,14 +542,12 @@ def local_scaler_factory(deployment: Any, state_dir: str | Path | None = None,
     file (``STATE/local-scaler/NAME.json``; ``state_dir``, else ``$WARMCAST_STATE_DIR``, else a
     temp dir).  The launch spec of every profile (which writes the tiny model's config.json for
     ``model: dummy``) is computed once, here."""
-    import tempfile
-
-    from warmup.actuators.launch import local_profiles_spec
+    from warmup.actuators.launch import local_profiles_spec, local_state_dir
 
     model, profiles, notes = local_profiles_spec(deployment, state_dir=state_dir)
     for note in notes:
         log.info("%s: %s", deployment.name, note)
-    base = Path(state_dir or os.environ.get("WARMCAST_STATE_DIR") or Path(tempfile.gettempdir()) / "warmcast")
+    base = local_state_dir(state_dir)
     spec = deployment.scaler
     kw: dict[str, Any] = {"state_file": base / "local-scaler" / f"{deployment.name}.json",
                           "log_dir": base / "vllm-logs", "stop_at_exit": False, "base_port": spec.base_port,
