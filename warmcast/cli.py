@@ -41,24 +41,14 @@ def _register_all() -> None:
 
 
 def main() -> None:
+    """Run the program. Usage mistakes are click's to report (usage line, hint, exit 2);
+    a :class:`WarmcastError` from a command prints its one-line message and exits 2."""
     _register_all()
     try:
-        app(standalone_mode=False)
+        app()  # standalone: click prints usage errors itself and exits with their code
     except WarmcastError as err:
         typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
         sys.exit(2)
-    except (typer.Abort, KeyboardInterrupt):
-        sys.exit(130)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except Exception as err:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            sys.exit(err.exit_code)
-        raise
-
 
 if __name__ == "__main__":
     main()

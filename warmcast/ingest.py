@@ -468,25 +468,31 @@ def _fold_file(path: Path, preset: Preset, acc: MinuteAccumulator, report: Inges
     reader = _READERS[_file_kind(path)](path, cols, chunk_rows)
     bar = _progress(path, progress)
     last_ns = np.iinfo(np.int64).min
-    for chunk in reader:
-        parsed = parse_chunk(chunk, preset, tz, epoch_ns)
-        keep = _handle_bad(parsed, chunk, path, on_error, report)
-        keep &= ~parsed.blank
-        report.blank_intervals += int(parsed.blank.sum())
-        ns = parsed.ns[keep]
-        report.rows += len(parsed.ns)
-        if len(ns):
-            report.out_of_order += int((np.diff(ns) < 0).sum()) + int(ns[0] < last_ns)
-            last_ns = int(ns[-1])
-            if preset.kind == "counts":
-                report.duplicate_times += len(ns) - len(np.unique(ns))
-        minutes = np.floor_divide(ns, 60_000_000_000)
-        pick = (lambda a: None if a is None else a[keep])
-        acc.add(minutes, parsed.count[keep], pick(parsed.inp), pick(parsed.out), preset.kind == "requests")
+    try:
+        for chunk in reader:
+            parsed = parse_chunk(chunk, preset, tz, epoch_ns)
+            keep = _handle_bad(parsed, chunk, path, on_error, report)
+            keep &= ~parsed.blank
+            report.blank_intervals += int(parsed.blank.sum())
+            ns = parsed.ns[keep]
+            report.rows += len(parsed.ns)
+            if len(ns):
+                report.out_of_order += int((np.diff(ns) < 0).sum()) + int(ns[0] < last_ns)
+                last_ns = int(ns[-1])
+                if preset.kind == "counts":
+                    report.duplicate_times += len(ns) - len(np.unique(ns))
+            minutes = np.floor_divide(ns, 60_000_000_000)
+            pick = (lambda a: None if a is None else a[keep])
+            acc.add(minutes, parsed.count[keep], pick(parsed.inp), pick(parsed.out), preset.kind == "requests")
+            if bar is not None:
+                bar.update(len(parsed.ns))
+    except BaseException:
+        if bar is not None:  # keep the bar's last state so the error prints on its own line below it
+            bar.leave = True
+        raise
+    finally:
         if bar is not None:
-            bar.update(len(parsed.ns))
-    if bar is not None:
-        bar.close()
+            bar.close()
 
 
 def _progress(path: Path, enabled: bool):

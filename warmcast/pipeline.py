@@ -13,10 +13,10 @@ from warmcast.settings import Settings
 
 def run_demo(settings: Settings, days: int, deployment: str, workdir: Path,
              echo: Callable[[str], None] = print) -> None:
-    from warmcast.commands import summary_text
     from warmcast.generate import WorkloadSpec, write_request_log
     from warmcast.ingest import aggregate_file
     from warmcast.runtime import open_state, open_store, redis_url
+    from warmcast.summary import summary_text
 
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "requests.csv"
