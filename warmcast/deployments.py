@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from warmcast.errors import InputError, NotFoundError
+from warmcast.pools_config import GpuSpec, PoolsSpec, check_against
 
 NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 
@@ -111,9 +112,12 @@ class Deployment(_Strict):
     default_profile: str = "day"
     profiles: dict[str, Profile]
     schedule: Schedule = Field(default_factory=Schedule)
+    gpu: GpuSpec | None = None  # GPU types and memory need, for capacity plans by type
+    pools: PoolsSpec | None = None  # hot and cold pools under shared limits
 
     @model_validator(mode="after")
     def _consistent(self) -> "Deployment":
+        check_against(self.pools, self.gpu, self.profiles)
         if self.min_replicas > self.max_replicas:
             raise ValueError(f"min_replicas {self.min_replicas} > max_replicas {self.max_replicas}")
         if self.default_profile not in self.profiles:
