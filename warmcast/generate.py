@@ -120,7 +120,7 @@ def generate_minute_frame(days: int = 7, seed: int = 0, start: str = "2024-01-01
                           bursts_per_day: float = 3.0) -> pd.DataFrame:
     """The generator's log already aggregated per minute (same seed, same numbers as the
     request log would give after ingestion)."""
-    from warmcast.ingest import MinuteAccumulator, regular
+    from warmcast.ingest.accumulate import MinuteAccumulator, regular
 
     spec = WorkloadSpec(days=days, start=start, mean_rpm=mean_rpm, seed=seed, ramp=ramp,
                         bursts_per_day=bursts_per_day)

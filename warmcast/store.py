@@ -23,7 +23,7 @@ import pandas as pd
 import redis
 
 from warmcast.errors import InputError, NotFoundError
-from warmcast.ingest import SIGNALS, regular
+from warmcast.ingest.accumulate import SIGNALS, regular
 
 _DEPLOYMENT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _NS_PER_MIN = 60_000_000_000

@@ -58,7 +58,7 @@ def test_nasa_outage_stays_missing_not_zero(store, shared_data):
 
 
 def test_auto_detects_every_trace(shared_data):
-    from warmcast.ingest import detect_format
+    from warmcast.ingest.formats import detect_format
 
     assert detect_format(shared_data / "azure2023_code_requests.csv") == "azure"
     assert detect_format(shared_data / "mooncake_conversation_requests.jsonl") == "mooncake"

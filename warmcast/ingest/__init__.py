@@ -1,0 +1,151 @@
+"""Request-log ingestion: any supported log in, per-minute load series out.
+
+Per-request logs (CSV, JSONL or Parquet; presets for the Azure LLM trace, the
+Mooncake trace, OpenAI/vLLM-style access logs and warmcast's own generator) and
+per-interval count series (``time,requests`` at any interval) are read in chunks
+(``readers``), turned into numbers (``parse``) and folded into a
+:class:`~warmcast.ingest.accumulate.MinuteAccumulator`, so memory grows with the
+number of minutes covered, never with the number of rows.
+
+Nothing here talks to Redis: :func:`aggregate_file` returns the per-minute frame
+and an :class:`~warmcast.ingest.report.IngestReport`; ``warmcast.store`` writes the
+frame atomically.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from warmcast.errors import InputError
+from warmcast.ingest.accumulate import MinuteAccumulator, regular
+from warmcast.ingest.formats import OnError, Preset, file_kind, resolve_preset
+from warmcast.ingest.parse import Parsed, parse_chunk, parse_times
+from warmcast.ingest.readers import Chunk, read_chunks
+from warmcast.ingest.report import IngestReport
+
+CHUNK_ROWS = 1_000_000
+
+
+def aggregate_file(paths: list[str | Path], fmt: str = "auto", on_error: OnError = "fail",
+                   tz: str = "UTC", start: str | None = None, chunk_rows: int = CHUNK_ROWS,
+                   progress: bool = False, **mapping: str | None) -> tuple[pd.DataFrame, IngestReport]:
+    """Read logs into one per-minute frame. Raises InputError (naming file, line, column) on a
+    bad row when ``on_error='fail'``; nothing is written anywhere by this function."""
+    report = IngestReport(files=[str(p) for p in paths])
+    acc = MinuteAccumulator()
+    epoch_ns = pd.Timestamp(start or "1970-01-01", tz="UTC").value
+    kinds = set()
+    for raw_path in paths:
+        path = Path(raw_path)
+        if not path.is_file():
+            raise InputError(f"{path}: no such file")
+        name, preset = resolve_preset(fmt, path, **mapping)
+        report.format, kinds = name, kinds | {preset.kind}
+        _fold_file(path, preset, acc, report, on_error, tz, epoch_ns, chunk_rows, progress)
+    if len(kinds) > 1:
+        raise InputError("mixing per-request logs and count series in one ingest is not supported")
+    has_tokens = any(b["input_tokens"].any() or b["output_tokens"].any() for b in acc.days.values())
+    if kinds == {"requests"}:
+        acc.fill_request_span()
+    frame = acc.frame(has_tokens)
+    report.finish(frame)
+    return frame, report
+
+
+def _fold_file(path: Path, preset: Preset, acc: MinuteAccumulator, report: IngestReport,
+               on_error: OnError, tz: str, epoch_ns: int, chunk_rows: int, progress: bool) -> None:
+    cols = [c for c in dict.fromkeys((preset.time, preset.count, preset.input, preset.output)) if c]
+    bar = _progress(path, progress)
+    last_ns = np.iinfo(np.int64).min
+    try:
+        for chunk in read_chunks(path, cols, chunk_rows):
+            parsed = parse_chunk(chunk, preset, tz, epoch_ns)
+            last_ns = _fold_chunk(parsed, chunk, path, preset, acc, report, on_error, last_ns)
+            if bar is not None:
+                bar.update(len(parsed.ns))
+    except BaseException:
+        if bar is not None:  # keep the bar's last state so the error prints on its own line below it
+            bar.leave = True
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _fold_chunk(parsed: Parsed, chunk: Chunk, path: Path, preset: Preset, acc: MinuteAccumulator,
+                report: IngestReport, on_error: OnError, last_ns: int) -> int:
+    """Add one parsed chunk's good rows; returns the time of its last row (for the order count)."""
+    keep = _handle_bad(parsed, chunk, path, on_error, report)
+    keep &= ~parsed.blank
+    report.blank_intervals += int(parsed.blank.sum())
+    ns = parsed.ns[keep]
+    report.rows += len(parsed.ns)
+    if len(ns):
+        report.out_of_order += int((np.diff(ns) < 0).sum()) + int(ns[0] < last_ns)
+        last_ns = int(ns[-1])
+        if preset.kind == "counts":
+            report.duplicate_times += len(ns) - len(np.unique(ns))
+    minutes = np.floor_divide(ns, 60_000_000_000)
+    pick = (lambda a: None if a is None else a[keep])
+    acc.add(minutes, parsed.count[keep], pick(parsed.inp), pick(parsed.out), preset.kind == "requests")
+    return last_ns
+
+
+def _progress(path: Path, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(desc=f"ingest {path.name}", unit=" rows", unit_scale=True, leave=False)
+
+
+def _handle_bad(parsed: Parsed, chunk: Chunk, path: Path, on_error: OnError, report: IngestReport) -> np.ndarray:
+    keep = np.ones(len(parsed.ns), bool)
+    if not parsed.bad:
+        return keep
+    parsed.bad.sort(key=lambda b: b[0])
+    row, col, why, value = parsed.bad[0]
+    line = chunk.first_line + row
+    if on_error == "fail":
+        shown = f" (value {value!r})" if value not in ("", None) else ""
+        raise InputError(f"{path}:{line}: column {col!r}: {why}{shown}. Nothing was stored; "
+                         "fix the row or pass --on-error skip to drop bad rows.")
+    rows = np.unique([b[0] for b in parsed.bad])
+    keep[rows] = False
+    report.skipped += len(rows)
+    for row, col, why, value in parsed.bad[: max(0, 5 - len(report.problems))]:
+        report.problems.append(f"{path}:{chunk.first_line + row}: column {col!r}: {why} ({value!r})")
+    return keep
+
+
+def load_minute_frame(path: str | Path, fmt: str = "auto", tz: str = "UTC", **kw) -> pd.DataFrame:
+    """Any supported log as a regular per-minute frame (NaN gaps); bad rows raise."""
+    frame, _ = aggregate_file([path], fmt=fmt, tz=tz, **kw)
+    return regular(frame)
+
+
+def load_count_series(path: str | Path, tz: str = "UTC") -> pd.Series:
+    """A ``time,requests`` count series at its native interval (10 s, 1 min, ...), UTC, sorted.
+    Per-request logs are counted per second. Used by the fleet simulator for sub-minute replay."""
+    path = Path(path)
+    name, preset = resolve_preset("auto", path)
+    if preset.kind != "counts":
+        frame = pd.DataFrame({"t": _request_times_ns(path, preset, tz)})
+        s = frame.groupby(frame["t"] // 1_000_000_000 * 1_000_000_000).size().astype(float)
+        return pd.Series(s.to_numpy(), index=pd.DatetimeIndex(s.index.astype("datetime64[ns]"), name="time"),
+                         name="requests")
+    df = pd.read_csv(path) if file_kind(path) == "csv" else pd.read_json(path, lines=True)
+    t = parse_times(pa.array(df[preset.time].astype(str)), preset, tz, 0)
+    s = pd.Series(pd.to_numeric(df[preset.count], errors="coerce").to_numpy(float),
+                  index=pd.DatetimeIndex(t.astype("datetime64[ns]"), name="time"), name="requests")
+    return s.groupby(level=0).sum(min_count=1).sort_index()
+
+
+def _request_times_ns(path: Path, preset: Preset, tz: str) -> np.ndarray:
+    preset = Preset(preset.kind, preset.time, preset.time_unit)  # times only
+    parts = [parse_chunk(c, preset, tz, 0) for c in read_chunks(path, [preset.time], CHUNK_ROWS)]
+    ns = np.concatenate([p.ns for p in parts]) if parts else np.array([], np.int64)
+    return ns[ns != np.iinfo(np.int64).min]

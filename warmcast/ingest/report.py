@@ -1,0 +1,53 @@
+"""What one ingest read, kept, skipped and noticed."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+
+@dataclass
+class IngestReport:
+    """What an ingest read, kept, skipped and noticed; printed by the CLI."""
+
+    files: list[str] = field(default_factory=list)
+    format: str = ""
+    rows: int = 0
+    requests: float = 0.0
+    input_tokens: float = 0.0
+    output_tokens: float = 0.0
+    minutes: int = 0
+    skipped: int = 0
+    blank_intervals: int = 0
+    out_of_order: int = 0
+    duplicate_times: int = 0
+    first: pd.Timestamp | None = None
+    last: pd.Timestamp | None = None
+    problems: list[str] = field(default_factory=list)  # first few skipped-row messages
+
+    def summary(self) -> str:
+        span = f"{self.first} .. {self.last}" if self.first is not None else "empty"
+        lines = [
+            f"format {self.format}: {self.rows:,} rows read from {', '.join(self.files)}",
+            f"stored {self.minutes:,} minutes ({span} UTC): {self.requests:,.0f} requests, "
+            f"{self.input_tokens:,.0f} input tokens, {self.output_tokens:,.0f} output tokens",
+        ]
+        notes = [
+            (self.skipped, "malformed rows skipped"),
+            (self.blank_intervals, "blank intervals kept as missing"),
+            (self.out_of_order, "rows out of time order (aggregated anyway)"),
+            (self.duplicate_times, "intervals repeated (summed)"),
+        ]
+        lines += [f"  {n:,} {what}" for n, what in notes if n]
+        lines += [f"  skipped: {p}" for p in self.problems]
+        return "\n".join(lines)
+
+    def finish(self, frame: pd.DataFrame) -> None:
+        """Totals of what is about to be stored."""
+        self.minutes = len(frame)
+        if len(frame):
+            self.first, self.last = frame.index[0], frame.index[-1]
+            self.requests = float(frame["requests"].sum())
+            if "input_tokens" in frame:
+                self.input_tokens = float(frame["input_tokens"].sum())
+                self.output_tokens = float(frame["output_tokens"].sum())
