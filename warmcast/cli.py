@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "warmcast.commands",
     "forecaster.cli",
     "warmup.cli",
+    "warmup.pools_cli",
     "warmup.actuators.cli",
     "workers.cli",
     "api.cli",
