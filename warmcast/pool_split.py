@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from warmcast.errors import InputError
-from warmcast.ingest import PRESETS, detect_format
+from warmcast.ingest.formats import PRESETS, detect_format
 from warmcast.pools_config import Attribution, pool_series_name
 
 POOLS = ("hot", "cold")
