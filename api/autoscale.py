@@ -8,33 +8,47 @@ serve).  See docs/keda/.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Iterator, Optional
+import json
+from typing import Iterator, Optional
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from api import service
-from api.deps import ApiContext, configured_deployment, get_ctx, require_read
+from api.deps import ApiContext, check_read, configured_deployment
+from api.hot import Rendered
 from api.routes import READ_ERR
 from api.schemas import KedaOut
-from warmcast.deployments import Deployment
 from warmcast.state import forecast_from_dict
 
-router = APIRouter(dependencies=[Depends(require_read)], tags=["autoscalers"])
+_BEARER = {"security": [{"HTTPBearer": []}]}  # hot routes check the token by hand; the schema still says so
 
 
-@router.get("/v1/keda/{deployment}", response_model=KedaOut, responses=READ_ERR,
-            summary="KEDA metrics-api scaler: desiredReplicas and forecastDemandRpm")
-def keda_metrics(dep: Annotated[Deployment, Depends(configured_deployment)],
-                 ctx: Annotated[ApiContext, Depends(get_ctx)],
-                 quantile: float = Query(0.9, ge=0.01, le=0.99),
-                 lead: Optional[int] = Query(None, ge=0, le=29, description="minutes ahead (default: cold start)"),
-                 utilisation: float = Query(1.0, ge=0.01, le=1)) -> dict[str, Any]:
-    if lead is None:
-        lead = min(29, int(round(dep.cold_start_min)))
-    return service.autoscaler_values(ctx, dep, quantile, lead, utilisation)
+def keda_router(ctx: ApiContext) -> APIRouter:
+    """``/v1/keda/{deployment}``: a hot route (see api/hot.py), answers at most a second old."""
+    r = APIRouter(tags=["autoscalers"])
+    bodies = Rendered()
+
+    @r.get("/v1/keda/{deployment}", response_model=KedaOut, responses=READ_ERR, openapi_extra=_BEARER,
+           summary="KEDA metrics-api scaler: desiredReplicas and forecastDemandRpm")
+    async def keda_metrics(request: Request, deployment: str,
+                           quantile: float = Query(0.9, ge=0.01, le=0.99),
+                           lead: Optional[int] = Query(None, ge=0, le=29,
+                                                       description="minutes ahead (default: cold start)"),
+                           utilisation: float = Query(1.0, ge=0.01, le=1)) -> Response:
+        check_read(request, ctx)
+        dep = ctx.configured(deployment) or await configured_deployment(deployment, ctx)  # 404 says why
+        ahead = min(29, int(round(dep.cold_start_min))) if lead is None else lead
+
+        def render() -> bytes:
+            return json.dumps(service.autoscaler_values(ctx, dep, quantile, ahead, utilisation)).encode()
+
+        body = await bodies.get((dep.name, quantile, ahead, utilisation), render)
+        return Response(body, media_type="application/json")
+
+    return r
 
 
 class ForecastCollector:
@@ -44,9 +58,11 @@ class ForecastCollector:
         self.ctx = ctx
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        # The label is "level", not "quantile": Prometheus reserves "quantile" for summaries
+        # (quantiles of observed values, with _sum and _count); these are quantiles of a forecast.
         q = GaugeMetricFamily("warmcast_forecast_requests_per_minute",
-                              "Forecast requests/min by deployment, quantile and lead (minutes after origin, 1-based)",
-                              labels=["deployment", "quantile", "lead"])
+                              "Forecast requests/min by deployment, quantile level and lead (minutes after origin, "
+                              "1-based)", labels=["deployment", "level", "lead"])
         mean = GaugeMetricFamily("warmcast_forecast_mean_requests_per_minute", "Forecast mean requests/min",
                                  labels=["deployment", "lead"])
         age = GaugeMetricFamily("warmcast_forecast_age_seconds", "Seconds since the forecast was made",
@@ -86,13 +102,17 @@ class ForecastCollector:
 
 
 def metrics_router(ctx: ApiContext) -> APIRouter:
+    """``/metrics``: a hot route (see api/hot.py); the exposition is rendered at most once a second."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ForecastCollector(ctx))
-    r = APIRouter(dependencies=[Depends(require_read)], tags=["autoscalers"])
+    r = APIRouter(tags=["autoscalers"])
+    bodies = Rendered()
 
     @r.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}, **READ_ERR},
-           summary="Prometheus metrics: forecast gauges per deployment, quantile and lead")
-    def metrics() -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+           openapi_extra=_BEARER, summary="Prometheus metrics: forecast gauges per deployment, level and lead")
+    async def metrics(request: Request) -> Response:
+        check_read(request, ctx)
+        body = await bodies.get("metrics", lambda: generate_latest(registry))
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     return r

@@ -29,3 +29,14 @@ def stored_forecast(origin: pd.Timestamp = END, level: float = 600.0) -> Forecas
                     quantiles={0.1: ramp * 0.8, 0.5: ramp, 0.9: ramp * 1.2})
 
 
+
+
+def missing_tool(what: str) -> None:
+    """A tool a test needs is absent: a failure on CI (env CI set), a skip on a developer's machine."""
+    import os
+
+    import pytest
+
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is missing on CI (bash scripts/test installs it)")
+    pytest.skip(f"{what} is not installed (bash scripts/test installs it)")

@@ -34,5 +34,5 @@ def test_prometheus_manifests_use_exported_metric_names(client, seeded):
     kinds = {d["kind"] for d in _docs("hpa-prometheus-adapter.yaml")}
     assert {"ServiceMonitor", "HorizontalPodAutoscaler", "ScaledObject"} <= kinds
     exported = client.get("/metrics").text
-    assert 'warmcast_forecast_requests_per_minute{deployment="demo",lead="15",quantile="0.9"}' in exported
+    assert 'warmcast_forecast_requests_per_minute{deployment="demo",lead="15",level="0.9"}' in exported
     assert "warmcast_forecast_requests_per_minute" in text

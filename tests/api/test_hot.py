@@ -1,0 +1,48 @@
+"""The hot routes' body cache: one render for many pollers, a new one when the data or the time says so."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from api.hot import Rendered
+
+
+def test_concurrent_requests_share_one_render_and_a_new_stamp_renders_again():
+    calls = []
+    gate = threading.Event()
+
+    def render() -> bytes:
+        gate.wait(5)  # hold the first render until every request has arrived
+        calls.append(1)
+        return f"body {len(calls)}".encode()
+
+    async def scenario() -> tuple[list[bytes], bytes, bytes]:
+        cache = Rendered(ttl_s=60)
+        tasks = [asyncio.create_task(cache.get("k", render, stamp=b"v1")) for _ in range(20)]
+        await asyncio.sleep(0.05)
+        gate.set()
+        bodies = await asyncio.gather(*tasks)
+        same = await cache.get("k", render, stamp=b"v1")
+        changed = await cache.get("k", render, stamp=b"v2")
+        return bodies, same, changed
+
+    bodies, same, changed = asyncio.run(scenario())
+    assert set(bodies) == {b"body 1"} and same == b"body 1" and changed == b"body 2" and len(calls) == 2
+
+
+def test_bodies_expire_and_keys_are_bounded():
+    n = iter(range(1000))
+    render = lambda: str(next(n)).encode()  # noqa: E731 - each call a new body
+
+    async def scenario() -> tuple[bytes, bytes, int]:
+        cache = Rendered(ttl_s=0.05, max_keys=3)
+        first = await cache.get("k", render)
+        time.sleep(0.06)
+        second = await cache.get("k", render)
+        for key in range(10):
+            await cache.get(key, render)
+        return first, second, len(cache._bodies)
+
+    first, second, kept = asyncio.run(scenario())
+    assert first != second and kept == 3
