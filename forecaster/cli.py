@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from warmcast.errors import InputError
+from warmcast.logoptions import LogReading, log_options
 
 ConfigOpt = typer.Option(None, "--config", help="YAML settings file (else WARMCAST_* env vars).")
 ALL_MODELS = ("lstm", "persistence", "seasonal_naive_day", "seasonal_naive_week", "holt_winters", "uc_fourier")
@@ -32,6 +33,7 @@ def make_models(names: list[str], quick: bool = False, progress: bool = True) ->
     return [factories[n]() for n in names]
 
 
+@log_options
 def backtest_forecast(
     log: Path = typer.Option(..., "--log", help="Request log or per-minute count series (any format ingest reads)."),
     test_start: str = typer.Option(..., "--test-start", help="First forecast origin, 'YYYY-MM-DD HH:MM' (UTC)."),
@@ -39,9 +41,9 @@ def backtest_forecast(
     models: str = typer.Option(",".join(ALL_MODELS), "--models", help="Comma-separated models to run."),
     horizon: int = typer.Option(30, min=1, max=30),
     step: int = typer.Option(10, min=1, help="Minutes between forecast origins."),
-    fmt: str = typer.Option("auto", "--format", help="Log format (see warmcast ingest)."),
-    tz: str = typer.Option("UTC", "--tz", help="Time zone of timestamps without an offset."),
     quick: bool = typer.Option(False, help="A tiny LSTM (smoke tests)."),
+    *,
+    reading: LogReading,
 ) -> None:
     """Rolling-origin backtest: fit before --test-start, forecast leads 1..30 every 10 minutes."""
     import pandas as pd
@@ -55,7 +57,7 @@ def backtest_forecast(
         t = pd.Timestamp(test_start)
     except ValueError:
         raise InputError(f"--test-start {test_start!r} is not a time (use 'YYYY-MM-DD HH:MM')") from None
-    frame = load_minute_frame(log, fmt=fmt, tz=tz)
+    frame = load_minute_frame(log, **reading.kwargs())
     if len(frame) == 0:
         raise InputError(f"{log}: no load found")
     if not (frame.index[0] < t <= frame.index[-1]):

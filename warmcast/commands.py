@@ -7,11 +7,9 @@ from typing import Optional
 import typer
 
 from warmcast.errors import InputError
+from warmcast.logoptions import LogReading, log_options
 
 store_app = typer.Typer(no_args_is_help=True, help="Export, import or delete stored load series.")
-
-FORMATS = ["auto", "azure", "mooncake", "openai", "counts", "warmcast"]
-
 
 def _settings(config: Optional[Path]):
     from warmcast.settings import load_settings
@@ -43,33 +41,24 @@ def generate(
     typer.echo(f"wrote {rows:,} requests over {days} days to {out}")
 
 
+@log_options
 def ingest(
     files: list[Path] = typer.Argument(..., help="One or more logs; a log split over files goes in one call."),
     deployment: str = typer.Option(..., "--deployment", "-d"),
-    fmt: str = typer.Option("auto", "--format", help=f"One of {FORMATS}."),
     on_error: str = typer.Option("fail", "--on-error", help="fail: store nothing on a bad row; skip: drop bad rows."),
-    tz: str = typer.Option("UTC", "--tz", help="Time zone of timestamps without an offset."),
-    start: Optional[str] = typer.Option(None, "--start", help="Start time for relative timestamps (Mooncake)."),
-    time_col: Optional[str] = typer.Option(None, "--time-col"),
-    input_col: Optional[str] = typer.Option(None, "--input-col"),
-    output_col: Optional[str] = typer.Option(None, "--output-col"),
-    count_col: Optional[str] = typer.Option(None, "--count-col"),
-    time_unit: Optional[str] = typer.Option(None, "--time-unit", help="datetime, s or ms."),
     config: Optional[Path] = ConfigOpt,
+    *,
+    reading: LogReading,
 ) -> None:
     """Aggregate request logs or count series per minute into the load store."""
     from warmcast.ingest import aggregate_file
     from warmcast.store import check_deployment_name
 
-    if fmt not in FORMATS:
-        raise InputError(f"--format must be one of {FORMATS}, not {fmt!r}")
     if on_error not in ("fail", "skip"):
         raise InputError(f"--on-error must be fail or skip, not {on_error!r}")
     check_deployment_name(deployment)
     store = _store(config)
-    frame, report = aggregate_file(files, fmt=fmt, on_error=on_error, tz=tz, start=start, progress=True,
-                                   time_col=time_col, input_col=input_col, output_col=output_col,
-                                   count_col=count_col, time_unit=time_unit)
+    frame, report = aggregate_file(files, on_error=on_error, progress=True, **reading.kwargs())
     store.upsert_frame(deployment, frame)
     typer.echo(report.summary())
     typer.echo(f"deployment {deployment}: stored in the load store")

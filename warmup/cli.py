@@ -7,8 +7,10 @@ from typing import Optional
 import typer
 
 from warmcast.errors import InputError
+from warmcast.logoptions import LogReading, log_options
 
 
+@log_options
 def fleet(
     log: Path = typer.Option(..., "--log", help="Per-minute or finer count series (time,requests) or per-request log."),
     capacity_rpm: Optional[float] = typer.Option(None, "--capacity-rpm", min=0.001,
@@ -41,6 +43,8 @@ def fleet(
     decisions: bool = typer.Option(False, "--decisions", help="Also write the predictive decision log "
                                    "(decisions_predictive.csv: every minute with its reason)."),
     no_plot: bool = typer.Option(False, "--no-plot"),
+    *,
+    reading: LogReading,
 ) -> None:
     """Replay a log through a fleet with cold start and a FIFO queue under each policy."""
     import pandas as pd
@@ -68,7 +72,7 @@ def fleet(
         min_replicas, max_replicas, gpus_per_replica = dep.min_replicas, dep.max_replicas, dep.gpus_per_replica
     if capacity_rpm is None:
         raise InputError("--capacity-rpm is required (or give --deployment)")
-    data = load_log(log)
+    data = load_log(log, **reading.kwargs())
     cfg = FleetBacktestConfig(capacity_rpm=capacity_rpm, cold_start_min=15.0 if cold_start_min is None
                               else cold_start_min, test_start=ts, test_end=te,
                               policies=names, quantile=quantile, target_utilisation=target_utilisation,

@@ -127,25 +127,28 @@ def load_minute_frame(path: str | Path, fmt: str = "auto", tz: str = "UTC", **kw
     return regular(frame)
 
 
-def load_count_series(path: str | Path, tz: str = "UTC") -> pd.Series:
+def load_count_series(path: str | Path, fmt: str = "auto", tz: str = "UTC", start: str | None = None,
+                      **mapping: str | None) -> pd.Series:
     """A ``time,requests`` count series at its native interval (10 s, 1 min, ...), UTC, sorted.
-    Per-request logs are counted per second. Used by the fleet simulator for sub-minute replay."""
+    Per-request logs are counted per second. Used by the fleet simulator for sub-minute replay.
+    ``fmt``, ``start`` and ``mapping`` (time_col, count_col, ...) mean what they mean for ingest."""
     path = Path(path)
-    name, preset = resolve_preset("auto", path)
+    name, preset = resolve_preset(fmt, path, **mapping)
+    epoch_ns = pd.Timestamp(start or "1970-01-01", tz="UTC").value
     if preset.kind != "counts":
-        frame = pd.DataFrame({"t": _request_times_ns(path, preset, tz)})
+        frame = pd.DataFrame({"t": _request_times_ns(path, preset, tz, epoch_ns)})
         s = frame.groupby(frame["t"] // 1_000_000_000 * 1_000_000_000).size().astype(float)
         return pd.Series(s.to_numpy(), index=pd.DatetimeIndex(s.index.astype("datetime64[ns]"), name="time"),
                          name="requests")
     df = pd.read_csv(path) if file_kind(path) == "csv" else pd.read_json(path, lines=True)
-    t = parse_times(pa.array(df[preset.time].astype(str)), preset, tz, 0)
+    t = parse_times(pa.array(df[preset.time].astype(str)), preset, tz, epoch_ns)
     s = pd.Series(pd.to_numeric(df[preset.count], errors="coerce").to_numpy(float),
                   index=pd.DatetimeIndex(t.astype("datetime64[ns]"), name="time"), name="requests")
     return s.groupby(level=0).sum(min_count=1).sort_index()
 
 
-def _request_times_ns(path: Path, preset: Preset, tz: str) -> np.ndarray:
+def _request_times_ns(path: Path, preset: Preset, tz: str, epoch_ns: int) -> np.ndarray:
     preset = Preset(preset.kind, preset.time, preset.time_unit)  # times only
-    parts = [parse_chunk(c, preset, tz, 0) for c in read_chunks(path, [preset.time], CHUNK_ROWS)]
+    parts = [parse_chunk(c, preset, tz, epoch_ns) for c in read_chunks(path, [preset.time], CHUNK_ROWS)]
     ns = np.concatenate([p.ns for p in parts]) if parts else np.array([], np.int64)
     return ns[ns != np.iinfo(np.int64).min]

@@ -81,8 +81,9 @@ def from_series(counts: pd.Series, source: str = "") -> LoadLog:
     return LoadLog(start=start, step_s=step, arrivals=arr, minute=minute, source=source)
 
 
-def load_log(path: str | Path) -> LoadLog:
-    """Any log warmcast ingests: per-minute or finer count series, or a per-request log."""
+def load_log(path: str | Path, **reading: str | None) -> LoadLog:
+    """Any log warmcast ingests: per-minute or finer count series, or a per-request log.
+    ``reading``: how to read it, as ``warmcast ingest`` takes it (fmt, tz, time_col, count_col, ...)."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"log file {p} does not exist")
@@ -91,7 +92,7 @@ def load_log(path: str | Path) -> LoadLog:
     except ImportError:  # an older foundation without it: read time,requests CSVs directly
         load_count_series = None
     if load_count_series is not None:
-        counts = load_count_series(p)
+        counts = load_count_series(p, **reading)
     else:
         df = pd.read_csv(p)
         if not {"time", "requests"} <= set(df.columns):
