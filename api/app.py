@@ -33,12 +33,14 @@ def create_app(settings: Settings | None = None, config: ApiConfig | None = None
     app.add_middleware(WriteGuard, ctx=ctx)  # added last = runs first: no token, no body read
 
     from api.autoscale import keda_router, metrics_router
+    from api.gpu_plan import router as gpu_plan_router
     from api.routes import hot, read, write
 
     app.include_router(hot)
     app.include_router(read)
     app.include_router(write)
     app.include_router(keda_router(ctx))
+    app.include_router(gpu_plan_router)
     app.include_router(metrics_router(ctx))
     _health_routes(app, ctx)
     _dashboard_routes(app)

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from warmcast.deployments import Deployment
-from warmcast.errors import InputError
+from warmcast.errors import InputError, NotFoundError
 from warmcast.pools_config import pool_series_name
 from warmup.capacity import CapacityRequest, capacity_plan
 from warmup.core.gpuplan import GpuPlan, MixRequest, plan_gpu_mix, what_if
@@ -41,6 +41,21 @@ def series_name(dep: Deployment, pool: str | None) -> str:
     if dep.pools is None or pool not in ("hot", "cold"):
         raise InputError(f"deployment {dep.name}: pool {pool!r} is not declared (pools: hot, cold)")
     return pool_series_name(dep.name, pool)  # type: ignore[arg-type]
+
+
+def stored_inputs(store: Any, state: Any, dep: Deployment, pool: str | None,
+                  lookback_days: int = 29) -> tuple[pd.Series, Any]:
+    """(history, forecast or None) of a deployment or one of its pools, as stored."""
+    from warmcast.state import forecast_from_dict
+
+    name = series_name(dep, pool)
+    days = store.days(name)
+    if not days:
+        raise NotFoundError(f"no load stored for {name!r}: ingest a log first"
+                            + (" (warmcast pools ingest LOG --deployment ...)" if pool else ""))
+    start = pd.Timestamp(0) + pd.Timedelta(days=days[-1] - lookback_days)
+    doc = None if pool else state.get_forecast(dep.name)  # the forecaster forecasts whole deployments
+    return store.series(name, start=start), (forecast_from_dict(doc) if doc else None)
 
 
 def profile_and_utilisation(dep: Deployment, ask: PlanAsk) -> tuple[str, float]:

@@ -14,23 +14,6 @@ pools_app = typer.Typer(no_args_is_help=True, help="Hot and cold pools: per-pool
 ConfigOpt = typer.Option(None, "--config", help="YAML settings file (else WARMCAST_* env vars).")
 
 
-def stored_inputs(store, state, dep, pool: Optional[str], lookback_days: int = 29):
-    """(history, forecast or None) of a deployment or one of its pools, as stored."""
-    import pandas as pd
-
-    from warmcast.state import forecast_from_dict
-    from warmup.gpu_report import series_name
-
-    name = series_name(dep, pool)
-    days = store.days(name)
-    if not days:
-        raise InputError(f"no load stored for {name!r}: ingest a log first"
-                         + (" (warmcast pools ingest LOG --deployment ...)" if pool else ""))
-    start = pd.Timestamp(0) + pd.Timedelta(days=days[-1] - lookback_days)
-    doc = None if pool else state.get_forecast(dep.name)  # the forecaster forecasts whole deployments
-    return store.series(name, start=start), (forecast_from_dict(doc) if doc else None)
-
-
 def capacity(
     deployment: str = typer.Option(..., "--deployment", "-d"),
     horizon: str = typer.Option("24h", "--horizon", help="24h: a typical day from history; 30m: the stored forecast."),
@@ -50,7 +33,7 @@ def capacity(
     """Print the cheapest mix of GPU types per hour that meets the SLO, its cost and the saving vs all-A100."""
     from warmcast.runtime import load_fleet, open_state, open_store
     from warmcast.settings import load_settings
-    from warmup.gpu_report import PlanAsk, build, text, write_outputs
+    from warmup.gpu_report import PlanAsk, build, stored_inputs, text, write_outputs
 
     settings = load_settings(config)
     dep = load_fleet(settings).get(deployment)

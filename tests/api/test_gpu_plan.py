@@ -1,0 +1,93 @@
+"""Contract tests of GET /v1/deployments/{deployment}/capacity/gpu-plan (real Redis, the example deployments)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from fastapi.testclient import TestClient
+
+from api_helpers import END, stored_forecast, synthetic_frame
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "deployments.yaml"
+URL = "/v1/deployments/{}/capacity/gpu-plan"
+
+
+@pytest.fixture
+def client(settings):
+    from api.app import create_app
+
+    with TestClient(create_app(settings.model_copy(update={"deployments_file": EXAMPLE}))) as c:
+        yield c
+
+
+@pytest.fixture
+def pools_seeded(store, state):
+    idx = pd.date_range(END - pd.Timedelta(days=2), END - pd.Timedelta(minutes=1), freq="min", name="time")
+    store.upsert_frame("chat-pools.hot", pd.DataFrame({"requests": np.full(len(idx), 30.0)}, index=idx))
+    store.upsert_frame("chat-pools", synthetic_frame(days=2))
+    state.put_forecast("chat-pools", stored_forecast(), trained_at="2024-01-07 23:00:00")
+
+
+def test_route_and_schema_are_in_the_openapi_document(client):
+    doc = client.get("/openapi.json").json()
+    op = doc["paths"]["/v1/deployments/{deployment}/capacity/gpu-plan"]["get"]
+    assert {p["name"] for p in op["parameters"]} >= {"deployment", "horizon", "pool", "quantile", "growth", "types"}
+    assert set(op["responses"]) >= {"200", "401", "404", "422"}
+    fields = doc["components"]["schemas"]["GpuPlanOut"]["properties"]
+    assert {"slots", "total_cost", "all_a100_cost", "saving_vs_all_a100", "excluded", "what_if"} <= set(fields)
+
+
+def test_day_plan_for_the_hot_pool_matches_the_hand_computed_mix(client, pools_seeded):
+    r = client.get(URL.format("chat-pools"), params={"pool": "hot", "types": "A100-80G,A10G"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert len(body["slots"]) == 24 and body["slots"][0]["start"] == "2024-01-08 00:00"
+    # 30 rpm at 60%: 3 L4 + 1 A10G (1.19) per hour; all-A100 needs 2 (2.00)
+    assert {tuple(sorted(s["instances"].items())) for s in body["slots"]} == {(("A100-80G", 0), ("A10G", 1), ("L4", 3))}
+    assert body["total_cost"] == pytest.approx(24 * 1.19) and body["all_a100_cost"] == pytest.approx(48)
+    # what-if without L4: 1 A100 + 1 A10G = 33 rpm (1.35) beats 4 A10G = 36 rpm (1.40) and 2 A100 (2.00)
+    w = body["what_if"]
+    assert w["changes"] == {"types": ["A100-80G", "A10G"]}
+    assert w["slots"][0]["instances"] == {"A100-80G": 1, "A10G": 1} and w["total_cost"] == pytest.approx(24 * 1.35)
+
+
+def test_thirty_minutes_ahead_from_the_stored_forecast(client, pools_seeded):
+    body = client.get(URL.format("chat-pools"), params={"horizon": "30m"}).json()
+    fc = stored_forecast()
+    peak = float(fc.quantile(0.9)[:30].max())
+    assert len(body["slots"]) == 1 and body["slots"][0]["demand_rpm"] == pytest.approx(peak, rel=1e-3)
+    s = body["slots"][0]
+    cost = {o["type"]: o["cost_index"] for o in body["options"]}
+    assert s["capacity_rpm"] >= peak and body["utilisation"] == 0.8
+    assert s["cost"] == pytest.approx(0.5 * sum(n * cost[t] for t, n in s["instances"].items()))  # half an hour
+    assert body["saving_vs_all_a100"] > 0 and "stored forecast" in body["method"]
+
+
+@pytest.mark.parametrize("dep, params, code, text", [
+    ("ghost", {}, 404, "ghost"),
+    ("chat-pools", {"pool": "cold"}, 404, "chat-pools.cold"),
+    ("chat-pools", {"horizon": "7d"}, 422, "horizon"),
+    ("chat-pools", {"pool": "warm"}, 422, "pool"),
+    ("chat-pools", {"types": "H100"}, 422, "H100"),
+    ("chat-pools", {"growth": "-1"}, 422, "growth"),
+])
+def test_bad_requests_name_what_to_fix(client, pools_seeded, dep, params, code, text):
+    r = client.get(URL.format(dep), params=params)
+    assert r.status_code == code and text in r.text, r.text
+
+
+def test_a_deployment_without_gpu_section_says_what_to_add(client, store):
+    store.upsert_frame("chat-llama", synthetic_frame(days=1))
+    r = client.get(URL.format("chat-llama"))
+    assert r.status_code == 422 and "no 'gpu:' section" in r.text
+
+
+def test_reads_need_the_read_token_when_configured(settings, pools_seeded):
+    from api.app import create_app
+
+    s = settings.model_copy(update={"deployments_file": EXAMPLE, "api_read_token": "reader"})
+    with TestClient(create_app(s)) as c:
+        assert c.get(URL.format("chat-pools")).status_code == 401
+        assert c.get(URL.format("chat-pools"), headers={"Authorization": "Bearer reader"}).status_code == 200
