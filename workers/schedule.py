@@ -8,6 +8,8 @@ per-deployment task has ``expires``: a message that waited past its usefulness
 """
 from __future__ import annotations
 
+import time
+from datetime import datetime, timezone
 from typing import Any
 
 from celery.schedules import crontab, schedule
@@ -47,3 +49,13 @@ def beat_schedule(options: WorkerOptions) -> dict[str, dict[str, Any]]:
                                "schedule": crontab(minute=17, hour=options.retrain_hour_utc),
                                "options": {"expires": 3 * 3600}}
     return out
+
+
+def tick_id(every_s: float, now: float | None = None) -> str:
+    """The schedule slot a run belongs to (same for a redelivery of the same message).
+
+    Slots are ``YYYY-MM-DDTHH:MM:SS`` strings, so comparing two of them orders them in time.
+    """
+    now = time.time() if now is None else now
+    slot = int(now // every_s) * every_s
+    return datetime.fromtimestamp(slot, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")

@@ -1,4 +1,4 @@
-"""Celery tasks: thin wrappers around :mod:`workers.loop`.
+"""Celery tasks: each binds one step of :mod:`workers.steps` to Celery, nothing more.
 
 Every task is acknowledged late (after it ran) and retried only for the named
 transient errors in :data:`TRANSIENT`; anything else fails once, is counted in
@@ -14,10 +14,19 @@ import redis
 from celery import shared_task, signals
 from kombu.exceptions import OperationalError
 
-from workers import loop, metrics
+from workers import metrics
 from workers.context import get_ctx
 from workers.locks import LockBusy
-from workers.schedule import PERIODIC, every, expires_for
+from workers.schedule import PERIODIC, every, expires_for, tick_id
+from workers.steps import expire as expire_step
+from workers.steps import forecast as forecast_step
+from workers.steps import ingest as ingest_step
+from workers.steps import plan as plan_step
+from workers.steps import retrain as retrain_step
+from workers.steps import signals as signals_step
+from workers.steps import switch as switch_step
+from workers.steps import warmup as warmup_step
+from workers.steps import warmup_run as warmup_run_step
 
 log = logging.getLogger("warmcast.workers.tasks")
 
@@ -57,7 +66,7 @@ def fanout(self, kind: str) -> int:
     ctx = _ctx(self)
     name = "warmcast.retrain" if kind == "retrain" else PERIODIC[kind][1]
     opts = ctx.options
-    tick = loop.tick_id(every(opts, kind))
+    tick = tick_id(every(opts, kind))
     exp = 3 * 3600 if kind == "retrain" else expires_for(opts, kind)
     deps = ctx.deployments()
     # A ledger of fan-outs per schedule slot: how the two-beats test (and an operator) sees double firing.
@@ -73,66 +82,61 @@ def fanout(self, kind: str) -> int:
     return len(deps)
 
 
-# --------------------------------------------------------------------------- per-deployment jobs
+# --------------------------------------------------------------------------- per-deployment steps
 
 
 @shared_task(bind=True, name="warmcast.scrape", **COMMON)
 def scrape(self, deployment: str, tick: str = "") -> dict:
     ctx = _ctx(self)
-    sig = loop.scrape(ctx, deployment)
-    out = {"queue_depth": sig.get("queue_depth"), "ready": sig.get("ready")}
-    # Fast path: a queue over the lowest tier is acted on now, not at the next warmup check.
-    tiers = ctx.cfg(deployment).warmup.tiers
-    if tiers and (sig.get("queue_depth") or 0) > tiers[0].min_queue_depth:
-        out["warmup"] = loop.warmup_check(ctx, deployment, sig)
+    read = signals_step.step(ctx, deployment)
+    out = read.as_dict()
+    if warmup_step.urgent(ctx, deployment, read.doc):
+        out["warmup"] = warmup_step.step(ctx, deployment, signals_doc=read.doc).as_dict()
     return out
 
 
 @shared_task(bind=True, name="warmcast.warmup_check", **COMMON)
 def warmup_check(self, deployment: str, tick: str = "") -> dict:
-    return loop.warmup_check(_ctx(self), deployment)
+    return warmup_step.step(_ctx(self), deployment).as_dict()
 
 
 @shared_task(bind=True, name="warmcast.ingest", **COMMON)
-def ingest(self, deployment: str, tick: str = "") -> int:
-    return loop.ingest(_ctx(self), deployment)
+def ingest(self, deployment: str, tick: str = "") -> dict:
+    return ingest_step.step(_ctx(self), deployment).as_dict()
 
 
 @shared_task(bind=True, name="warmcast.forecast", **COMMON)
-def forecast(self, deployment: str, tick: str = "") -> dict | None:
-    doc = loop.forecast(_ctx(self), deployment)
-    return None if doc is None else {"origin": doc["origin"], "model": doc["model"]}
+def forecast(self, deployment: str, tick: str = "") -> dict:
+    return forecast_step.step(_ctx(self), deployment).as_dict()
 
 
 @shared_task(bind=True, name="warmcast.plan", **COMMON)
 def plan(self, deployment: str, tick: str = "") -> dict:
-    return loop.plan(_ctx(self), deployment, tick or loop.tick_id(_ctx(self).options.plan_every_s),
-                     self.request.id or "")
+    ctx = _ctx(self)
+    return plan_step.step(ctx, deployment, tick=tick or tick_id(ctx.options.plan_every_s),
+                          run_id=self.request.id or "").as_dict()
 
 
 @shared_task(bind=True, name="warmcast.switch_tick", **COMMON)
 def switch_tick(self, deployment: str, tick: str = "") -> dict:
-    return loop.switch_tick(_ctx(self), deployment)
+    return switch_step.step(_ctx(self), deployment).as_dict()
 
 
 @shared_task(bind=True, name="warmcast.retrain", acks_late=True, autoretry_for=(LockBusy,), max_retries=0)
 def retrain(self, deployment: str, tick: str = "") -> dict:
-    ctx = _ctx(self)
-    from workers.locks import deployment_lock
-
-    with deployment_lock(ctx.r, ctx.prefix, "retrain", deployment, 3 * 3600, token=self.request.id):
-        return loop.retrain(ctx, deployment)
+    return retrain_step.step(_ctx(self), deployment, run_id=self.request.id).as_dict()
 
 
 @shared_task(bind=True, name="warmcast.expire", **COMMON)
 def expire(self, deployment: str, tick: str = "") -> dict:
-    return loop.expire(_ctx(self), deployment)
+    return expire_step.step(_ctx(self), deployment).as_dict()
 
 
 # Not acknowledged late and never retried: re-running a warmup after a crash would double its load.
 @shared_task(bind=True, name="warmcast.run_warmup", acks_late=False, max_retries=0)
 def run_warmup(self, deployment: str, urls: list[str], requests: int, concurrency: int, duration_s: float) -> list:
-    return loop.run_warmup(_ctx(self), deployment, urls, requests, concurrency, duration_s)
+    return warmup_run_step.step(_ctx(self), deployment, urls=urls, requests=requests, concurrency=concurrency,
+                                duration_s=duration_s).results
 
 
 @shared_task(bind=True, name="warmcast.whatif_backtest", acks_late=True, max_retries=0, ignore_result=False)

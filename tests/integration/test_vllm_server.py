@@ -33,7 +33,7 @@ from warmup.actuators.local import LocalServer, free_port, one_core_env
 from warmup.actuators.metrics import latency_window, parse_metrics
 from warmup.actuators.prometheus import PrometheusSignals, queries
 from warmup.actuators.tokens import TokenDistribution
-from workers.actuation import prometheus_live, scrape_live
+from workers.live_signals import prometheus_live, scrape_live
 from warmup.actuators.vllm_client import (
     InstanceError,
     InstanceUnavailable,

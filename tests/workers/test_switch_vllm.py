@@ -74,7 +74,7 @@ def live_ctx(tmp_path, redis_server_url, key_prefix):
 
 
 def test_loop_switches_real_servers_day_to_night_prewarm_canary_all(live_ctx):
-    from workers import loop
+    from workers.steps import signals, switch
 
     ctx = live_ctx
     first = ctx.scaler("pdep").scale_to(1, "test: one day server")
@@ -86,28 +86,28 @@ def test_loop_switches_real_servers_day_to_night_prewarm_canary_all(live_ctx):
 
     # PREWARM: a night server starts beside the day one.
     ctx.state.request_profile("pdep", "night", by="test")
-    out = loop.switch_tick(ctx, "pdep")
-    assert out["action"] == "prewarm" and out["applied"], out
+    out = switch.step(ctx, "pdep")
+    assert out.action == "prewarm" and out.applied, out
     profiles = ctx.scaler("pdep").inner.profile_of()
     night_url = next(u for u, p in profiles.items() if p == "night")
     assert profiles == {day_url: "day", night_url: "night"}
-    assert night_url in out["outcome"]
+    assert night_url in out.outcome
     wait_for(lambda: _healthy(night_url), 300, "the pre-warmed night server to be healthy", poll=1.0)
     assert _block_size(night_url) == 64 and _block_size(day_url) == 32
 
     # The scrape reports each instance's profile: the machine sees its target ready.
-    sig = loop.scrape(ctx, "pdep")
+    sig = signals.step(ctx, "pdep").doc
     assert {i["url"]: i["profile"] for i in sig["instances"]} == {day_url: "day", night_url: "night"}
 
     # MOVE_CANARY: the canary share (ceil(10% of 2) = 1) is already the pre-warmed server.
-    out = loop.switch_tick(ctx, "pdep")
-    assert out["action"] == "move_canary" and out["applied"], out
-    assert "1 of 2" in out["outcome"] and "none restarted" in out["outcome"]
+    out = switch.step(ctx, "pdep")
+    assert out.action == "move_canary" and out.applied, out
+    assert "1 of 2" in out.outcome and "none restarted" in out.outcome
 
     # MOVE_ALL after the (zero) hold: the day server's process restarts on night's args, same port.
-    out = loop.switch_tick(ctx, "pdep")
-    assert out["action"] == "move_all" and out["applied"], out
-    assert "2 of 2" in out["outcome"] and day_url in out["outcome"]
+    out = switch.step(ctx, "pdep")
+    assert out.action == "move_all" and out.applied, out
+    assert "2 of 2" in out.outcome and day_url in out.outcome
     assert ctx.scaler("pdep").inner.profile_of() == {day_url: "night", night_url: "night"}
     wait_for(lambda: _healthy(day_url), 300, "the restarted server to be healthy", poll=1.0)
     assert _block_size(day_url) == 64

@@ -13,7 +13,8 @@ from loophelpers import SIM_DEPLOYMENTS
 from warmcast.errors import InputError
 from warmcast.settings import load_settings
 from warmup.core import PolicyState, Reason, ReasonCode, SwitchPhase, SwitchState, Transition
-from workers import loop
+from workers import policy
+from workers.steps import forecast, ingest, plan, retrain, switch
 from workers.context import Ctx
 from workers.coreconfig import core_config
 from workers.locks import DeploymentLock, LockBusy
@@ -89,16 +90,16 @@ def test_plan_is_idempotent_per_tick_and_audited_with_reason(ctx):
     idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 5)], unit="s")
     ctx.sim("simdep").load_traffic(pd.Series(350.0, index=idx))
     ctx.sim("simdep").reset(1)
-    first = loop.plan(ctx, "simdep", "T1", "task-a")
-    assert first["status"] == "applied" and first["desired"] >= 4
-    again = loop.plan(ctx, "simdep", "T1", "task-a")
-    assert again["status"] == "duplicate"
+    first = plan.step(ctx, "simdep", tick="T1", run_id="task-a")
+    assert first.status == "applied" and first.desired >= 4
+    again = plan.step(ctx, "simdep", tick="T1", run_id="task-a")
+    assert again.status == "duplicate"
     assert len(ctx.scaler("simdep").actions()) == 1
     rows = ctx.state.audit_log("simdep", kind="scale")
     assert len(rows) == 1 and "350 req/min needs 4" in rows[0]["reason"]
     assert rows[0]["inputs"]["tick"] == "T1" and rows[0]["applied"]
     # the next tick holds (targets, not increments): no new action
-    assert loop.plan(ctx, "simdep", "T2", "task-b")["desired"] == first["desired"]
+    assert plan.step(ctx, "simdep", tick="T2", run_id="task-b").desired == first.desired
     assert len(ctx.scaler("simdep").actions()) == 1
     assert len(ctx.state.audit_log("simdep", kind="scale")) == 2
 
@@ -109,22 +110,22 @@ def test_policy_state_survives_in_redis_between_contexts(ctx, tmp_path):
     idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 5)], unit="s")
     ctx.sim("simdep").load_traffic(pd.Series(350.0, index=idx))
     ctx.sim("simdep").reset(1)
-    loop.plan(ctx, "simdep", "T1", "task-a")
+    plan.step(ctx, "simdep", tick="T1", run_id="task-a")
     # a fresh context (another worker) sees the cooldown state the first one wrote
     other = Ctx(ctx.settings, ctx.options, ctx.r)
-    ps, _ = loop.load_policy(other.state, "simdep")
+    ps, _ = policy.load(other.state, "simdep")
     assert ps.last_scale_up is not None and ps.scale_actions == 1
 
 
 def test_forecast_is_stored_and_scored_once_actuals_arrive(ctx):
     seed_deployment(ctx, "simdep", mean_rpm=80)
-    doc = loop.forecast(ctx, "simdep")
+    doc = forecast.step(ctx, "simdep").doc
     assert doc and len(doc["quantiles"]["0.9"]) == 30
     # the minute the forecast was for is observed: the next forecast scores the previous one
     origin = pd.Timestamp(doc["origin"])
     ctx.store.upsert_frame("simdep", pd.DataFrame({"requests": [doc["mean"][0] + 7.0]},
                                                   index=pd.DatetimeIndex([origin], name="time")))
-    loop.forecast(ctx, "simdep")
+    forecast.step(ctx, "simdep")
     err = {k.decode(): v.decode() for k, v in ctx.r.hgetall(f"{ctx.prefix}:forecast-error:simdep").items()}
     assert err["origin"] == doc["origin"] and int(err["leads_observed"]) >= 1
     p50 = doc["quantiles"]["0.5"][0]
@@ -137,10 +138,10 @@ def test_ingest_moves_completed_minutes_into_the_load_store(ctx):
     ctx.r.set(f"{ctx.prefix}:ingested:{'simdep'}", now_min - 4)
     idx = pd.to_datetime([(now_min + k) * 60 for k in range(-3, 2)], unit="s")
     ctx.sim("simdep").load_traffic(pd.Series([11.0, 12.0, 13.0, 14.0, 15.0], index=idx))
-    assert loop.ingest(ctx, "simdep") == 3
+    assert ingest.step(ctx, "simdep").minutes == 3
     s = ctx.store.series("simdep", start=idx[0])
     assert s.loc[idx[0]] == 11 and s.loc[idx[2]] == 13 and idx[3] not in s.dropna().index
-    assert loop.ingest(ctx, "simdep") == 0  # nothing new until the minute completes
+    assert ingest.step(ctx, "simdep").minutes == 0  # nothing new until the minute completes
 
 
 def test_manual_profile_request_runs_through_the_switch_machine(ctx, tmp_path):
@@ -151,10 +152,10 @@ def test_manual_profile_request_runs_through_the_switch_machine(ctx, tmp_path):
                     "      day: {capacity_rpm: 100}\n      night: {capacity_rpm: 80}\n")
     c = Ctx(ctx.settings.model_copy(update={"deployments_file": deps}), ctx.options, ctx.r)
     seed_deployment(c, "simdep", mean_rpm=80)
-    assert loop.switch_tick(c, "simdep")["action"] == "none"  # no schedule: switching off
+    assert switch.step(c, "simdep").action == "none"  # no schedule: switching off
     c.state.request_profile("simdep", "night", by="test")
-    out = loop.switch_tick(c, "simdep")
-    assert out["action"] == "prewarm" and out["applied"], out
+    out = switch.step(c, "simdep")
+    assert out.action == "prewarm" and out.applied, out
     rows = c.state.audit_log("simdep", kind="switch")
     assert rows and "night" in rows[0]["decision"] and rows[0]["reason"]
     assert demo_deployment  # the demo deployment ships with a schedule; this one switches on request only
@@ -186,24 +187,24 @@ def _jump(ctx) -> None:
 def test_forecast_only_mode_records_but_does_not_act(ctx):
     c = Ctx(ctx.settings.model_copy(update={"dry_run": True}), ctx.options, ctx.r)
     _jump(c)
-    out = loop.plan(c, "simdep", "T1", "task-a")
+    out = plan.step(c, "simdep", tick="T1", run_id="task-a")
     row = c.state.audit_log("simdep", kind="scale")[0]
-    assert out["desired"] >= 4 and row["decision"].startswith("up") and row["applied"] is False
+    assert out.desired >= 4 and row["decision"].startswith("up") and row["applied"] is False
     assert "forecast-only" in row["outcome"]
     assert c.scaler("simdep").current() == 1 and c.scaler("simdep").actions() == []
-    ps, _ = loop.load_policy(c.state, "simdep")
+    ps, _ = policy.load(c.state, "simdep")
     assert ps.last_scale_up is None  # no cooldown from an action that did not happen
 
 
 def test_paused_deployment_is_decided_and_recorded_but_not_acted_on(ctx):
     _jump(ctx)
     ctx.state.set_paused("simdep", True, by="test", reason="maintenance")
-    loop.plan(ctx, "simdep", "T1", "task-a")
+    plan.step(ctx, "simdep", tick="T1", run_id="task-a")
     row = ctx.state.audit_log("simdep", kind="scale")[0]
     assert row["applied"] is False and "paused by test" in row["outcome"]
     assert ctx.scaler("simdep").actions() == []
     ctx.state.set_paused("simdep", False)
-    loop.plan(ctx, "simdep", "T2", "task-b")
+    plan.step(ctx, "simdep", tick="T2", run_id="task-b")
     assert len(ctx.scaler("simdep").actions()) == 1
 
 
@@ -214,28 +215,28 @@ def test_nightly_retrain_promotes_audits_and_the_next_forecast_serves_it(ctx, tm
 
     c = Ctx(ctx.settings.model_copy(update={"models_dir": tmp_path / "models"}), ctx.options, ctx.r)
     seed_deployment(c, "simdep", mean_rpm=80)
-    assert not str(loop.forecast(c, "simdep")["version"]).startswith("simdep/")  # nothing trained yet
+    assert not str(forecast.step(c, "simdep").doc["version"]).startswith("simdep/")  # nothing trained yet
     small = LSTMConfig(epochs=4, min_epochs=2, members=1, max_origins=2000, refit_full=False)
     reg = Registry(tmp_path / "models")
 
     # Night 1, against the naive baselines only: the challenger beats them and is promoted.
-    first = loop.retrain(c, "simdep", config=small, baselines=[Persistence(), SeasonalNaive()])
-    assert first["promoted"] and reg.champion("simdep") == first["version"]
-    assert first["maes"]["lstm"] < min(first["maes"]["persistence"], first["maes"]["seasonal_naive_day"])
+    first = retrain.step(c, "simdep", config=small, baselines=[Persistence(), SeasonalNaive()])
+    assert first.promoted and reg.champion("simdep") == first.version
+    assert first.maes["lstm"] < min(first.maes["persistence"], first.maes["seasonal_naive_day"])
     row = c.state.audit_log("simdep", kind="retrain")[0]
-    assert row["decision"] == f"challenger {first['version']} promoted" and "beats" in row["reason"]
+    assert row["decision"] == f"challenger {first.version} promoted" and "beats" in row["reason"]
     # The worker's cached model was dropped: the next forecast serves the new champion.
-    assert loop.forecast(c, "simdep")["version"] == f"simdep/{first['version']}"
+    assert forecast.step(c, "simdep").doc["version"] == f"simdep/{first.version}"
 
     # Night 2, with the production baselines: the champion is scored too; a challenger that loses
     # to the UC model is kept out and the champion keeps serving.
-    second = loop.retrain(c, "simdep", config=small)
-    assert set(second["maes"]) >= {"lstm", "lstm_champion", "holt_winters", "uc_fourier"}
-    assert not second["promoted"] and second["maes"]["uc_fourier"] < second["maes"]["lstm"]
-    assert reg.versions("simdep") == [first["version"], second["version"]]
-    assert reg.champion("simdep") == first["version"]
+    second = retrain.step(c, "simdep", config=small)
+    assert set(second.maes) >= {"lstm", "lstm_champion", "holt_winters", "uc_fourier"}
+    assert not second.promoted and second.maes["uc_fourier"] < second.maes["lstm"]
+    assert reg.versions("simdep") == [first.version, second.version]
+    assert reg.champion("simdep") == first.version
     row = c.state.audit_log("simdep", kind="retrain")[0]
-    assert row["decision"] == f"challenger {second['version']} kept" and "does not beat" in row["reason"]
+    assert row["decision"] == f"challenger {second.version} kept" and "does not beat" in row["reason"]
 
 
 def test_retrain_on_too_little_history_says_so_and_keeps_the_champion(ctx, tmp_path):
@@ -245,13 +246,13 @@ def test_retrain_on_too_little_history_says_so_and_keeps_the_champion(ctx, tmp_p
     idx = pd.date_range(pd.Timestamp.now().floor("min") - pd.Timedelta(hours=6), periods=300, freq="min")
     c.store.upsert_frame("simdep", pd.DataFrame({"requests": 50.0}, index=idx.rename("time")))
     with pytest.raises(ArtifactError, match="simdep.*more than a day"):
-        loop.retrain(c, "simdep")
+        retrain.step(c, "simdep")
     assert Registry(tmp_path / "models").versions("simdep") == []
 
 
 def test_signals_doc_rates_states_profiles_and_warmups():
     from warmcast.deployments import Deployment
-    from workers.actuation import Reading, signals_doc
+    from workers.live_signals import Reading, signals_doc
 
     dep = Deployment(name="d", profiles={"day": {"capacity_rpm": 60, "engine_args": {"max-num-seqs": 4}},
                                          "night": {"capacity_rpm": 30, "engine_args": {"max-num-seqs": 2}}})

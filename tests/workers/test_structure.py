@@ -1,0 +1,124 @@
+"""The shape of the code: no import cycle anywhere in the tree, and the workers' size limits.
+
+Every ``import`` counts, also the ones inside functions: an import deferred into a function to
+dodge a cycle is still a cycle in the design.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from loophelpers import ROOT
+
+PACKAGES = ("warmcast", "forecaster", "warmup", "workers", "api")
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for pkg in PACKAGES:
+        for f in (ROOT / pkg).rglob("*.py"):
+            parts = f.relative_to(ROOT).with_suffix("").parts
+            mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    return mods
+
+
+def _imported(mod: str, path: Path, mods: dict[str, Path]) -> set[str]:
+    """Modules of the tree that ``mod`` imports (a name is resolved to its longest module prefix)."""
+
+    def resolve(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(filter(None, (resolve(a.name) for a in node.names)))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+                base = ".".join(pkg[:len(pkg) - node.level + 1] + ([base] if base else []))
+            out.update(filter(None, (resolve(f"{base}.{a.name}") for a in node.names)))
+    out.discard(mod)
+    return out
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.add(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    cycles.append(frozenset(comp))
+    return cycles
+
+
+def test_import_cycles_are_found():
+    """The walker itself: a cycle through three modules is found, a chain is not."""
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_import_cycle_in_the_tree():
+    mods = _modules()
+    assert {"workers.tasks", "workers.steps.plan", "warmup.core", "api.app"} <= set(mods)
+    graph = {m: _imported(m, p, mods) for m, p in mods.items()}
+    assert "workers.steps.signals" in graph["workers.steps.plan"]  # the walker sees the package's imports
+    cycles = [sorted(c) for c in import_cycles(graph)]
+    assert cycles == [], f"import cycles: {cycles}"
+
+
+def test_workers_modules_and_functions_are_small():
+    too_long = []
+    for f in sorted((ROOT / "workers").rglob("*.py")):
+        text = f.read_text()
+        if len(text.splitlines()) > 400:
+            too_long.append(f"{f.relative_to(ROOT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > 60:
+                    too_long.append(f"{f.relative_to(ROOT)}:{node.lineno} {node.name}: {n} lines")
+    assert too_long == []
+
+
+def test_every_step_module_exposes_one_typed_step():
+    steps = sorted(p.stem for p in (ROOT / "workers" / "steps").glob("*.py") if p.stem not in ("__init__", "outcome"))
+    assert steps == ["expire", "forecast", "ingest", "plan", "retrain", "signals", "switch", "warmup", "warmup_run"]
+    for name in steps:
+        tree = ast.parse((ROOT / "workers" / "steps" / f"{name}.py").read_text())
+        funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "step"]
+        assert len(funcs) == 1 and funcs[0].returns is not None, name  # one typed step

@@ -1,0 +1,105 @@
+"""Every decision recorded with its reason: the audit stream (``<prefix>:audit:<deployment>``),
+the decision counters and the structured log line.  Scale decisions also close their plan-journal
+entry, the fleet history and the plan document, in the same MULTI as their audit entry."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pandas as pd
+
+from warmcast.state import StateStore
+from workers import metrics, policy
+from workers.apply import reason_text
+from workers.context import Ctx
+
+log = logging.getLogger("warmcast.workers.audit")
+TS = "%Y-%m-%d %H:%M:%S"
+
+
+def scale(ctx: Ctx, dep: str, journal: dict[str, Any]) -> None:
+    """Record a finished planning run: journal ``applied``, audit entry, fleet history, plan doc."""
+    d = journal["decision"]
+    reason = reason_text(d)
+    ts = pd.Timestamp(journal["decided_at"], unit="s")
+    plan_doc = {"created_at": ts.strftime(TS), "tick": journal["tick"],
+                "forecast_model": journal["inputs"].get("forecast_model"), "desired": int(d["desired"]),
+                "current": int(d["current"]), "action": d["action"], "reason": reason,
+                "applied": bool(journal["apply"]), "outcome": journal["outcome"], "steps": journal["plan"],
+                "warmups": _warmup_summary(ctx, dep), "switches": _switch_summary(ctx, dep)}
+    pipe = ctx.r.pipeline(transaction=True)
+    st = StateStore(pipe, ctx.prefix)
+    st.put("plan-journal", dep, journal)
+    st.audit(dep, "scale", f"{d['action']} {d['current']}->{d['desired']}", reason, bool(journal["apply"]),
+             journal["outcome"], {**journal["inputs"], "tick": journal["tick"],
+                                  "reactive_replicas": d["reactive_replicas"],
+                                  "forecast_replicas": d["forecast_replicas"], "raw": d["raw"]})
+    st.record_fleet(dep, ts, int(d["desired"]), journal["actual"])
+    st.put("plan", dep, plan_doc)
+    pipe.execute()
+    metrics.DECISIONS.labels(dep, "scale", d["reason"]["code"], str(bool(journal["apply"])).lower()).inc()
+    log.info("plan", extra={"event": {"deployment": dep, "tick": journal["tick"], "action": d["action"],
+                                      "current": d["current"], "desired": d["desired"], "reason": reason,
+                                      "applied": journal["apply"], "outcome": journal["outcome"]}})
+
+
+def _warmup_summary(ctx: Ctx, dep: str) -> list[dict[str, Any]]:
+    ps, _ = policy.load(ctx.state, dep)
+    w = ps.warmup
+    if w.active_until is None:
+        return []
+    return [{"tier": w.tier, "until": w.active_until.strftime(TS)}]
+
+
+def _switch_summary(ctx: Ctx, dep: str) -> list[dict[str, Any]]:
+    ps, _ = policy.load(ctx.state, dep)
+    s = ps.switch
+    if s.phase.value == "steady":
+        return []
+    return [{"phase": s.phase.value, "from": s.active_profile, "to": s.target_profile,
+             "since": s.since.strftime(TS) if s.since else None}]
+
+
+def warmup(ctx: Ctx, dep: str, wd: Any, sig: dict[str, Any], targets: list[str], applied: bool,
+           outcome: str | None) -> None:
+    """Count every warmup decision; record the ones that started or stopped something
+    (``outcome`` None: nothing to record)."""
+    metrics.DECISIONS.labels(dep, "warmup", wd.reason.code.value, str(applied).lower()).inc()
+    if outcome is None:
+        return
+    ctx.state.audit(dep, "warmup", f"{wd.action.value} {wd.tier}".strip(), str(wd.reason), applied, outcome,
+                    {"queue_depth": sig.get("queue_depth"), "observed_rpm": sig.get("observed_rpm"),
+                     "p99_s": sig.get("p99_s"), "instances": list(targets or wd.instances),
+                     "requests_per_instance": wd.requests_per_instance, "concurrency": wd.concurrency,
+                     "duration_s": wd.duration_s})
+    log.info("warmup", extra={"event": {"deployment": dep, "action": wd.action.value, "reason": str(wd.reason),
+                                        "instances": list(wd.instances), "applied": applied, "outcome": outcome}})
+
+
+def switch(ctx: Ctx, dep: str, dec: Any, events: Any, sig: dict[str, Any], allowed: bool, applied: bool,
+           outcome: str | None) -> None:
+    """Count every switch decision (``allowed``: neither forecast-only nor paused); record the ones
+    that moved the machine (``applied``: the fleet took it), and the machine's events."""
+    metrics.DECISIONS.labels(dep, "switch", dec.reason.code.value, str(allowed).lower()).inc()
+    if outcome is None:
+        return
+    ctx.state.audit(dep, "switch", f"{dec.action.value} {dec.from_profile}->{dec.to_profile}".strip(),
+                    str(dec.reason), applied, outcome,
+                    {"phase": dec.phase.value, "share": dec.share, "instances": dec.instances,
+                     "p99_s": sig.get("p99_s"), "events": [str(e.reason) for e in events]})
+    for e in events:
+        ctx.state.audit(dep, "alert" if e.kind == "alert" else "event", e.kind, str(e.reason), False, "")
+
+
+def warmup_run(ctx: Ctx, dep: str, urls: list[str], results: list[dict[str, Any]]) -> None:
+    sent = sum(r["sent"] for r in results)
+    metrics.WARMUP_REQUESTS.labels(dep).inc(sent)
+    ctx.state.audit(dep, "warmup-run", "finished", f"{sent} warmup requests sent to {len(urls)} instance(s)",
+                    True, "; ".join(f"{r['instance']}: {r['completed']} ok, {r['failed']} failed"
+                                    + (f" ({r['error']})" if r["error"] else "") for r in results))
+
+
+def retrain(ctx: Ctx, dep: str, report: Any, promoted: bool) -> None:
+    ctx.state.audit(dep, "retrain", f"challenger {report.version}" + (" promoted" if promoted else " kept"),
+                    report.decision.reason if report.decision else report.note, True, report.summary()[:2000],
+                    {"maes": report.maes, "window": list(report.window)})

@@ -1,0 +1,111 @@
+"""The live signals of a deployment's instances, read from their own ``/metrics`` (the vLLM
+client) or from the deployment's Prometheus, as one signals document."""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from warmcast.deployments import Deployment
+from warmcast.errors import InputError
+
+def _instance_state(waiting: float, running: float, max_seqs: int | None) -> str:
+    if waiting > 0 or (max_seqs and running >= max_seqs):
+        return "saturated"
+    return "ready_busy" if running > 0 else "ready_idle"
+
+
+@dataclass
+class Reading:
+    """One instance's live numbers (``waiting`` None: it did not answer; ``error`` says why)."""
+
+    url: str
+    waiting: float | None = None
+    running: float = 0.0
+    done: float = 0.0
+    error: str = ""
+
+
+def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, token: str | None,
+                warmed: set[str], warming: set[str] = frozenset(), timeout_s: float = 5.0,
+                profiles: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(signals document, snapshot to pass as ``prev`` next time) from every instance's /metrics."""
+    from warmup.actuators.vllm_client import VLLMClient, fleet_metrics
+
+    async def read_all():
+        clients = [VLLMClient(u, token=token, timeout_s=timeout_s, retries=1) for u in urls]
+        try:
+            return await fleet_metrics(clients)
+        finally:
+            await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
+
+    sig = asyncio.run(read_all()) if urls else None
+    readings = [Reading(r.instance, error=r.error or "") if r.value is None else
+                Reading(r.instance, r.value.waiting, r.value.running, r.value.counter("vllm:request_success_total"))
+                for r in (sig.instances if sig else [])]
+    p99 = sig.ttft_quantile(0.99) if sig is not None else None
+    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "scrape")
+
+
+def prometheus_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, warmed: set[str],
+                    warming: set[str] = frozenset(), profiles: dict[str, str] | None = None,
+                    token: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same document from the deployment's Prometheus (``signals: {source: prometheus}``):
+    per-target gauges and counters by the ``instance`` label, P99 TTFT over the last minute.
+    Instances the scaler knows that Prometheus has not scraped yet count as booting."""
+    from warmup.actuators.prometheus import PrometheusSignals
+
+    spec = dep.signals
+    if not spec.prometheus_url:
+        raise InputError(f"deployment {dep.name}: signals.source is prometheus but signals.prometheus_url is unset")
+
+    async def query():
+        async with PrometheusSignals(spec.prometheus_url, spec.selector, token=token) as p:
+            return await asyncio.gather(p.per_instance(), p.ttft_quantile(0.99))
+
+    per, p99 = asyncio.run(query())
+    readings = [Reading(f"http://{inst}", v.get("waiting", 0.0), v.get("running", 0.0), v.get("success", 0.0))
+                for inst, v in sorted(per.items())]
+    seen = {r.url for r in readings}
+    readings += [Reading(u, error="not scraped by Prometheus yet") for u in urls if u not in seen]
+    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "prometheus")
+
+
+def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, prev: dict[str, Any] | None,
+                warmed: set[str], warming: set[str], profiles: dict[str, str] | None,
+                source: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(signals document, snapshot for the next call) from the instances' readings.
+
+    Load per instance is the rate of its finished-requests counter since the previous call.
+    Requests finished on an instance while we warm it are our own warmups, not traffic: they do
+    not count in its load (vLLM's counters cannot tell them apart).  ``profiles`` names the
+    profile each URL runs, where the scaler knows it (the switch machine counts on it).
+    """
+    profiles = profiles or {}
+
+    def max_seqs(url: str) -> int | None:
+        prof = dep.profiles.get(profiles.get(url) or dep.default_profile) or dep.profiles[dep.default_profile]
+        v = prof.engine_args.get("max-num-seqs")
+        return int(v) if v else None
+
+    now = time.time()
+    prev_totals = (prev or {}).get("totals", {})
+    dt = now - float((prev or {}).get("ts", now))
+    insts = []
+    for r in readings:
+        base = {"id": r.url, "url": r.url, "warmed": r.url in warmed, "profile": profiles.get(r.url, "")}
+        if r.waiting is None:
+            insts.append({**base, "state": "booting", "load_rpm": 0.0, "error": r.error})
+            continue
+        before = prev_totals.get(r.url)
+        rpm = max(0.0, r.done - before) * 60.0 / dt if before is not None and dt > 0 else 0.0
+        insts.append({**base, "state": _instance_state(r.waiting, r.running, max_seqs(r.url)),
+                      "load_rpm": 0.0 if r.url in warming else rpm, "waiting": r.waiting, "running": r.running})
+    answered = [r for r in readings if r.waiting is not None]
+    doc = {"ts": now, "source": source, "queue_depth": sum(r.waiting for r in answered),
+           "running": sum(r.running for r in answered),
+           "observed_rpm": sum(i["load_rpm"] for i in insts) if prev else float("nan"), "p99_s": p99,
+           "instances": insts, "ready": len(answered), "provisioned": len(insts),
+           "errors": {r.url: r.error for r in readings if r.error}, "requests_total": sum(r.done for r in answered)}
+    return doc, {"ts": now, "totals": {r.url: r.done for r in answered}}

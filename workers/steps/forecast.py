@@ -1,0 +1,111 @@
+"""Step 2: forecast the next 30 minutes from the stored load with the serving model (wrapped in
+the fallback rules), store the forecast, and score the one stored before once actuals arrive."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import timezone
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from warmcast.errors import NotFoundError
+from warmup.core import ForecastInput
+from workers import metrics
+from workers.context import Ctx
+from workers.steps.outcome import DOC_ONLY, Outcome
+
+log = logging.getLogger("warmcast.workers.forecast")
+
+
+@dataclass(frozen=True)
+class ForecastOutcome(Outcome):
+    model: str | None
+    origin: str | None
+    note: str
+    doc: dict[str, Any] | None = field(metadata=DOC_ONLY)
+
+
+def step(ctx: Ctx, deployment: str) -> ForecastOutcome:
+    """Forecast the next 30 minutes from the stored load; store it; track the error of the previous one."""
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None)
+    start = now - pd.Timedelta(days=ctx.options.forecast_history_days)
+    try:
+        frame = ctx.store.frame(deployment, start=start)
+    except NotFoundError:
+        return ForecastOutcome(deployment, None, None, "no stored load", None)
+    if frame.dropna(how="all").empty:
+        return ForecastOutcome(deployment, None, None, "no stored load in the history window", None)
+    _track_error(ctx, deployment, frame)
+    fb = _model_for(ctx, deployment)
+    fc = fb.predict(frame, horizon=30)
+    trained = getattr(getattr(fb, "primary", None), "meta", {}) or {}
+    doc = ctx.state.put_forecast(deployment, fc, trained_at=trained.get("created_at") or trained.get("train_end"))
+    metrics.FORECASTS.labels(deployment, fc.model).inc()
+    log.info("forecast", extra={"event": {"deployment": deployment, "model": fc.model, "origin": doc["origin"],
+                                          "p50_lead1": doc["mean"][0] if doc["mean"] else None,
+                                          "note": fc.note}})
+    return ForecastOutcome(deployment, fc.model, doc["origin"], fc.note or "", doc)
+
+
+def stored(ctx: Ctx, dep: str) -> tuple[dict[str, Any] | None, ForecastInput | None]:
+    """(the stored forecast document, the core's view of it); (None, None) when none is stored."""
+    doc = ctx.state.get_forecast(dep)
+    return doc, forecast_input(doc)
+
+
+def forecast_input(doc: dict[str, Any] | None) -> ForecastInput | None:
+    """The core's view of a stored forecast document."""
+    if not doc or not doc.get("quantiles"):
+        return None
+    qs = sorted(doc["quantiles"].items(), key=lambda kv: float(kv[0]))
+    origin = pd.Timestamp(doc["origin"]).to_pydatetime().replace(tzinfo=timezone.utc)
+    return ForecastInput(origin=origin, levels=tuple(float(k) for k, _ in qs),
+                         values=tuple(tuple(float(x) for x in v) for _, v in qs), model=str(doc.get("model", "")))
+
+
+def _model_for(ctx: Ctx, dep: str):
+    """The serving model (cached per process and champion version) wrapped in the fallback rules."""
+    from forecaster.baselines import Persistence, SeasonalNaive
+    from forecaster.fallback import FallbackForecaster
+    from forecaster.registry import Registry
+
+    reg = ctx.cache.setdefault("registry", Registry(ctx.settings.models_dir))
+    try:
+        version = reg.champion(dep)
+    except Exception:  # noqa: BLE001 - an unreadable index is handled by serving_model below
+        version = None
+    key = ("model", dep)
+    cached = ctx.cache.get(key)
+    if cached and cached[0] == version and time.time() - cached[2] < 3600:
+        return cached[1]
+    model, note = reg.serving_model(dep)
+    # Cheap baselines only: the fallback answers every minute and must not refit UC models each time.
+    fb = FallbackForecaster(model, baselines=[SeasonalNaive(), Persistence()],
+                            primary_missing_reason=note or "no trained model")
+    ctx.cache[key] = (version, fb, time.time())
+    return fb
+
+
+def _track_error(ctx: Ctx, dep: str, frame: pd.DataFrame) -> None:
+    """Once actuals arrive, score the forecast stored before: MAE over the leads now observed."""
+    prev = ctx.state.get_forecast(dep)
+    if not prev or "0.5" not in prev.get("quantiles", {}):
+        return
+    origin = pd.Timestamp(prev["origin"])
+    p50 = np.asarray(prev["quantiles"]["0.5"], float)
+    idx = pd.date_range(origin, periods=len(p50), freq="min")
+    actual = frame["requests"].reindex(idx).to_numpy(float) if "requests" in frame else np.full(len(p50), np.nan)
+    ok = np.isfinite(actual)
+    if not ok.any():
+        return
+    err = np.abs(p50[ok] - actual[ok])
+    metrics.FORECAST_MAE.labels(dep).set(float(err.mean()))
+    if ok[0]:
+        metrics.FORECAST_ERR.labels(dep, "1").observe(float(err[0]))
+    ctx.r.hset(f"{ctx.prefix}:forecast-error:{dep}", mapping={
+        "origin": prev["origin"], "model": prev.get("model", ""), "leads_observed": int(ok.sum()),
+        "mae": round(float(err.mean()), 4), "lead1_abs_error": round(float(err[0]), 4) if ok[0] else "",
+        "scored_at": time.time()})

@@ -1,0 +1,124 @@
+"""Step 3: pre-scale.  One planning run per schedule slot (``tick``) goes signals -> forecast ->
+plan (the core's ``decide_scale``) -> apply (the scaler) -> audit.
+
+Planning is exactly-once in effect: the decision and the new policy state are written together
+(a MULTI) to the plan journal before anything is applied; a run that finds a journal entry still
+``decided`` (its first attempt died) finishes that entry (apply the *target* again, which is a
+no-op if it was reached, then audit) instead of deciding anew, and a run for a tick already
+``applied`` does nothing.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import pandas as pd
+
+from warmcast.state import StateStore
+from warmup.core import ForecastInput, decide_scale, planning_capacity, replicas_for
+from workers import apply, audit, metrics, policy
+from workers.context import Ctx
+from workers.locks import deployment_lock
+from workers.serde import to_json
+from workers.steps import forecast, signals
+from workers.steps.outcome import Outcome
+
+log = logging.getLogger("warmcast.workers.plan")
+TS = "%Y-%m-%d %H:%M:%S"
+
+
+@dataclass(frozen=True)
+class PlanOutcome(Outcome):
+    tick: str
+    status: str  # applied | duplicate
+    desired: int
+    actual: int | None = None
+    outcome: str = ""
+    recovered: bool = False
+
+
+def step(ctx: Ctx, deployment: str, *, tick: str, run_id: str) -> PlanOutcome:
+    """One planning run for ``tick`` (``run_id``: the Celery task id, the same on a redelivery)."""
+    with deployment_lock(ctx.r, ctx.prefix, "plan", deployment, ctx.options.lock_timeout_s, token=run_id):
+        journal = ctx.state.get("plan-journal", deployment)
+        if journal and journal.get("status") == "decided":
+            done = _finish(ctx, deployment, journal, recovered=True)
+            if journal["tick"] == tick:
+                return done
+        elif journal and journal.get("tick") == tick:
+            metrics.DUPLICATES.labels("plan").inc()
+            return PlanOutcome(deployment, tick, "duplicate", int(journal["decision"]["desired"]))
+        journal = _decide(ctx, deployment, tick, run_id)
+        return _finish(ctx, deployment, journal, recovered=False)
+
+
+def _decide(ctx: Ctx, dep: str, tick: str, run_id: str) -> dict[str, Any]:
+    """Decide and journal the decision with the new policy state (one MULTI); nothing applied yet."""
+    cfg, sig = ctx.cfg(dep), signals.latest(ctx, dep)
+    fdoc, fc = forecast.stored(ctx, dep)
+    now = datetime.now(timezone.utc)
+    with policy.locked(ctx, dep):
+        ps, pdoc = policy.load(ctx.state, dep)
+        cap = planning_capacity(cfg, ps, ps.switch.active_profile or cfg.switch.default_profile)
+        dec, new_ps = decide_scale(cfg.scaling, now, signals.instances_of(sig), signals.value(sig, "observed_rpm"),
+                                   signals.value(sig, "queue_depth", 0.0), fc, ps, capacity_rpm=cap)
+        blocked = policy.why_not_applied(ctx, dep)
+        journal = {"tick": tick, "task_id": run_id, "status": "decided", "decided_at": time.time(),
+                   "decision": to_json(dec), "apply": blocked is None, "blocked": blocked,
+                   "inputs": _inputs(sig, fdoc, cap), "plan": _plan_steps(cfg, fc, now, cap, dec.desired)}
+        pipe = ctx.r.pipeline(transaction=True)
+        st = StateStore(pipe, ctx.prefix)
+        st.put("plan-journal", dep, journal)
+        st.put("policy", dep, policy.document(new_ps if blocked is None else policy.without_scale_action(ps, new_ps),
+                                              pdoc))
+        pipe.execute()
+    _fault("fault_pause_after_decide_s", ctx)
+    return journal
+
+
+def _inputs(sig: dict[str, Any], fdoc: dict[str, Any] | None, cap: float) -> dict[str, Any]:
+    """What the decision read, as the audit entry shows it."""
+    return {"observed_rpm": sig.get("observed_rpm"), "queue_depth": sig.get("queue_depth"),
+            "p99_s": sig.get("p99_s"), "ready": sig.get("ready"), "provisioned": sig.get("provisioned"),
+            "signals_ts": sig.get("ts"), "capacity_rpm": cap,
+            "forecast_model": fdoc.get("model") if fdoc else None,
+            "forecast_origin": fdoc.get("origin") if fdoc else None}
+
+
+def _finish(ctx: Ctx, dep: str, journal: dict[str, Any], recovered: bool) -> PlanOutcome:
+    """Apply a journaled decision's target, then audit it (which closes the journal entry)."""
+    outcome, actual = apply.scale(ctx, dep, journal, recovered)
+    _fault("fault_pause_after_apply_s", ctx)
+    journal = {**journal, "status": "applied", "outcome": outcome, "actual": actual, "finished_at": time.time()}
+    audit.scale(ctx, dep, journal)
+    return PlanOutcome(dep, journal["tick"], "applied", int(journal["decision"]["desired"]), actual, outcome,
+                       recovered)
+
+
+def _fault(name: str, ctx: Ctx) -> None:
+    """Fault injection for the crash tests (0 in production): sleep so a test can kill the worker here."""
+    pause = getattr(ctx.options, name)
+    if pause > 0:
+        log.warning("fault injection: sleeping %.1f s (%s)", pause, name)
+        time.sleep(pause)
+
+
+def _plan_steps(cfg, fc: ForecastInput | None, now: datetime, cap: float, desired: int) -> list[dict[str, Any]]:
+    """Replicas the forecast needs minute by minute over the next 30 (what the API shows as the plan)."""
+    if fc is None or not fc.usable():
+        return [{"time": now.strftime(TS), "desired": desired, "demand_rpm": None, "reason": "no usable forecast"}]
+    s = cfg.scaling
+    path = fc.path(s.quantile)
+    lead = int(math.ceil(s.lead_min))
+    steps = []
+    for i in range(len(path)):
+        peak = max(path[i:i + lead + 1])
+        n = min(max(replicas_for(peak, cap, s.target_utilisation), s.min_replicas), s.max_replicas)
+        t = (fc.origin + pd.Timedelta(minutes=i)).strftime(TS)
+        steps.append({"time": t, "desired": n, "demand_rpm": round(float(path[i]), 2),
+                      "reason": f"P{s.quantile * 100:.0f} peak {peak:,.0f} req/min within the {lead}-min lead"})
+    return steps

@@ -1,0 +1,90 @@
+"""Step 1: read the deployment's live signals (simulated fleet, instances' /metrics or
+Prometheus) and store them as ``<prefix>:signals:<deployment>`` for every other step."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from warmup.core import Instance, InstanceState
+from workers import metrics
+from workers.context import Ctx
+from workers.steps.outcome import DOC_ONLY, Outcome
+
+
+@dataclass(frozen=True)
+class SignalsOutcome(Outcome):
+    source: str
+    queue_depth: float
+    ready: int | None
+    provisioned: int | None
+    doc: dict[str, Any] = field(metadata=DOC_ONLY)
+
+
+def step(ctx: Ctx, deployment: str) -> SignalsOutcome:
+    """Read the deployment's live signals and store them (``<prefix>:signals:<deployment>``)."""
+    doc = ctx.sim(deployment).signals() if ctx.simulate else _read_live(ctx, deployment)
+    ctx.state.put("signals", deployment, doc, ttl_s=3600)
+    for name in ("queue_depth", "ready", "provisioned"):
+        metrics.SIGNAL.labels(deployment, name).set(value(doc, name, 0.0))
+    return SignalsOutcome(deployment, str(doc.get("source", "sim")), value(doc, "queue_depth", 0.0),
+                          doc.get("ready"), doc.get("provisioned"), doc)
+
+
+def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
+    from workers.actuation import instance_urls
+    from workers.live_signals import prometheus_live, scrape_live
+
+    d = ctx.dep(dep)
+    scaler = ctx.scaler(dep)
+    urls = instance_urls(scaler.inner, d)
+    warmed = {m.decode() for m in ctx.r.smembers(f"{ctx.prefix}:warmed:{dep}")}
+    warming = {m.decode() for m in ctx.r.smembers(f"{ctx.prefix}:warming:{dep}")}
+    prev = ctx.cache.get(("scrape", dep))
+    profile_of = getattr(scaler.inner, "profile_of", None)
+    profiles = profile_of() if profile_of else None
+    if d.signals.source == "prometheus":
+        doc, snap = prometheus_live(d, urls, prev, warmed, warming, profiles)
+    else:
+        doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming, profiles=profiles)
+    ctx.cache[("scrape", dep)] = snap
+    _record_counter(ctx, dep, doc)
+    return doc
+
+
+def _record_counter(ctx: Ctx, dep: str, doc: dict[str, Any]) -> None:
+    """Keep the fleet's cumulative request count per minute, for the ingest step."""
+    total = doc.get("requests_total")
+    if total is None:
+        return
+    minute = int(doc["ts"] // 60)
+    ctx.r.hset(f"{ctx.prefix}:counter:{dep}", str(minute), repr(float(total)))
+
+
+def latest(ctx: Ctx, dep: str) -> dict[str, Any]:
+    """The stored signals, read again first when older than ``signals_max_age_s``."""
+    doc = ctx.state.get("signals", dep)
+    if doc is None or time.time() - float(doc.get("ts", 0)) > ctx.options.signals_max_age_s:
+        doc = step(ctx, dep).doc
+    return doc
+
+
+def value(doc: dict[str, Any], key: str, default: float = math.nan) -> float:
+    """A number of the signals document (``default`` when absent or not a number)."""
+    try:
+        return float(doc.get(key))
+    except (TypeError, ValueError):
+        return default
+
+
+def instances_of(doc: dict[str, Any]) -> tuple[Instance, ...]:
+    """The core's view of the instances in a signals document."""
+    out = []
+    for i in doc.get("instances", []):
+        launched = i.get("launched_at")
+        out.append(Instance(id=str(i["id"]), state=InstanceState(i["state"]), profile=i.get("profile") or "",
+                            load_rpm=float(i.get("load_rpm") or 0.0), warmed=bool(i.get("warmed")),
+                            launched_at=datetime.fromtimestamp(launched, timezone.utc) if launched else None))
+    return tuple(out)

@@ -1,0 +1,61 @@
+"""Step 5: advance the profile-switch state machine one step (schedule, context mix or a manual
+request): signals and forecast in, the core's ``decide_switch``, the switch applied to the fleet,
+then the audit entry with the machine's events."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, time as dtime, timezone
+from typing import Any
+
+from warmup.core import ScheduleWindow, decide_switch
+from workers import apply, audit, policy
+from workers.context import Ctx
+from workers.steps import forecast, signals
+from workers.steps.outcome import Outcome
+
+
+@dataclass(frozen=True)
+class SwitchOutcome(Outcome):
+    action: str
+    reason: str
+    phase: str | None = None
+    applied: bool | None = None  # None: the machine did not move, so nothing was recorded
+    outcome: str | None = None
+
+
+def step(ctx: Ctx, deployment: str) -> SwitchOutcome:
+    """Advance the profile-switch state machine one step."""
+    cfg = ctx.cfg(deployment)
+    sig = signals.latest(ctx, deployment)
+    _, fc = forecast.stored(ctx, deployment)
+    insts = signals.instances_of(sig)
+    now = datetime.now(timezone.utc)
+    with policy.locked(ctx, deployment):
+        ps, pdoc = policy.load(ctx.state, deployment)
+        cfg, pdoc = _with_manual_request(ctx, deployment, cfg, pdoc)
+        if not cfg.switch.enabled:
+            return SwitchOutcome(deployment, "none", "profile switching is off (no schedule windows)")
+        p99 = None if sig.get("p99_s") is None else signals.value(sig, "p99_s")
+        dec, sstate, events = decide_switch(cfg.switch, now, insts, p99, fc, ps.switch, len(insts),
+                                            ps.switch.active_profile or cfg.switch.default_profile)
+        ctx.state.put("policy", deployment, policy.document(replace(ps, switch=sstate), pdoc))
+    blocked = policy.why_not_applied(ctx, deployment)
+    applied, outcome = False, None
+    if dec.action.value != "none" or events or sstate.phase != ps.switch.phase:
+        applied, outcome = (False, blocked) if blocked else apply.switch(ctx, deployment, dec)
+    audit.switch(ctx, deployment, dec, events, sig, blocked is None, applied, outcome)
+    return SwitchOutcome(deployment, dec.action.value, str(dec.reason), dec.phase.value,
+                         None if outcome is None else applied, outcome)
+
+
+def _with_manual_request(ctx: Ctx, dep: str, cfg: Any, pdoc: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(config, policy document) with a pending manual profile request taken in: a manual request
+    is an all-day window for that profile, so the same safe state machine runs it."""
+    req = ctx.state.take_profile_request(dep)
+    if req:
+        pdoc = {**pdoc, "manual_profile": req["profile"], "manual_by": req.get("by")}
+    manual = pdoc.get("manual_profile")
+    if manual:
+        cfg = replace(cfg, switch=replace(cfg.switch, enabled=True, trigger="schedule",
+                                          windows=(ScheduleWindow(manual, dtime(0), dtime(0)),)))
+    return cfg, pdoc

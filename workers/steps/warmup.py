@@ -1,0 +1,75 @@
+"""Step 4: tiered warmup.  Signals and forecast in, the core's ``decide_warmup``, then warmup
+runs started on the instances this episode has not warmed yet (or running ones told to stop),
+then the audit entry."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from warmup.core import WarmupAction, decide_warmup, planning_capacity
+from workers import apply, audit, policy
+from workers.context import Ctx
+from workers.steps import forecast, signals
+from workers.steps.outcome import Outcome
+
+
+@dataclass(frozen=True)
+class WarmupOutcome(Outcome):
+    action: str
+    reason: str
+    instances: list[str] = field(default_factory=list)
+    applied: bool | None = None  # None: nothing new to start or stop, so nothing was recorded
+    outcome: str | None = None
+
+
+def step(ctx: Ctx, deployment: str, *, signals_doc: dict[str, Any] | None = None) -> WarmupOutcome:
+    """Decide warmup from queue depth (and predicted growth); start or stop warmup runs.
+
+    ``signals_doc``: signals just read (the scrape's fast path), else the stored ones."""
+    cfg = ctx.cfg(deployment)
+    sig = signals_doc or signals.latest(ctx, deployment)
+    _, fc = forecast.stored(ctx, deployment)
+    now = datetime.now(timezone.utc)
+    with policy.locked(ctx, deployment):
+        ps, pdoc = policy.load(ctx.state, deployment)
+        cap = planning_capacity(cfg, ps, ps.switch.active_profile or cfg.switch.default_profile)
+        p99 = None if sig.get("p99_s") is None else signals.value(sig, "p99_s")
+        wd, wstate = decide_warmup(cfg.warmup, now, signals.instances_of(sig), signals.value(sig, "observed_rpm", 0.0),
+                                   signals.value(sig, "queue_depth", 0.0), p99, fc, ps.warmup, cap)
+        ctx.state.put("policy", deployment, policy.document(replace(ps, warmup=wstate), pdoc))
+    blocked = policy.why_not_applied(ctx, deployment)
+    targets = _new_targets(ctx, deployment, wd)
+    outcome = None
+    if wd.action == WarmupAction.STOP or targets:
+        outcome = blocked or apply.warmup(ctx, deployment, wd, sig, targets)
+    audit.warmup(ctx, deployment, wd, sig, targets, blocked is None, outcome)
+    return WarmupOutcome(deployment, wd.action.value, str(wd.reason), list(wd.instances),
+                         None if outcome is None else blocked is None, outcome)
+
+
+def urgent(ctx: Ctx, deployment: str, signals_doc: dict[str, Any]) -> bool:
+    """A queue over the lowest tier: the scrape acts on it now, not at the next warmup check."""
+    tiers = ctx.cfg(deployment).warmup.tiers
+    return bool(tiers) and (signals_doc.get("queue_depth") or 0) > tiers[0].min_queue_depth
+
+
+def _new_targets(ctx: Ctx, dep: str, wd) -> list[str]:
+    """Instances a START/CONTINUE asks for that this warmup episode has not sent to yet.
+
+    An episode starts with START and ends with STOP or NONE; a change of tier inside it (a ramp
+    becoming a queue tier, low becoming high) sends to every target again at the new intensity.
+    """
+    key = f"{ctx.prefix}:warmup-episode:{dep}"
+    if wd.action not in (WarmupAction.START, WarmupAction.CONTINUE) or not wd.instances:
+        ctx.r.delete(key)
+        return []
+    raw = ctx.r.get(key)
+    ep = {} if raw is None else json.loads(raw)
+    if wd.action == WarmupAction.START or ep.get("tier") != wd.tier:
+        ep = {"tier": wd.tier, "sent": []}
+    fresh = [i for i in wd.instances if i not in ep["sent"]]
+    ep["sent"] = ep["sent"] + fresh
+    ctx.r.set(key, json.dumps(ep), ex=600)
+    return fresh

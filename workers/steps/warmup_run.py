@@ -1,0 +1,43 @@
+"""One warmup run (started by the warmup step as its own task): send the requests to the
+instances, stop early when the warmup step says so, then audit what was sent."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from workers import audit
+from workers.actuation import send_live_warmup
+from workers.context import Ctx
+from workers.steps.outcome import Outcome
+
+
+@dataclass(frozen=True)
+class WarmupRunOutcome(Outcome):
+    results: list[dict[str, Any]] = field(default_factory=list)  # one per instance
+
+
+def step(ctx: Ctx, deployment: str, *, urls: list[str], requests: int, concurrency: int,
+         duration_s: float) -> WarmupRunOutcome:
+    abort_key = f"{ctx.prefix}:warmup-abort:{deployment}"
+    warming = f"{ctx.prefix}:warming:{deployment}"
+    ctx.r.sadd(warming, *urls)
+    ctx.r.expire(warming, int(duration_s) + 120)
+    try:
+        res = send_live_warmup(urls, requests, concurrency, duration_s, ctx.token(deployment),
+                               _recent_tokens(ctx, deployment), should_abort=lambda: bool(ctx.r.exists(abort_key)))
+    finally:
+        ctx.r.srem(warming, *urls)
+    audit.warmup_run(ctx, deployment, urls, res)
+    return WarmupRunOutcome(deployment, res)
+
+
+def _recent_tokens(ctx: Ctx, dep: str):
+    """The deployment's token distribution over the last hour, or None (the client's default)."""
+    try:
+        from warmup.actuators.tokens import TokenDistribution
+
+        return TokenDistribution.from_frame(ctx.store.frame(dep, start=pd.Timestamp.now() - pd.Timedelta(hours=1)))
+    except Exception:  # noqa: BLE001 - no token columns stored: the client's default distribution
+        return None
