@@ -1,5 +1,6 @@
-"""``warmcast plan capacity`` (the day's plan by GPU type and cost) and ``warmcast pools ingest``
-(a log attributed to the hot and cold pools, one stored series per pool)."""
+"""``warmcast plan capacity`` (the day's plan by GPU type and cost), ``warmcast plan pools`` (the
+day's joint hot/cold plan) and ``warmcast pools ingest`` (a log attributed to the hot and cold
+pools, one stored series per pool)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -46,6 +47,35 @@ def capacity(
         typer.echo(f"wrote {p}")
 
 
+def pools_plan(
+    deployment: str = typer.Option(..., "--deployment", "-d"),
+    step_min: int = typer.Option(10, "--step-min", min=1, max=60, help="Planning step, minutes (divides 60)."),
+    quantile: float = typer.Option(0.9, "--quantile", min=0.01, max=0.99, help="Hot demand level planned for."),
+    out: Path = typer.Option(Path("pools-plan.csv"), "--out", help="CSV: one row per step with its reasons."),
+    config: Optional[Path] = ConfigOpt,
+) -> None:
+    """The next day's joint plan for the hot and cold pools under the shared limits."""
+    import pandas as pd
+
+    from warmcast.runtime import load_fleet, open_state, open_store
+    from warmcast.settings import load_settings
+    from warmup.gpu_report import stored_inputs
+    from warmup.pools_plan import day_plan, summary
+
+    if 60 % step_min:
+        raise InputError(f"--step-min must divide 60, not {step_min}")
+    settings = load_settings(config)
+    dep = load_fleet(settings).get(deployment)
+    store, state = open_store(settings), open_state(settings)
+    hot, _ = stored_inputs(store, state, dep, "hot")
+    cold, _ = stored_inputs(store, state, dep, "cold")
+    rows = day_plan(dep, hot, cold, step_min, quantile)
+    typer.echo(f"joint plan for {deployment}, {rows[0]['start']} + 24 h, {step_min}-min steps:")
+    typer.echo(summary(rows, step_min))
+    pd.DataFrame(rows).to_csv(out, index=False)
+    typer.echo(f"wrote {out}")
+
+
 def ingest_pools(
     log: Path = typer.Argument(..., help="Per-request log (CSV, JSONL or Parquet)."),
     deployment: str = typer.Option(..., "--deployment", "-d"),
@@ -69,6 +99,7 @@ def ingest_pools(
 
 def register(app: typer.Typer, backtest: typer.Typer) -> None:
     plan_app.command("capacity")(capacity)
+    plan_app.command("pools")(pools_plan)
     pools_app.command("ingest")(ingest_pools)
     app.add_typer(plan_app, name="plan")
     app.add_typer(pools_app, name="pools")

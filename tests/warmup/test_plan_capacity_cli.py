@@ -76,3 +76,16 @@ def test_plan_errors_name_what_to_fix(tmp_path, env):
     r = subprocess.run(WARMCAST + ["plan", "capacity", "-d", "chat-llama"], capture_output=True, text=True, env=env,
                        cwd=tmp_path, timeout=120)
     assert r.returncode == 2 and "no load stored" in r.stderr
+
+
+def test_joint_day_plan_for_both_pools(tmp_path, env):
+    _log(tmp_path / "log.csv")
+    _run(["pools", "ingest", "log.csv", "-d", "chat-pools"], env, tmp_path)
+    out = _run(["plan", "pools", "-d", "chat-pools", "--out", "pools.csv"], env, tmp_path)
+    rows = pd.read_csv(tmp_path / "pools.csv")
+    # hot 30 rpm at 60% of 40 rpm -> 2 instances (0.8 GPU, 18 GB each); cold 10 rpm = 100 requests per
+    # 10-min step, one batch instance serves 600 -> 1 (1 GPU, 36 GB at 16k tokens)
+    assert len(rows) == 144 and rows["start"].iloc[0] == "2024-03-06 00:00"
+    assert set(rows["hot"]) == {2} and set(rows["cold"]) == {1} and set(rows["hot_bound"]) == {"slo"}
+    assert set(rows["cold_bound"]) == {"deadline"} and set(rows["memory_gb"]) == {72.0}
+    assert "total 62.4 GPU-hours" in out
