@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi import Response
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
 from api import service
 from api.deps import ApiConfig, ApiContext, WriteGuard, build_context
@@ -23,7 +23,7 @@ STATIC = Path(__file__).resolve().parent / "static"
 
 def create_app(settings: Settings | None = None, config: ApiConfig | None = None) -> FastAPI:
     ctx = build_context(settings, config)
-    app = FastAPI(title="warmcast API", version="1.0.0",
+    app = FastAPI(title="warmcast API", version="1.0.0", docs_url=None, redoc_url=None,
                   description="Load forecasts, capacity plans and autoscaler metrics for vLLM deployments. "
                               "Mutating routes need `Authorization: Bearer <api_token>`; reads need "
                               "`api_read_token` when it is configured.")
@@ -44,6 +44,7 @@ def create_app(settings: Settings | None = None, config: ApiConfig | None = None
     app.include_router(metrics_router(ctx))
     _health_routes(app, ctx)
     _dashboard_routes(app)
+    _docs_routes(app)
     app.router.on_startup.append(_freeze_heap)
     return app
 
@@ -102,3 +103,34 @@ def _dashboard_routes(app: FastAPI) -> None:
     @app.get("/static/chart.js", include_in_schema=False)
     def chart_js() -> FileResponse:
         return FileResponse(STATIC / "chart.js", media_type="application/javascript")
+
+
+def _docs_routes(app: FastAPI) -> None:
+    """Swagger UI at /docs and ReDoc at /redoc from assets served by the app itself, as FastAPI's
+    "custom docs UI static assets" recipe does: GPU clusters are often air-gapped, and the
+    default pages load their scripts from a CDN (blank offline). The files come from the
+    fastapi-offline wheel (MIT; Swagger UI is Apache-2.0, ReDoc MIT)."""
+    import fastapi_offline
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+    from fastapi.staticfiles import StaticFiles
+
+    assets = Path(fastapi_offline.__file__).resolve().parent / "static"
+    app.mount("/static/docs", StaticFiles(directory=assets), name="docs-assets")
+    redirect = app.swagger_ui_oauth2_redirect_url
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=app.openapi_url, title=f"{app.title} - Swagger UI",
+                                   oauth2_redirect_url=redirect, swagger_js_url="/static/docs/swagger-ui-bundle.js",
+                                   swagger_css_url="/static/docs/swagger-ui.css",
+                                   swagger_favicon_url="/static/docs/favicon.png")
+
+    @app.get(redirect, include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(openapi_url=app.openapi_url, title=f"{app.title} - ReDoc",
+                              redoc_js_url="/static/docs/redoc.standalone.js",
+                              redoc_favicon_url="/static/docs/favicon.png", with_google_fonts=False)
