@@ -66,7 +66,10 @@ def _ts(raw: str | None, field: str, where: str = "query") -> str | None:
 def list_deployments(ctx: Ctx) -> DeploymentsOut:
     stored = set(ctx.store.deployments())
     out = []
-    for name in ctx.known_names():
+    # configured ones first, in the deployments file's order (the first is the live one the
+    # dashboard opens), then names that only have stored load
+    configured = [d.name for d in ctx.fleet.deployments]
+    for name in configured + [n for n in ctx.known_names() if n not in configured]:
         d = ctx.configured(name)
         extra: dict[str, Any] = {}
         if d is not None:

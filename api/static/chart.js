@@ -10,11 +10,18 @@ function el(name, attrs, parent) {
   return e;
 }
 
-/* Round an axis maximum up to 1, 2, 2.5 or 5 times a power of ten: ticks read as round numbers. */
-function niceMax(v) {
-  const e = Math.pow(10, Math.floor(Math.log10(Math.max(v, 1e-9))));
-  const f = v / e;
-  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * e;
+/* Axis ticks from the data: a step of 1, 2, 2.5 or 5 times a power of ten giving about `target`
+   intervals, and the top the first step at or above the maximum (5,300 gives 6,000, not 10,000). */
+function niceTicks(max, target, integer) {
+  const raw = Math.max(max, integer ? 1 : 1e-9) / target;
+  const e = Math.pow(10, Math.floor(Math.log10(raw)));
+  const f = raw / e;
+  let step = (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * e;
+  if (integer) step = Math.max(1, Math.ceil(step));
+  const top = Math.max(step, Math.ceil(max / step - 1e-9) * step);
+  const ticks = [];
+  for (let i = 0; i * step <= top + step * 1e-9; i++) ticks.push(i * step);
+  return { top, ticks };
 }
 
 function parseTime(t) { return Date.parse(t.replace(" ", "T") + "Z"); }
@@ -30,9 +37,11 @@ class TimeChart {
     this.svg = svg;
     this.w = opts.width || 960;
     this.h = opts.height || 300;
-    this.m = { l: 56, r: 16, t: 18, b: 28 };
+    // left margin: the rotated axis title, then tick labels; top margin: the event markers
+    this.m = { l: 64, r: 16, t: 22, b: 28 };
     this.xmin = opts.xmin; this.xmax = opts.xmax;
-    this.ymax = opts.integer ? Math.max(4, Math.ceil(Math.ceil(opts.ymax || 1) / 4) * 4) : niceMax(opts.ymax || 1);
+    const y = niceTicks(opts.ymax || 1, 4, opts.integer);
+    this.ymax = y.top; this.yticks = y.ticks;
     this.yLabel = opts.yLabel || "";
     svg.setAttribute("viewBox", `0 0 ${this.w} ${this.h}`);
     while (svg.firstChild) svg.removeChild(svg.firstChild);
@@ -44,20 +53,23 @@ class TimeChart {
   axes() {
     const g = el("g", { class: "axes" }, this.svg);
     el("line", { x1: this.m.l, x2: this.w - this.m.r, y1: this.y(0), y2: this.y(0), stroke: "#888" }, g);
-    for (let i = 0; i <= 4; i++) {
-      const v = this.ymax * i / 4, yy = this.y(v);
+    for (const v of this.yticks) {
+      const yy = this.y(v);
       el("line", { x1: this.m.l, x2: this.w - this.m.r, y1: yy, y2: yy, stroke: "#eee" }, g);
-      el("text", { x: this.m.l - 6, y: yy + 4, "text-anchor": "end", "font-size": 11, fill: "#555" }, g)
+      el("text", { x: this.m.l - 6, y: yy + 4, "text-anchor": "end", "font-size": 11, fill: "#555", class: "ytick" }, g)
         .textContent = Number.isInteger(v) ? String(v) : v.toFixed(1);
     }
     const span = this.xmax - this.xmin, step = [5, 10, 15, 30, 60, 120, 240, 480, 1440]
       .map(m => m * 60000).find(s => span / s <= 8) || 86400000;
     for (let t = Math.ceil(this.xmin / step) * step; t <= this.xmax; t += step) {
       el("line", { x1: this.x(t), x2: this.x(t), y1: this.m.t, y2: this.y(0), stroke: "#f2f2f2" }, g);
-      el("text", { x: this.x(t), y: this.h - 8, "text-anchor": "middle", "font-size": 11, fill: "#555" }, g)
+      el("text", { x: this.x(t), y: this.h - 8, "text-anchor": "middle", "font-size": 11, fill: "#555", class: "xtick" }, g)
         .textContent = fmtTime(t);
     }
-    el("text", { x: 4, y: 12, "font-size": 11, fill: "#333" }, g).textContent = this.yLabel;
+    // the axis title runs along the axis, left of the tick labels, so it never sits on a tick
+    const mid = (this.m.t + this.y(0)) / 2;
+    el("text", { x: 14, y: mid, "text-anchor": "middle", "font-size": 11, fill: "#333", class: "ytitle",
+                 transform: `rotate(-90 14 ${mid})` }, g).textContent = this.yLabel;
   }
   line(points, style, cls) {
     const pts = points.filter(p => p[1] !== null && isFinite(p[1]));
@@ -95,12 +107,14 @@ class TimeChart {
     el("line", { x1: this.x(t), x2: this.x(t), y1: this.m.t, y2: this.y(0), ...style }, this.svg);
     if (label) el("text", { x: this.x(t) + 3, y: this.m.t + 10, "font-size": 10, fill: "#666" }, this.svg).textContent = label;
   }
-  markers(events, colors) {
+  /* Events as markers on the time axis, styled by category (styles: {category: {color}}).
+     A new kind of event (alerts) is a new category in the styles table, nothing here. */
+  markers(events, styles) {
     let n = 0;
     for (const e of events) {
       const t = parseTime(e.time);
       if (t < this.xmin || t > this.xmax) continue;
-      const x = this.x(t), c = colors[e.category] || "#444";
+      const x = this.x(t), c = (styles[e.category] || {}).color || "#444";
       el("line", { x1: x, x2: x, y1: this.m.t, y2: this.y(0), stroke: c, "stroke-dasharray": "2 3", "stroke-width": 1 }, this.svg);
       const m = el("path", { d: `M${x - 6} ${this.m.t - 12} L${x + 6} ${this.m.t - 12} L${x} ${this.m.t - 2} Z`,
                              fill: c, class: `marker marker-${e.category}` }, this.svg);

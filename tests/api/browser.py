@@ -76,3 +76,70 @@ def _wait_up(url: str, p: subprocess.Popen, log_path: Path) -> None:
         if p.poll() is not None or time.monotonic() > deadline:
             raise AssertionError("uvicorn did not start: " + log_path.read_text())
         time.sleep(0.2)
+
+
+class Page:
+    """One page in a headless Chromium driven over the DevTools protocol (to read laid-out boxes).
+
+    ``with Page(chrome, tmp_path, url) as page: page.wait_for("expr"); page.eval("expr")``"""
+
+    def __init__(self, chrome: str, tmp_path: Path, url: str, width: int = 1280, height: int = 900) -> None:
+        self.port = free_loopback_port()
+        self.log = tmp_path / f"chrome-{self.port}.log"
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(
+                [chrome, *CHROME_FLAGS, *OFFLINE_FLAGS, f"--user-data-dir={tmp_path / f'chrome-{self.port}'}",
+                 f"--remote-debugging-port={self.port}", f"--window-size={width},{height}", url],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.ws = None
+        self.next_id = 0
+
+    def __enter__(self) -> "Page":
+        import websocket
+
+        deadline = time.monotonic() + 60
+        while self.ws is None:
+            try:
+                pages = [t for t in httpx.get(f"http://127.0.0.1:{self.port}/json/list", timeout=2).json()
+                         if t.get("type") == "page"]
+                if pages:
+                    self.ws = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=30,
+                                                          suppress_origin=True)
+            except (httpx.HTTPError, OSError):
+                pass
+            if self.ws is None:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("Chromium did not start: " + self.log.read_text()[-3000:])
+                time.sleep(0.2)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.ws is not None:
+            self.ws.close()
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        self.proc.wait(timeout=20)
+
+    def eval(self, expression: str):
+        """The JSON value of a JavaScript expression in the page (promises are awaited)."""
+        import json
+
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": "Runtime.evaluate", "params": {
+            "expression": expression, "returnByValue": True, "awaitPromise": True}}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.next_id:
+                result = msg["result"]
+                if "exceptionDetails" in result:
+                    raise AssertionError(f"{expression}: {result['exceptionDetails']}")
+                return result["result"].get("value")
+
+    def wait_for(self, expression: str, timeout: float = 60):
+        deadline = time.monotonic() + timeout
+        while True:  # the page may not have a body yet: that is "not yet", not an error
+            value = self.eval(f"(() => {{ try {{ return {expression}; }} catch (e) {{ return null; }} }})()")
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {expression}")
+            time.sleep(0.2)

@@ -1,69 +1,40 @@
 """The dashboard in a real headless Chromium against a real uvicorn with data in real Redis.
 
 Checks the chart rendered (the page writes the number of points it drew into
-``body[data-rendered]``) and keeps a screenshot in test-artifacts/dashboard.png.
+``body[data-rendered]``) and keeps a screenshot in test-artifacts/dashboard.png; then,
+over the DevTools protocol, which deployment it opens, the y axis it chose and the laid-out
+boxes of the axis labels.
 """
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-import httpx
+import numpy as np
 import pandas as pd
 import pytest
 
-from api_helpers import END, WRITE, stored_forecast, synthetic_frame
-from warmcast.runtime import free_loopback_port as _free_port
+from api_helpers import END, stored_forecast, synthetic_frame
+from browser import ROOT, Page, chromium, run_chromium, serve_api
 
-ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-                "--disable-dev-shm-usage"]
-
-
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip("no Chromium on this machine (apt-get install -y chromium)")
-
-
+FLEET = """deployments:
+  - name: zeta-live
+    cold_start_min: 15
+    scaler: {kind: dryrun}
+    default_profile: day
+    profiles: {day: {capacity_rpm: 300}}
+  - name: beta-batch
+    cold_start_min: 15
+    scaler: {kind: dryrun}
+    default_profile: day
+    profiles: {day: {capacity_rpm: 300}}
+"""
 
 
 @pytest.fixture
 def server(settings, tmp_path):
-    port = _free_port()
-    env = {**os.environ, "WARMCAST_REDIS_URL": settings.redis_url, "WARMCAST_KEY_PREFIX": settings.key_prefix,
-           "WARMCAST_STATE_DIR": str(settings.state_dir), "WARMCAST_MODELS_DIR": str(settings.models_dir),
-           "WARMCAST_API_TOKEN": WRITE, "PYTHONPATH": str(ROOT)}
-    env.pop("WARMCAST_API_READ_TOKEN", None)
-    log = open(tmp_path / "uvicorn.log", "w")
-    p = subprocess.Popen([sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app", "--host", "127.0.0.1",
-                          "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env, stdout=log,
-                         stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if p.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError("uvicorn did not start: " + (tmp_path / "uvicorn.log").read_text())
-        time.sleep(0.2)
-    yield url
-    os.killpg(p.pid, signal.SIGTERM)
-    p.wait(timeout=20)
+    yield from serve_api(settings, tmp_path)
 
 
 def _seed(store, state) -> None:
@@ -84,17 +55,11 @@ def _seed(store, state) -> None:
     state.audit("demo", "scale", "hold", "no change", False, ts=END - pd.Timedelta(minutes=30))
 
 
-def _run(chrome: str, tmp_path: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    profile = tmp_path / f"chrome-{time.monotonic_ns()}"  # a fresh profile every run
-    return subprocess.run([chrome, *CHROME_FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=timeout)
-
-
 def test_dashboard_renders_band_replicas_and_events(server, store, state, tmp_path):
-    chrome = _chromium()
+    chrome = chromium()
     _seed(store, state)
     page = f"{server}/?deployment=demo&refresh=2"
-    dom = _run(chrome, tmp_path, "--virtual-time-budget=15000", "--dump-dom", page)
+    dom = run_chromium(chrome, tmp_path, "--virtual-time-budget=15000", "--dump-dom", page)
     m = re.search(r'data-rendered="([^"]*)"', dom.stdout)
     assert m and m.group(1), f"chart not rendered:\n{dom.stdout[-2000:]}\n{dom.stderr[-2000:]}"
     counts = json.loads(m.group(1).replace("&quot;", '"'))
@@ -107,5 +72,41 @@ def test_dashboard_renders_band_replicas_and_events(server, store, state, tmp_pa
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "dashboard.png"
     shot.unlink(missing_ok=True)
-    _run(chrome, tmp_path, "--virtual-time-budget=15000", "--window-size=1280,900", f"--screenshot={shot}", page)
+    run_chromium(chrome, tmp_path, "--virtual-time-budget=15000", "--window-size=1280,900", f"--screenshot={shot}", page)
     assert shot.is_file() and shot.stat().st_size > 10_000
+
+
+# Boxes of every text in each chart's axes: the tick labels, and the axis title by class.
+_AXIS_BOXES = """[...document.querySelectorAll('svg')].map(svg => [...svg.querySelectorAll('g.axes text')].map(t => {
+  const b = t.getBoundingClientRect();
+  return {cls: t.getAttribute('class'), text: t.textContent, l: b.left, r: b.right, t: b.top, b: b.bottom};
+}))"""
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return a["l"] < b["r"] and b["l"] < a["r"] and a["t"] < b["b"] and b["t"] < a["b"]
+
+
+def test_dashboard_opens_the_live_deployment_with_axes_from_the_data(settings, store, state, tmp_path):
+    chrome = chromium()
+    fleet = tmp_path / "deployments.yaml"
+    fleet.write_text(FLEET)
+    for name, peak in (("aaa-stored-only", 900.0), ("beta-batch", 700.0), ("zeta-live", 5300.0)):
+        frame = synthetic_frame(days=1)
+        frame["requests"] = np.linspace(0.5, 1.0, len(frame)) * peak  # the peak is the last minute shown
+        store.upsert_frame(name, frame)
+        state.put_forecast(name, stored_forecast(level=peak * 0.5), trained_at="2024-01-07 23:00:00")
+    for url in serve_api(settings, tmp_path, deployments_file=fleet):
+        with Page(chrome, tmp_path, url + "/") as page:
+            page.wait_for("document.body.dataset.rendered")
+            assert page.eval("document.body.dataset.deployment") == "zeta-live"  # the first configured one
+            options = page.eval("[...document.querySelectorAll('#deployment option')].map(o => o.value)")
+            assert options == ["zeta-live", "beta-batch", "aaa-stored-only"]  # file order, then stored only
+            charts = page.eval(_AXIS_BOXES)
+    load_ticks = [float(t["text"]) for t in charts[0] if t["cls"] == "ytick"]
+    assert 5300 <= max(load_ticks) <= 6000, load_ticks  # the next round tick above the data, not 10,000
+    for labels in charts:
+        assert sum(t["cls"] == "ytitle" for t in labels) == 1
+        for i, a in enumerate(labels):
+            for b in labels[i + 1:]:
+                assert not _overlap(a, b), f"{a} overlaps {b}"
