@@ -1,10 +1,13 @@
 """The capacity plan by GPU type, checked against answers worked out by hand."""
 from __future__ import annotations
 
-import pytest
+import itertools
 
-from warmup.core.gpuplan import MixRequest, plan_gpu_mix, slot_peaks, what_if
-from warmup.core.gpus import Capacity, GpuType, build_options, check_fit, memory_need_gb
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from warmup.core.gpuplan import MixRequest, cheapest_mix, plan_gpu_mix, slot_peaks, what_if
+from warmup.core.gpus import Capacity, GpuOption, GpuType, build_options, check_fit, memory_need_gb
 
 A100 = GpuType("A100-80G", 80, 312, 2039, 1.0)
 A10G = GpuType("A10G", 24, 125, 600, 0.35)
@@ -90,3 +93,18 @@ def test_per_minute_demand_becomes_the_busiest_minute_per_hour():
     minutes = [float(m % 60) for m in range(120)]
     minutes[61] = float("nan")
     assert slot_peaks(minutes) == [59.0, 59.0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(demand=st.floats(0.5, 60), caps=st.lists(st.floats(10, 120), min_size=3, max_size=3),
+       limit=st.none() | st.integers(1, 6), util=st.floats(0.3, 1.0))
+def test_the_search_finds_the_brute_force_optimum(demand, caps, limit, util):
+    options = tuple(GpuOption(t, c, "declared", 1, limit if t.name == "L4" else None) for t, c in zip(TYPES, caps))
+    eff = [c * util for c in caps]
+    best = None
+    for counts in itertools.product(*[range(int(demand / e) + 2) for e in eff]):
+        if (limit is None or counts[2] <= limit) and sum(n * e for n, e in zip(counts, eff)) >= demand - 1e-9:
+            cost = sum(n * t.cost_index for n, t in zip(counts, TYPES))
+            best = cost if best is None else min(best, cost)
+    found = cheapest_mix(demand, options, util, None)
+    assert found is not None and found.cost == pytest.approx(best)

@@ -99,7 +99,8 @@ def cheapest_mix(demand: float, options: tuple[GpuOption, ...], utilisation: flo
     rate = [u / e for u, e in zip(unit, eff)]
     best: list[_Mix | None] = [None]
 
-    def walk(k: int, left: float, counts: list[int], cost: float, used: int) -> None:
+    def walk(k: int, left: float, counts: list[int], cost: float, used: int) -> bool:
+        """Search below this node; True when pruned because it cannot beat the incumbent."""
         incumbent = best[0]
         if left <= _EPS:
             if incumbent is None or (cost, used) < (incumbent.cost - _EPS, incumbent.gpus):
@@ -107,15 +108,20 @@ def cheapest_mix(demand: float, options: tuple[GpuOption, ...], utilisation: flo
                 for j, c in zip(order, counts + [0] * (len(order) - len(counts))):
                     full[j] = c
                 best[0] = _Mix(tuple(full), cost, used, sum(c * e for c, e in zip(counts, eff)))
-            return
-        if k == len(order) or (incumbent is not None and cost + left * min(rate[k:]) >= incumbent.cost - _EPS):
-            return
+            return False
+        if k == len(order):
+            return False
+        if incumbent is not None and cost + left * min(rate[k:]) >= incumbent.cost - _EPS:
+            return True
         room = None if max_gpus is None or not limited else (max_gpus - used) // max(gpus[k], 1)
         cap = _limits_of(options[order[k]], None) if limited else None
         top = math.ceil(left / eff[k] - _EPS)
         top = min(x for x in (top, room, cap) if x is not None)
         for n in range(top, -1, -1):  # many of the cheapest first: finds a good incumbent early
-            walk(k + 1, max(left - n * eff[k], 0.0), counts + [n], cost + n * unit[k], used + n * gpus[k])
+            # fewer of this type only raises the bound (the rest costs at least as much per request)
+            if walk(k + 1, max(left - n * eff[k], 0.0), counts + [n], cost + n * unit[k], used + n * gpus[k]):
+                break
+        return False
 
     walk(0, demand, [], 0.0, 0)
     return best[0]
