@@ -25,9 +25,12 @@ from typing import Any, Callable, Protocol
 import redis
 
 from warmcast.deployments import Deployment
+from workers.locks import lease
 from workers.simfleet import SimFleet
 
 log = logging.getLogger("warmcast.workers.actuation")
+# Renewed while a call works (starting a vLLM server takes minutes); a dead worker's lapses after this.
+SCALER_LEASE_S = 15.0
 
 
 class Scaler(Protocol):
@@ -82,6 +85,10 @@ class RecordingScaler:
                                "after": after, "reason": reason[:500]}, maxlen=10_000, approximate=True)
         return ScaleOutcome(before, after, True, f"{before} -> {after}")
 
+    def acted_on(self, tick: str, recent: int = 100) -> bool:
+        """Whether one of the last ``recent`` changes was made for planning tick ``tick``."""
+        return any(f.get(b"tick") == tick.encode() for _, f in self.r.xrevrange(self.key, count=recent))
+
     def actions(self) -> list[dict[str, str]]:
         return [{k.decode(): v.decode() for k, v in f.items()} for _, f in self.r.xrange(self.key)]
 
@@ -118,7 +125,7 @@ class LockedFreshScaler:
 
     def __init__(self, make: Callable[[], Any], client: redis.Redis, prefix: str, deployment: str) -> None:
         self.make = make
-        self.lock = lambda: client.lock(f"{prefix}:lock:scaler:{deployment}", timeout=120, blocking_timeout=60)
+        self.lock = lambda: lease(client, prefix, "scaler", deployment, SCALER_LEASE_S, wait_s=60.0)
 
     def _call(self, method: str, *args: Any, **kw: Any) -> Any:
         with self.lock():

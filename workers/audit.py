@@ -4,7 +4,7 @@ entry, the fleet history and the plan document, in the same MULTI as their audit
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -15,32 +15,49 @@ from workers.context import Ctx
 
 log = logging.getLogger("warmcast.workers.audit")
 TS = "%Y-%m-%d %H:%M:%S"
+# Runs a function that queues writes on a pipeline, as one MULTI/EXEC (Lease.transaction).
+Commit = Callable[[Callable[[Any], Any]], None]
 
 
-def scale(ctx: Ctx, dep: str, journal: dict[str, Any]) -> None:
-    """Record a finished planning run: journal ``applied``, audit entry, fleet history, plan doc."""
+def scale(ctx: Ctx, dep: str, journal: dict[str, Any], commit: Commit) -> None:
+    """Record a finished planning run: journal ``applied``, audit entry, fleet history, plan doc,
+    written by ``commit`` (the plan lease's fenced MULTI)."""
     d = journal["decision"]
-    reason = reason_text(d)
     ts = pd.Timestamp(journal["decided_at"], unit="s")
     plan_doc = {"created_at": ts.strftime(TS), "tick": journal["tick"],
                 "forecast_model": journal["inputs"].get("forecast_model"), "desired": int(d["desired"]),
-                "current": int(d["current"]), "action": d["action"], "reason": reason,
+                "current": int(d["current"]), "action": d["action"], "reason": reason_text(d),
                 "applied": bool(journal["apply"]), "outcome": journal["outcome"], "steps": journal["plan"],
                 "warmups": _warmup_summary(ctx, dep), "switches": _switch_summary(ctx, dep)}
-    pipe = ctx.r.pipeline(transaction=True)
-    st = StateStore(pipe, ctx.prefix)
+
+    def write(pipe) -> None:
+        st = _scale_entry(StateStore(pipe, ctx.prefix), dep, journal)
+        st.record_fleet(dep, ts, int(d["desired"]), journal["actual"])
+        st.put("plan", dep, plan_doc)
+
+    commit(write)
+    metrics.DECISIONS.labels(dep, "scale", d["reason"]["code"], str(bool(journal["apply"])).lower()).inc()
+    log.info("plan", extra={"event": {"deployment": dep, "tick": journal["tick"], "action": d["action"],
+                                      "current": d["current"], "desired": d["desired"], "reason": reason_text(d),
+                                      "applied": journal["apply"], "outcome": journal["outcome"]}})
+
+
+def superseded(ctx: Ctx, dep: str, journal: dict[str, Any], commit: Commit) -> None:
+    """Record an older tick's planning run closed without applying it (the journal says why)."""
+    commit(lambda pipe: _scale_entry(StateStore(pipe, ctx.prefix), dep, journal))
+    log.warning("plan superseded", extra={"event": {"deployment": dep, "tick": journal["tick"],
+                                                    "outcome": journal["outcome"]}})
+
+
+def _scale_entry(st: StateStore, dep: str, journal: dict[str, Any]) -> StateStore:
+    """Queue the journal entry and the scale audit entry on ``st`` (a pipeline's store)."""
+    d = journal["decision"]
     st.put("plan-journal", dep, journal)
-    st.audit(dep, "scale", f"{d['action']} {d['current']}->{d['desired']}", reason, bool(journal["apply"]),
+    st.audit(dep, "scale", f"{d['action']} {d['current']}->{d['desired']}", reason_text(d), bool(journal["apply"]),
              journal["outcome"], {**journal["inputs"], "tick": journal["tick"],
                                   "reactive_replicas": d["reactive_replicas"],
                                   "forecast_replicas": d["forecast_replicas"], "raw": d["raw"]})
-    st.record_fleet(dep, ts, int(d["desired"]), journal["actual"])
-    st.put("plan", dep, plan_doc)
-    pipe.execute()
-    metrics.DECISIONS.labels(dep, "scale", d["reason"]["code"], str(bool(journal["apply"])).lower()).inc()
-    log.info("plan", extra={"event": {"deployment": dep, "tick": journal["tick"], "action": d["action"],
-                                      "current": d["current"], "desired": d["desired"], "reason": reason,
-                                      "applied": journal["apply"], "outcome": journal["outcome"]}})
+    return st
 
 
 def _warmup_summary(ctx: Ctx, dep: str) -> list[dict[str, Any]]:

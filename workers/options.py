@@ -22,7 +22,8 @@ class WorkerOptions(BaseSettings):
     expire_every_s: float = Field(3600.0, gt=0)
     retrain_hour_utc: int = Field(3, ge=0, le=23, description="nightly retrain + promote at this hour")
     beat_loop_s: float = Field(1.0, gt=0, description="most seconds beat sleeps between checks")
-    lock_timeout_s: float = Field(120.0, gt=0, description="a planner's lock expires after this")
+    lease_s: float = Field(10.0, gt=0, description="a lock is a lease renewed every third of this while its "
+                           "holder works: a dead holder's lapses after this (keep it under plan_every_s)")
     visibility_timeout_s: float = Field(300.0, gt=0,
                                         description="an unacknowledged task is redelivered after this")
     signals_max_age_s: float = Field(30.0, gt=0, description="older signals are scraped again before deciding")

@@ -1,5 +1,5 @@
 """A deployment's policy state in Redis (cooldowns, stabilisation history, switch machine,
-warmup state), the short lock every decision takes around read-decide-write of it, and
+warmup state), the short lease every decision takes around read-decide-write of it, and
 whether a decision may be applied now."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, ContextManager
 from warmcast.state import StateStore
 from warmup.core import PolicyState
 from workers.context import Ctx
-from workers.locks import LockBusy, deployment_lock
+from workers.locks import Lease, lease
 from workers.serde import policy_state_from_json, to_json
 
 
@@ -32,32 +32,9 @@ def without_scale_action(old: PolicyState, new: PolicyState) -> PolicyState:
                    scale_actions=old.scale_actions)
 
 
-def locked(ctx: Ctx, dep: str) -> ContextManager[Any]:
-    """The short lock around read-decide-write of a deployment's policy state (all decision jobs)."""
-    return _Spin(lambda: deployment_lock(ctx.r, ctx.prefix, "policy", dep, 30.0), 5.0)
-
-
-class _Spin:
-    """Enter a lock context, retrying for up to ``wait_s`` while it is busy."""
-
-    def __init__(self, make, wait_s: float) -> None:
-        self.make, self.wait_s, self.cm = make, wait_s, None
-
-    def __enter__(self):
-        deadline = time.monotonic() + self.wait_s
-        while True:
-            cm = self.make()
-            try:
-                got = cm.__enter__()
-                self.cm = cm
-                return got
-            except LockBusy:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-
-    def __exit__(self, *exc):
-        return self.cm.__exit__(*exc)
+def locked(ctx: Ctx, dep: str) -> ContextManager[Lease]:
+    """The short lease around read-decide-write of a deployment's policy state (all decision jobs)."""
+    return lease(ctx.r, ctx.prefix, "policy", dep, ctx.options.lease_s, wait_s=5.0)
 
 
 def why_not_applied(ctx: Ctx, dep: str) -> str | None:

@@ -101,6 +101,41 @@ def test_worker_killed_mid_plan_loses_nothing_and_acts_once(make_loop, fault):
     assert len(_plan_audits(ctx, "simdep", tick)) == 1
 
 
+def test_worker_killed_between_apply_and_audit_costs_one_tick(make_loop):
+    """Issue 10, finding 5: a worker killed -9 between apply and audit (beat running, a second
+    worker standing by).  The next tick plans within one tick interval of the dead worker's
+    lease lapsing, the old target is never applied again, and every tick records at most one
+    action and exactly one audit entry."""
+    every_s, lease_s = 3.0, 1.5
+    loop = make_loop(env={"WARMCAST_WORKERS_PLAN_EVERY_S": str(every_s), "WARMCAST_WORKERS_LEASE_S": str(lease_s)})
+    ctx = ctx_for(loop)
+    _jump_traffic(ctx, "simdep", before_rpm=80, after_rpm=400)
+    slow = loop.worker(extra_env={"WARMCAST_WORKERS_FAULT_PAUSE_AFTER_APPLY_S": "600"})
+    loop.beat()
+    first = wait_for(lambda: ctx.scaler("simdep").actions(), 60, "the first scale action", loop)[0]
+    assert (ctx.state.get("plan-journal", "simdep") or {}).get("status") == "decided"
+    spare = loop.worker()
+    wait_for(lambda: "ready" in spare.log_path.read_text(), 60, "the second worker", loop)
+    loop.kill(slow)  # between apply and audit
+    t_kill = pd.Timestamp.now(tz="UTC").tz_localize(None)
+    newer = lambda: [r for r in _plan_audits(ctx, "simdep") if r["inputs"]["tick"] > first["tick"]]  # noqa: E731
+    wait_for(newer, 30, "a newer tick to plan", loop)
+    time.sleep(10)  # past the visibility timeout (6 s): the killed run's message comes back too
+    ticks = sorted(pd.Timestamp(r["inputs"]["tick"]) for r in newer())
+    assert ticks[0] <= t_kill + pd.Timedelta(seconds=lease_s + every_s), (t_kill, ticks[:3], loop.logs())
+    per_tick: dict[str, int] = {}
+    for a in ctx.scaler("simdep").actions():
+        per_tick[a["tick"]] = per_tick.get(a["tick"], 0) + 1
+    assert per_tick[first["tick"]] == 1 and max(per_tick.values()) == 1, per_tick
+    audits = _plan_audits(ctx, "simdep")
+    by_tick: dict[str, list[dict]] = {}
+    for r in audits:
+        by_tick.setdefault(r["inputs"]["tick"], []).append(r)
+    assert all(len(rows) == 1 for rows in by_tick.values()), by_tick
+    old = by_tick[first["tick"]][0]  # closed by the next tick (or its own redelivery), never re-applied
+    assert old["applied"] and ("superseded" in old["outcome"] or "already reached" in old["outcome"]), old
+
+
 def _ledger(ctx) -> dict[str, int]:
     out: dict[str, int] = {}
     for key in ctx.r.scan_iter(f"{ctx.prefix}:fanout-runs:*"):

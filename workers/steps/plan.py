@@ -1,11 +1,18 @@
 """Step 3: pre-scale.  One planning run per schedule slot (``tick``) goes signals -> forecast ->
 plan (the core's ``decide_scale``) -> apply (the scaler) -> audit.
 
-Planning is exactly-once in effect: the decision and the new policy state are written together
-(a MULTI) to the plan journal before anything is applied; a run that finds a journal entry still
-``decided`` (its first attempt died) finishes that entry (apply the *target* again, which is a
-no-op if it was reached, then audit) instead of deciding anew, and a run for a tick already
-``applied`` does nothing.
+Planning is exactly-once in effect, and a crash costs at most one tick:
+
+- A run holds the deployment's plan lease (:mod:`workers.locks`), renewed while it works; a
+  worker killed mid-run stops renewing, and the next tick takes over once the lease lapses.
+- The decision and the new policy state are written together (one MULTI, fenced by the lease)
+  to the plan journal before anything is applied.
+- A run that finds its own tick's entry still ``decided`` (its first attempt died) finishes it:
+  applies the *target* again (a no-op if it was reached), then audits.
+- A run for a newer tick that finds an older entry still ``decided`` does not apply that old
+  target: it records the entry as superseded (saying whether the dead attempt had acted), then
+  plans its own tick from fresh signals.
+- A run for a tick already done, or older than the journal's, does nothing.
 """
 from __future__ import annotations
 
@@ -19,11 +26,11 @@ from typing import Any
 import pandas as pd
 
 from warmcast.state import StateStore
-from warmup.core import ForecastInput, decide_scale, planning_capacity, replicas_for
+from warmup.core import ForecastInput, PolicyState, decide_scale, planning_capacity, replicas_for
 from workers import apply, audit, metrics, policy
 from workers.context import Ctx
-from workers.locks import deployment_lock
-from workers.serde import to_json
+from workers.locks import Lease, lease
+from workers.serde import policy_state_from_json, to_json
 from workers.steps import forecast, signals
 from workers.steps.outcome import Outcome
 
@@ -34,7 +41,7 @@ TS = "%Y-%m-%d %H:%M:%S"
 @dataclass(frozen=True)
 class PlanOutcome(Outcome):
     tick: str
-    status: str  # applied | duplicate
+    status: str  # applied | duplicate (this tick was done) | stale (a newer tick has planned)
     desired: int
     actual: int | None = None
     outcome: str = ""
@@ -43,20 +50,23 @@ class PlanOutcome(Outcome):
 
 def step(ctx: Ctx, deployment: str, *, tick: str, run_id: str) -> PlanOutcome:
     """One planning run for ``tick`` (``run_id``: the Celery task id, the same on a redelivery)."""
-    with deployment_lock(ctx.r, ctx.prefix, "plan", deployment, ctx.options.lock_timeout_s, token=run_id):
+    with lease(ctx.r, ctx.prefix, "plan", deployment, ctx.options.lease_s, token=run_id) as held:
         journal = ctx.state.get("plan-journal", deployment)
+        if journal and journal["tick"] > tick:  # slots are ISO times: a newer tick has planned
+            metrics.DUPLICATES.labels("plan").inc()
+            return PlanOutcome(deployment, tick, "stale", int(journal["decision"]["desired"]))
         if journal and journal.get("status") == "decided":
-            done = _finish(ctx, deployment, journal, recovered=True)
             if journal["tick"] == tick:
-                return done
-        elif journal and journal.get("tick") == tick:
+                return _finish(ctx, deployment, journal, held, recovered=True)
+            _supersede(ctx, deployment, journal, tick, held)
+        elif journal and journal["tick"] == tick:
             metrics.DUPLICATES.labels("plan").inc()
             return PlanOutcome(deployment, tick, "duplicate", int(journal["decision"]["desired"]))
-        journal = _decide(ctx, deployment, tick, run_id)
-        return _finish(ctx, deployment, journal, recovered=False)
+        journal = _decide(ctx, deployment, tick, run_id, held)
+        return _finish(ctx, deployment, journal, held, recovered=False)
 
 
-def _decide(ctx: Ctx, dep: str, tick: str, run_id: str) -> dict[str, Any]:
+def _decide(ctx: Ctx, dep: str, tick: str, run_id: str, held: Lease) -> dict[str, Any]:
     """Decide and journal the decision with the new policy state (one MULTI); nothing applied yet."""
     cfg, sig = ctx.cfg(dep), signals.latest(ctx, dep)
     fdoc, fc = forecast.stored(ctx, dep)
@@ -69,15 +79,37 @@ def _decide(ctx: Ctx, dep: str, tick: str, run_id: str) -> dict[str, Any]:
         blocked = policy.why_not_applied(ctx, dep)
         journal = {"tick": tick, "task_id": run_id, "status": "decided", "decided_at": time.time(),
                    "decision": to_json(dec), "apply": blocked is None, "blocked": blocked,
-                   "inputs": _inputs(sig, fdoc, cap), "plan": _plan_steps(cfg, fc, now, cap, dec.desired)}
-        pipe = ctx.r.pipeline(transaction=True)
-        st = StateStore(pipe, ctx.prefix)
-        st.put("plan-journal", dep, journal)
-        st.put("policy", dep, policy.document(new_ps if blocked is None else policy.without_scale_action(ps, new_ps),
-                                              pdoc))
-        pipe.execute()
+                   "inputs": _inputs(sig, fdoc, cap), "plan": _plan_steps(cfg, fc, now, cap, dec.desired),
+                   "cooldowns_before": to_json(policy.without_scale_action(ps, PolicyState()))}
+        new_doc = policy.document(new_ps if blocked is None else policy.without_scale_action(ps, new_ps), pdoc)
+
+        def write(pipe) -> None:
+            st = StateStore(pipe, ctx.prefix)
+            st.put("plan-journal", dep, journal)
+            st.put("policy", dep, new_doc)
+
+        held.transaction(write)
     _fault("fault_pause_after_decide_s", ctx)
     return journal
+
+
+def _supersede(ctx: Ctx, dep: str, journal: dict[str, Any], tick: str, held: Lease) -> None:
+    """Close an older tick's entry left ``decided`` by a dead run without applying its target.
+
+    Whether the dead run had acted is read from the scaler's action log (its ``tick`` field); if
+    it had not, the cooldowns its decision set are put back, so an action that never happened
+    does not hold the next one back."""
+    acted = journal["apply"] and ctx.scaler(dep).acted_on(journal["tick"])
+    if journal["apply"] and not acted:
+        with policy.locked(ctx, dep):
+            ps, pdoc = policy.load(ctx.state, dep)
+            before = policy_state_from_json(journal["cooldowns_before"])
+            ctx.state.put("policy", dep, policy.document(policy.without_scale_action(before, ps), pdoc))
+    what = ("its first attempt had applied it before dying" if acted else
+            "its first attempt died before applying it" if journal["apply"] else journal["blocked"])
+    outcome = f"superseded by tick {tick}: not applied again ({what})"
+    audit.superseded(ctx, dep, {**journal, "status": "superseded", "apply": acted, "outcome": outcome,
+                                "finished_at": time.time()}, held.transaction)
 
 
 def _inputs(sig: dict[str, Any], fdoc: dict[str, Any] | None, cap: float) -> dict[str, Any]:
@@ -89,12 +121,13 @@ def _inputs(sig: dict[str, Any], fdoc: dict[str, Any] | None, cap: float) -> dic
             "forecast_origin": fdoc.get("origin") if fdoc else None}
 
 
-def _finish(ctx: Ctx, dep: str, journal: dict[str, Any], recovered: bool) -> PlanOutcome:
+def _finish(ctx: Ctx, dep: str, journal: dict[str, Any], held: Lease, recovered: bool) -> PlanOutcome:
     """Apply a journaled decision's target, then audit it (which closes the journal entry)."""
+    held.check()  # a run that stalled past its lease may have been taken over: it must not act
     outcome, actual = apply.scale(ctx, dep, journal, recovered)
     _fault("fault_pause_after_apply_s", ctx)
     journal = {**journal, "status": "applied", "outcome": outcome, "actual": actual, "finished_at": time.time()}
-    audit.scale(ctx, dep, journal)
+    audit.scale(ctx, dep, journal, held.transaction)
     return PlanOutcome(dep, journal["tick"], "applied", int(journal["decision"]["desired"]), actual, outcome,
                        recovered)
 

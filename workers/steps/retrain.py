@@ -9,7 +9,7 @@ import pandas as pd
 
 from workers import audit
 from workers.context import Ctx
-from workers.locks import deployment_lock
+from workers.locks import lease
 from workers.steps.outcome import Outcome
 
 
@@ -22,10 +22,10 @@ class RetrainOutcome(Outcome):
 
 def step(ctx: Ctx, deployment: str, *, run_id: str | None = None, config: Any = None,
          baselines: list | None = None) -> RetrainOutcome:
-    """One retrain at a time per deployment (``run_id``: the task id, which may take over the lock
+    """One retrain at a time per deployment (``run_id``: the task id, which may take over the lease
     of its own dead first attempt).  ``config``/``baselines``: the LSTM's training config and the
     baselines to beat (defaults: the production ones)."""
-    with deployment_lock(ctx.r, ctx.prefix, "retrain", deployment, 3 * 3600, token=run_id):
+    with lease(ctx.r, ctx.prefix, "retrain", deployment, ctx.options.lease_s, token=run_id):
         return _train(ctx, deployment, config, baselines)
 
 
