@@ -1,6 +1,11 @@
-"""``warmcast run`` (everything on one machine), ``warmcast worker`` and ``warmcast beat``."""
+"""``warmcast run`` (everything on one machine), ``warmcast worker`` and ``warmcast beat``.
+
+``warmcast run``'s worker, beat and API are its children in its process group: they end with it
+on Ctrl-C, SIGTERM, SIGHUP, a closed stdout pipe, and (Linux) even when it is killed outright.
+"""
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -39,14 +44,17 @@ def _api_available() -> bool:
 
 
 class Children:
-    """Child processes in their own sessions, stopped together (SIGTERM, then SIGKILL)."""
+    """Child processes in this process's group, so a Ctrl-C at the terminal reaches them too;
+    stopped together (SIGTERM, then SIGKILL), and each one ends if this process dies however it
+    dies (Linux's parent-death signal), so none is left holding a port."""
 
     def __init__(self) -> None:
         self.procs: dict[str, subprocess.Popen] = {}
 
     def start(self, name: str, cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-        out = open(log, "a")
-        p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(log, "a") as out:
+            p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                 preexec_fn=_end_with_parent)
         self.procs[name] = p
         return p
 
@@ -56,20 +64,60 @@ class Children:
     def stop(self, grace_s: float = 15.0) -> None:
         for p in self.procs.values():
             if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+                p.terminate()
         deadline = time.monotonic() + grace_s
         for p in self.procs.values():
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                p.kill()
                 p.wait(timeout=5)
+
+
+def _libc_prctl():
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None  # not Linux: the signal handlers of `warmcast run` still stop the children
+
+
+_PRCTL = _libc_prctl()  # looked up here: the child between fork and exec must not import or load
+
+
+def _end_with_parent() -> None:
+    """In the child before exec: receive SIGTERM when the parent dies (PR_SET_PDEATHSIG)."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
+class StopRequest:
+    """SIGINT, SIGTERM and SIGHUP ask `warmcast run` to stop its children and exit (the default
+    actions would end this process alone); a second one while stopping is ignored."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.by: str | None = None
+        self._old = {s: signal.signal(s, self._note) for s in self.SIGNALS}
+
+    def _note(self, signum: int, frame) -> None:  # noqa: ARG002
+        self.by = self.by or signal.Signals(signum).name
+
+    def restore(self) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def say(text: str) -> bool:
+    """Print a line; False once stdout is a closed pipe (`... | tee log` ended), and from then
+    on output goes nowhere instead of raising at every write and at exit."""
+    try:
+        typer.echo(text)
+        sys.stdout.flush()
+        return True
+    except (BrokenPipeError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return False
 
 
 def _status_line(ctx, dep: str) -> str:
@@ -134,20 +182,21 @@ def run(
         env["WARMCAST_DEPLOYMENTS_FILE"] = str(settings.deployments_file)
     if config:
         env["WARMCAST_CONFIG"] = str(config)
+    stop = StopRequest()
     kids = Children()
     kids.start("worker", worker_cmd(concurrency, options.queue), env, log_dir / "worker.log")
     kids.start("beat", beat_cmd(Path(settings.state_dir)), env, log_dir / "beat.log")
     if api and _api_available():
         kids.start("api", [sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app", "--host",
                            "127.0.0.1", "--port", str(api_port)], env, log_dir / "api.log")
-        typer.echo(f"  API and dashboard: http://127.0.0.1:{api_port}/")
+        say(f"  API and dashboard: http://127.0.0.1:{api_port}/")
     elif api:
-        typer.echo("  API not started: api.app:create_app is not available in this install")
+        say("  API not started: api.app:create_app is not available in this install")
     _kick_off(settings, options)
     if metrics_port:
-        typer.echo(f"  loop metrics: http://127.0.0.1:{metrics_port}/metrics")
-    typer.echo(f"  logs: {log_dir}/{{worker,beat,api}}.log   (Ctrl-C stops everything)")
-    _supervise(kids, ctx, deps, duration, status_every)
+        say(f"  loop metrics: http://127.0.0.1:{metrics_port}/metrics")
+    say(f"  logs: {log_dir}/{{worker,beat,api}}.log   (Ctrl-C stops everything)")
+    _supervise(kids, stop, ctx, deps, duration, status_every)
 
 
 def _kick_off(settings, options) -> None:
@@ -159,17 +208,14 @@ def _kick_off(settings, options) -> None:
         app.send_task("warmcast.fanout", kwargs={"kind": kind}, countdown=delay, expires=120, queue=options.queue)
 
 
-def _supervise(kids: Children, ctx, deps: list[str], duration: float, status_every: float) -> None:
-    stop = {"now": False}
-
-    def on_signal(signum, frame):  # noqa: ARG001
-        stop["now"] = True
-
-    old = signal.signal(signal.SIGTERM, on_signal)
+def _supervise(kids: Children, stop: StopRequest, ctx, deps: list[str], duration: float,
+               status_every: float) -> None:
+    """Print status lines until a stop signal, a dead child, the duration or a closed stdout;
+    then stop every child."""
     t0 = time.monotonic()
     next_status = t0 + min(status_every, 15)
     try:
-        while not stop["now"]:
+        while stop.by is None:
             time.sleep(0.5)
             dead = kids.dead()
             if dead:
@@ -179,19 +225,21 @@ def _supervise(kids: Children, ctx, deps: list[str], duration: float, status_eve
                 break
             if time.monotonic() >= next_status:
                 next_status += status_every
-                for d in deps:
-                    try:
-                        typer.echo(_status_line(ctx, d))
-                    except Exception as err:  # noqa: BLE001 - a status line must never stop the loop
-                        typer.echo(f"[{d}] status unavailable: {err}")
-    except KeyboardInterrupt:
-        pass
+                if not all(say(_safe_status_line(ctx, d)) for d in deps):
+                    break  # whoever read our output is gone
     finally:
-        signal.signal(signal.SIGTERM, old)
-        typer.echo("stopping worker, beat and API ...")
+        say("stopping worker, beat and API ...")
         kids.stop()
         _stop_local_instances(ctx)
-        typer.echo("stopped.")
+        say("stopped.")
+        stop.restore()
+
+
+def _safe_status_line(ctx, dep: str) -> str:
+    try:
+        return _status_line(ctx, dep)
+    except Exception as err:  # noqa: BLE001 - a status line must never stop the loop
+        return f"[{dep}] status unavailable: {err}"
 
 
 def _stop_local_instances(ctx) -> None:
@@ -203,9 +251,9 @@ def _stop_local_instances(ctx) -> None:
             continue
         try:
             ctx.scaler(d.name).inner.close()
-            typer.echo(f"  stopped the local vLLM instances of {d.name}")
+            say(f"  stopped the local vLLM instances of {d.name}")
         except Exception as err:  # noqa: BLE001 - report and go on stopping the rest
-            typer.echo(f"  could not stop the local instances of {d.name}: {err}")
+            say(f"  could not stop the local instances of {d.name}: {err}")
 
 
 def worker(concurrency: int = typer.Option(4, "--concurrency", min=1, max=64),
