@@ -6,15 +6,20 @@ dashboard at ``/`` sit at the root where their tools expect them.
 from __future__ import annotations
 
 import json
+import time
+from functools import lru_cache
 from pathlib import Path
+
+import pandas as pd
 
 from fastapi import FastAPI
 from fastapi import Response
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse
 
 from api import service
 from api.deps import ApiConfig, ApiContext, WriteGuard, build_context
 from api.errors import BodyLimitMiddleware, install_error_handlers
+from api.hot import HOT_TTL_S, Rendered
 from api.schemas import HealthOut
 from warmcast.settings import Settings
 
@@ -68,11 +73,19 @@ def _health_routes(app: FastAPI, ctx: ApiContext) -> None:
     async def healthz() -> Response:
         return Response(_HEALTHZ, media_type="application/json")
 
+    # A probe's answer is at most HOT_TTL_S old (no stale answers past it): one Redis round trip
+    # per second, not one per probe, made on the loop like the forecast route's read.
+    answers = Rendered(stale_s=HOT_TTL_S, inline=True)
+
+    def render() -> tuple[int, bytes]:
+        body = readiness(ctx)
+        return 200 if body.status == "ready" else 503, body.model_dump_json().encode()
+
     @app.get("/readyz", response_model=HealthOut, tags=["health"], responses={503: {"model": HealthOut}},
              summary="Redis reachable and every configured deployment has a fresh forecast")
-    async def readyz() -> JSONResponse:
-        body = readiness(ctx)
-        return JSONResponse(body.model_dump(), status_code=200 if body.status == "ready" else 503)
+    async def readyz() -> Response:
+        status, body = await answers.get("readyz", render)
+        return Response(body, status_code=status, media_type="application/json")
 
 
 def readiness(ctx: ApiContext) -> HealthOut:
@@ -85,14 +98,26 @@ def readiness(ctx: ApiContext) -> HealthOut:
     checks: dict = {"redis": "ok"}
     limit = ctx.config.forecast_max_age_s
     ready = True
+    now = time.time()
     for name, raw in zip(names, raws):
-        doc = json.loads(raw) if raw else ctx.cache.get(("latest", name))  # or one the API computed
-        age = service.forecast_age_s(doc) if doc else None
+        if raw:
+            made = _made_at(raw)
+            age = None if made is None else now - made
+        else:  # or one the API computed
+            doc = ctx.cache.get(("latest", name))
+            age = service.forecast_age_s(doc) if doc else None
         fresh = age is not None and age <= limit
         ready &= fresh
         checks[f"forecast:{name}"] = (f"{age:.0f} s old" if age is not None else "none") + \
             ("" if fresh else f" (limit {limit} s)")
     return HealthOut(status="ready" if ready else "not ready", checks=checks)
+
+
+@lru_cache(maxsize=256)
+def _made_at(raw: bytes) -> float | None:
+    """When a stored forecast document was made (epoch s), parsed once per document, not per probe."""
+    stamp = json.loads(raw).get("created_at")
+    return pd.Timestamp(stamp).timestamp() if stamp else None  # stored naive in UTC
 
 
 def _dashboard_routes(app: FastAPI) -> None:

@@ -31,18 +31,22 @@ def test_concurrent_requests_share_one_render_and_a_new_stamp_renders_again():
     assert set(bodies) == {b"body 1"} and same == b"body 1" and changed == b"body 2" and len(calls) == 2
 
 
-def test_bodies_expire_and_keys_are_bounded():
+def test_a_stale_body_is_answered_while_one_render_replaces_it_and_keys_are_bounded():
     n = iter(range(1000))
     render = lambda: str(next(n)).encode()  # noqa: E731 - each call a new body
 
-    async def scenario() -> tuple[bytes, bytes, int]:
-        cache = Rendered(ttl_s=0.05, max_keys=3)
-        first = await cache.get("k", render)
-        time.sleep(0.06)
-        second = await cache.get("k", render)
+    async def scenario() -> tuple[list[bytes], int]:
+        cache = Rendered(ttl_s=0.05, stale_s=0.5, max_keys=3)
+        seen = [await cache.get("k", render)]
+        time.sleep(0.06)  # past ttl, within stale_s: the old body now, a new one rendered behind it
+        seen += [await cache.get("k", render), await cache.get("k", render)]
+        await asyncio.sleep(0.2)
+        seen.append(await cache.get("k", render))
+        time.sleep(0.6)  # past stale_s: this request waits for its own render
+        seen.append(await cache.get("k", render))
         for key in range(10):
             await cache.get(key, render)
-        return first, second, len(cache._bodies)
+        return seen, len(cache._bodies)
 
-    first, second, kept = asyncio.run(scenario())
-    assert first != second and kept == 3
+    seen, kept = asyncio.run(scenario())
+    assert seen == [b"0", b"0", b"0", b"1", b"2"] and kept == 3

@@ -1,10 +1,13 @@
 """Contract tests: every route, its status codes and its body shape, on real Redis."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from api.hot import HOT_TTL_S
 from api_helpers import AUTH, END, stored_forecast, synthetic_frame
 
 
@@ -179,6 +182,7 @@ def test_health_and_readiness(client, settings, seeded, state, redis_client, key
     doc = state.get_forecast("demo")
     doc["created_at"] = "2020-01-01 00:00:00"  # stale
     state.put("forecast", "demo", doc)
+    time.sleep(HOT_TTL_S)  # a probe's answer is reused for up to this long (api/hot.py)
     r = client.get("/readyz")
     assert r.status_code == 503 and "limit" in r.json()["checks"]["forecast:demo"]
 
