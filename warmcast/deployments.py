@@ -170,10 +170,27 @@ def parse_deployments(raw: Any, source: str = "deployments file") -> Deployments
     if not isinstance(raw, dict) or "deployments" not in raw:
         raise InputError(f"{source}: expected a mapping with a 'deployments:' list")
     try:
-        return DeploymentsFile.model_validate(raw)
+        dfile = DeploymentsFile.model_validate(raw)
     except ValidationError as err:
         msgs = [f"{_where(tuple(e['loc']), raw)}: {e['msg']}" for e in err.errors()]
         raise InputError(f"{source}: " + "; ".join(msgs)) from None
+    check_profiles_engine_args(dfile, source)
+    return dfile
+
+
+def check_profiles_engine_args(dfile: DeploymentsFile, source: str) -> str:
+    """Check every profile's engine_args against vLLM's parser (see warmcast.engine_args);
+    raise InputError naming deployment, profile, arg, value and what is accepted.
+    Returns what they were checked against."""
+    from warmcast.engine_args import check_engine_args, load_constraints
+
+    constraints = load_constraints()
+    msgs = [f"deployment {d.name}: profile {name}: engine_args.{problem}"
+            for d in dfile.deployments for name, profile in d.profiles.items()
+            for problem in check_engine_args(profile.engine_args, constraints)]
+    if msgs:
+        raise InputError(f"{source}: " + "; ".join(msgs) + f" (checked against {constraints.origin})")
+    return constraints.origin
 
 
 def load_deployments(path: str | Path) -> DeploymentsFile:
@@ -198,7 +215,7 @@ def demo_deployment(name: str = "demo") -> Deployment:
             "day": Profile(capacity_rpm=300, capacity_tokens_per_s=25000,
                            engine_args={"max-num-seqs": 16, "block-size": 16}),
             "night": Profile(capacity_rpm=200, capacity_tokens_per_s=30000,
-                             engine_args={"max-num-seqs": 8, "block-size": 48}),
+                             engine_args={"max-num-seqs": 8, "block-size": 32}),
         },
         schedule=Schedule(windows=[ScheduleWindow(profile="night", start=time(22, 0), end=time(7, 0))]),
     )

@@ -16,7 +16,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "deployments.yaml"
 def test_example_deployments_file_loads():
     deps = load_deployments(EXAMPLE)
     chat = deps.get("chat-llama")
-    assert chat.profiles["night"].engine_args["block-size"] == 48
+    assert chat.profiles["night"].engine_args["block-size"] == 32
     assert chat.schedule.windows[0].start.hour == 22
     assert deps.get("local-demo").scaler.kind == "local"
 
