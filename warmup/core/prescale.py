@@ -278,8 +278,8 @@ def decide_scale(cfg: ScalingConfig, now: datetime, instances: tuple[Instance, .
                 reason = Reason(f_why.code, f"{f_why.text}; holding {current}: current load needs {reactive}")
             else:
                 reason = Reason(ReasonCode.NO_CHANGE,
-                                f"{current} replicas match the need: load needs {reactive}, "
-                                f"forecast over {lead:.0f} min needs {f_need}")
+                                f"{current} {'replica matches' if current == 1 else 'replicas match'} the "
+                                f"need: load needs {reactive}, forecast over {lead:.0f} min needs {f_need}")
         else:
             reason = base
 
