@@ -9,7 +9,7 @@ against the same demand served by A100-80G only.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from warmup.core.gpus import GpuOption
 
@@ -44,7 +44,6 @@ class SlotPlan:
 class GpuPlan:
     slots: list[SlotPlan]
     slot_hours: float
-    excluded: dict[str, str] = field(default_factory=dict)
     baseline_cost: float | None = None  # all-A100 plan for the same demand
 
     @property
@@ -114,7 +113,7 @@ def cheapest_mix(demand: float, options: tuple[GpuOption, ...], utilisation: flo
         if incumbent is not None and cost + left * min(rate[k:]) >= incumbent.cost - _EPS:
             return True
         room = None if max_gpus is None or not limited else (max_gpus - used) // max(gpus[k], 1)
-        cap = _limits_of(options[order[k]], None) if limited else None
+        cap = options[order[k]].max_instances if limited else None
         top = math.ceil(left / eff[k] - _EPS)
         top = min(x for x in (top, room, cap) if x is not None)
         for n in range(top, -1, -1):  # many of the cheapest first: finds a good incumbent early
@@ -198,7 +197,7 @@ def plan_gpu_mix(req: MixRequest) -> GpuPlan:
         solo = replace(base[0], max_instances=None)
         per = solo.capacity_rpm * req.utilisation
         baseline = sum(math.ceil(d / per - _EPS) * solo.cost_per_instance_hour for d in demand) * req.slot_hours
-    return GpuPlan(slots, req.slot_hours, {}, baseline)
+    return GpuPlan(slots, req.slot_hours, baseline)
 
 
 def what_if(req: MixRequest, types: tuple[str, ...] | None = None, utilisation: float | None = None,
