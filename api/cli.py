@@ -30,12 +30,17 @@ def register(app: typer.Typer, backtest: typer.Typer) -> None:
         settings = load_settings(config)  # fail early, naming a bad setting
         if config:
             os.environ["WARMCAST_CONFIG"] = str(config)  # uvicorn workers build the app from the environment
+        scaler = None
         if grpc_port is not None:
             from api.deps import build_context
             from api.keda.scaler import serve as serve_grpc
 
-            _, bound, _ = serve_grpc(build_context(settings), f"{host}:{grpc_port}")
-            typer.echo(f"KEDA external scaler (gRPC) on {host}:{bound}")
+            scaler = serve_grpc(build_context(settings), f"{host}:{grpc_port}")
+            typer.echo(f"KEDA external scaler (gRPC) on {host}:{scaler.port}")
         typer.echo(f"API on http://{host}:{port}  (dashboard /, OpenAPI /docs, metrics /metrics)")
+        # On SIGTERM, requests still open after a few seconds are cancelled: the process stops
+        # promptly (a computation they waited for runs in a daemon thread and ends with it).
         uvicorn.run("api.app:create_app", factory=True, host=host, port=port, workers=workers,
-                    log_level=settings.log_level.lower())
+                    log_level=settings.log_level.lower(), timeout_graceful_shutdown=3)
+        if scaler is not None:
+            scaler.stop(grace=1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ class ApiConfig:
     forecast_max_age_s: int = 600            # /readyz: newest forecast must be younger
     history_days: int = 7                    # history read for on-demand forecasts
     cache_ttl_s: float = 60.0                # on-demand forecasts are reused this long
+    deadline_s: float = 20.0                 # longest a request waits for a computation (then 503)
 
     @classmethod
     def from_env(cls) -> "ApiConfig":
@@ -50,6 +52,7 @@ class ApiConfig:
             max_observations=_env_int("WARMCAST_API_MAX_OBSERVATIONS", d.max_observations),
             forecast_max_age_s=_env_int("WARMCAST_API_FORECAST_MAX_AGE_S", d.forecast_max_age_s),
             history_days=_env_int("WARMCAST_API_HISTORY_DAYS", d.history_days),
+            deadline_s=float(os.environ.get("WARMCAST_API_DEADLINE_S") or d.deadline_s),
         )
 
 
@@ -62,7 +65,10 @@ class ApiContext:
     _redis: redis.Redis | None = None
     _fleet: DeploymentsFile | None = None
     cache: dict[Any, Any] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock)        # one forecast fit at a time
+    inflight: dict[Any, Any] = field(default_factory=dict)              # computations running (single flight)
+    flight_lock: threading.Lock = field(default_factory=threading.Lock)
+    computations: int = 0                                               # forecasts computed by this process
 
     @property
     def redis(self) -> redis.Redis:
@@ -173,13 +179,20 @@ async def known_deployment(deployment: str, ctx: ApiContext = Depends(get_ctx)) 
     return check_known(deployment, ctx)
 
 
+KNOWN_TTL_S = 1.0  # a known name is re-checked at most once a second (saves a Redis call per request)
+
+
 def check_known(deployment: str, ctx: ApiContext) -> str:
+    seen = ctx.cache.get(("known", deployment))
+    if seen is not None and time.monotonic() - seen < KNOWN_TTL_S:
+        return deployment
     try:
         check_deployment_name(deployment)
     except Exception:
         raise NotFoundError(f"unknown deployment {deployment!r}") from None
     if ctx.configured(deployment) is None and deployment not in ctx.store.deployments():
         raise NotFoundError(f"unknown deployment {deployment!r}; known: {ctx.known_names()}")
+    ctx.cache[("known", deployment)] = time.monotonic()  # only known names: the cache stays bounded
     return deployment
 
 

@@ -23,6 +23,12 @@ class FieldError(InputError):
         self.msg = msg
 
 
+class DeadlineExceeded(WarmcastError):
+    """A request waited its deadline for a computation that goes on; the client retries."""
+
+    retry_after_s = 5
+
+
 _FIELD_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*): (.*)$", re.S)
 
 
@@ -45,7 +51,12 @@ def _unavailable(request: Request, err: WarmcastError) -> JSONResponse:
     return JSONResponse({"detail": str(err)}, status_code=503)
 
 
+def _late(request: Request, err: DeadlineExceeded) -> JSONResponse:
+    return JSONResponse({"detail": str(err)}, status_code=503, headers={"Retry-After": str(err.retry_after_s)})
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(DeadlineExceeded, _late)
     app.add_exception_handler(InputError, _input_error)
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(WarmcastError, _unavailable)

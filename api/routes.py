@@ -9,9 +9,8 @@ from typing import Annotated, Any, Optional
 import pandas as pd
 from pydantic import ValidationError
 from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, Response, UploadFile
-from starlette.concurrency import run_in_threadpool
 
-from api import service
+from api import ondemand, service
 from api.deps import (ApiContext, check_known, check_read, configured_deployment, get_ctx, known_deployment, require_read,
                       require_write)
 from api.errors import FieldError
@@ -98,12 +97,15 @@ async def get_forecast(request: Request, deployment: str,
     check_read(request, ctx)
     dep = check_known(deployment, ctx)
     levels = service.parse_quantiles(quantiles)
-    # The stored forecast, answered on the event loop from a body rendered once per stored document.
+    # The stored forecast, or a computed one while it is fresh, answered on the event loop
+    # from a body rendered once per document.
     body = service.stored_forecast_bytes(ctx, dep, horizon, levels)
-    if body is not None:
-        return Response(body, media_type="application/json")
-    # Otherwise a forecast is computed from the load store: seconds of CPU, off the loop.
-    return await run_in_threadpool(service.latest_forecast, ctx, dep, horizon, levels)
+    if body is None:
+        hit = ondemand.cached(ctx, dep, horizon, levels)
+        # Otherwise one computation from the load store (seconds of CPU, in its own thread),
+        # shared by every request that arrives while it runs.
+        body = (hit or await ondemand.wait_async(ctx, ondemand.start(ctx, dep, horizon, levels))).body
+    return Response(body, media_type="application/json")
 
 
 @read.get("/deployments/{deployment}/plan", response_model=PlanOut, responses=READ_ERR,
@@ -216,7 +218,7 @@ def post_observations(body: ObservationsIn, deployment: str, ctx: Ctx) -> Observ
         raise FieldError(("body", "observations", "time"), f"minute {dup} appears more than once")
     frame = frame.dropna(axis=1, how="all").sort_index()
     written = ctx.store.upsert_frame(dep, frame)
-    ctx.cache.pop(("latest", dep), None)
+    ondemand.forget(ctx, dep)
     return ObservationsOut(deployment=dep, written=written, first=frame.index[0].strftime(TS),
                            last=frame.index[-1].strftime(TS))
 

@@ -15,13 +15,13 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from api import ondemand
 from api.deps import ApiContext
+from api.ondemand import TS, shape
 from forecaster.base import Forecast
 from warmcast.deployments import Deployment
 from warmcast.errors import InputError, NotFoundError
-from warmcast.state import forecast_from_dict, forecast_to_dict
-
-TS = "%Y-%m-%d %H:%M:%S"
+from warmcast.state import forecast_from_dict
 
 
 def utcnow() -> pd.Timestamp:
@@ -48,91 +48,6 @@ def parse_quantiles(raw: str | None, field: str = "quantiles") -> tuple[float, .
 
 # --------------------------------------------------------------------------- forecasts
 
-def _history(ctx: ApiContext, dep: str) -> pd.DataFrame:
-    days = ctx.store.days(dep)
-    if not days:
-        raise NotFoundError(f"deployment {dep!r} has no stored load yet and no stored forecast; "
-                            "push observations or ingest a log first")
-    start = pd.Timestamp(0) + pd.Timedelta(days=days[-1] - ctx.config.history_days + 1)
-    return ctx.store.frame(dep, start=start)
-
-
-def _trained_at(ctx: ApiContext, dep: str, version: str) -> str | None:
-    """When the serving model was saved (registry metadata), if it is a registry model."""
-    if "/" not in version:
-        return None
-    from forecaster.registry import ArtifactError, Registry
-
-    owner, ver = version.split("/", 1)
-    try:
-        return Registry(ctx.settings.models_dir).read_meta(owner, ver).get("created")
-    except (ArtifactError, OSError):
-        return None
-
-
-def compute_forecast(ctx: ApiContext, dep: str, horizon: int, quantiles: Sequence[float]) -> dict[str, Any]:
-    """Forecast now from the load store: champion through the forecaster's fallback rules.
-
-    Cached per (deployment, last stored minute, horizon, levels) for cache_ttl_s: a
-    fit of the fallback baselines costs seconds, a dashboard polls every few."""
-    frame = _history(ctx, dep)
-    if frame.empty:
-        raise NotFoundError(f"deployment {dep!r} has no recent load to forecast from")
-    key = ("fc", dep, str(frame.index[-1]), horizon, tuple(quantiles))
-    hit = ctx.cache.get(key)
-    if hit and time.monotonic() - hit[0] < ctx.config.cache_ttl_s:
-        return hit[1]
-    with ctx.lock:
-        fb, note = _fitted_model(ctx, dep, frame)
-        fc = fb.predict(frame, horizon=horizon, quantiles=tuple(quantiles))
-    if note and not fc.note:
-        fc = Forecast(fc.origin, fc.mean, fc.quantiles, fc.model, fc.version, note=note)
-    doc = forecast_to_dict(fc, utcnow(), _trained_at(ctx, dep, fc.version))
-    doc["source"] = "computed"
-    if len(ctx.cache) > 256:  # bounded: drop expired entries
-        now = time.monotonic()
-        for k in [k for k, v in ctx.cache.items() if isinstance(v, tuple) and now - v[0] > ctx.config.cache_ttl_s]:
-            ctx.cache.pop(k, None)
-    ctx.cache[key] = (time.monotonic(), doc)
-    ctx.cache[("latest", dep)] = doc
-    return doc
-
-
-def _fitted_model(ctx: ApiContext, dep: str, frame: pd.DataFrame):
-    """The champion wrapped in the fallback rules, fitted once per (deployment, newest minute).
-
-    Fitting the fallback baselines costs seconds; asking the fitted model for other
-    quantiles or horizons costs milliseconds, so the fitted object is what is cached."""
-    from forecaster.fallback import FallbackForecaster
-    from forecaster.registry import Registry
-
-    key = ("model", dep, str(frame.index[-1]))
-    hit = ctx.cache.get(key)
-    if hit and time.monotonic() - hit[0] < ctx.config.cache_ttl_s:
-        return hit[1]
-    for k in [k for k in ctx.cache if isinstance(k, tuple) and k[:2] == ("model", dep)]:
-        ctx.cache.pop(k, None)  # one fitted model per deployment is enough
-    model, note = Registry(ctx.settings.models_dir).serving_model(dep)
-    fb = FallbackForecaster(model, primary_missing_reason=note or "no trained model")
-    if fb.why_not_primary(frame) is not None:
-        fb.fit(frame, rank_hours=2)  # ranking over 2 h keeps an on-demand fit to seconds
-    ctx.cache[key] = (time.monotonic(), (fb, note))
-    return fb, note
-
-
-def _shape(doc: dict[str, Any], dep: str, horizon: int, quantiles: Sequence[float]) -> dict[str, Any]:
-    fc = forecast_from_dict(doc)
-    h = min(horizon, fc.horizon)
-    levels = {f"{q:g}": [round(float(v), 4) for v in fc.quantile(q)[:h]] for q in quantiles}
-    return {
-        "deployment": dep, "source": doc.get("source", "stored"), "origin": doc["origin"],
-        "created_at": doc.get("created_at"), "model": doc["model"], "version": str(doc.get("version", "0")),
-        "trained_at": doc.get("trained_at"), "note": doc.get("note", ""), "horizon": h,
-        "times": [t.strftime(TS) for t in fc.index[:h]],
-        "mean": [round(float(v), 4) for v in fc.mean[:h]], "quantiles": levels,
-    }
-
-
 def stored_levels(doc: dict[str, Any]) -> list[float]:
     return sorted(float(q) for q in doc.get("quantiles", {}))
 
@@ -145,8 +60,8 @@ def latest_forecast(ctx: ApiContext, dep: str, horizon: int = 30,
         levels = stored_levels(doc)
         covers = levels and all(levels[0] - 1e-9 <= q <= levels[-1] + 1e-9 for q in quantiles)
         if covers and len(doc.get("mean", [])) >= horizon:
-            return _shape({**doc, "source": "stored"}, dep, horizon, quantiles)
-    return _shape(compute_forecast(ctx, dep, horizon, quantiles), dep, horizon, quantiles)
+            return shape({**doc, "source": "stored"}, dep, horizon, quantiles)
+    return ondemand.computed(ctx, dep, horizon, quantiles).shaped
 
 
 def stored_forecast_bytes(ctx: ApiContext, dep: str, horizon: int, quantiles: Sequence[float]) -> bytes | None:
@@ -167,7 +82,7 @@ def stored_forecast_bytes(ctx: ApiContext, dep: str, horizon: int, quantiles: Se
     if not levels or any(not levels[0] - 1e-9 <= q <= levels[-1] + 1e-9 for q in quantiles) \
             or len(doc.get("mean", [])) < horizon:
         return None
-    body = json.dumps(_shape({**doc, "source": "stored"}, dep, horizon, quantiles), separators=(",", ":")).encode()
+    body = json.dumps(shape({**doc, "source": "stored"}, dep, horizon, quantiles), separators=(",", ":")).encode()
     ctx.cache[key] = (time.monotonic(), raw, body)
     return body
 

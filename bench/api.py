@@ -1,11 +1,13 @@
-"""Throughput and p99 latency of the forecast route vs a bare FastAPI route, same run.
+"""Tail latency of the forecast route vs a bare FastAPI route, same run, at 50 clients.
 
-Starts two uvicorn servers on loopback (same uvicorn options): warmcast's API with a
-deployment whose forecast is stored in a real Redis the way the workers store it,
-and a bare FastAPI app whose one route returns a constant JSON object.  Drives each
-with ``wrk`` (50 connections, closed loop), alternating A/B rounds because the
-machine is shared and noisy, and prints requests/s and p50/p99 latency of both, the
-ratio of throughputs (target >= 0.5) and the forecast route's p99 (target < 20 ms).
+Starts two uvicorn servers on loopback (same uvicorn options): warmcast's API, and a
+bare FastAPI app whose one route returns a constant JSON object.  In Redis (real, the
+way the workers store things) deployment ``demo`` has a stored forecast and deployment
+``cold`` has load but no stored forecast (the API computes it once, single flight, and
+reuses it).  Drives each route with ``wrk`` (50 connections, closed loop), rotating the
+order of the routes each round because the machine is shared and noisy, and prints
+requests/s and p50/p99 latency, and each forecast route's p99 over the bare route's p99
+in the same run (target <= 1.3x, both with a stored forecast and with none).
 
     .venv/bin/python bench/api.py [--connections 50] [--duration 10] [--rounds 3] [--workers 1]
 
@@ -48,7 +50,8 @@ def create_bare():
 
 
 
-def wait_up(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+def wait_up(url: str, proc: subprocess.Popen, timeout: float = 900) -> None:
+    """Wait for a 200 (the cold deployment's first forecast is a fit: minutes on a busy machine)."""
     import httpx
 
     deadline = time.monotonic() + timeout
@@ -80,6 +83,9 @@ def seed(redis_url: str, prefix: str) -> None:
     fc = Forecast(idx[-1] + pd.Timedelta(minutes=1), path, {0.1: path * 0.8, 0.5: path, 0.9: path * 1.2},
                   model="lstm", version="demo/v0001")
     StateStore(r, prefix).put_forecast("demo", fc, trained_at="2024-01-02 23:00:00")
+    rng = np.random.default_rng(0)  # "cold": load only, no stored forecast
+    LoadStore(r, prefix).upsert_frame("cold", pd.DataFrame({"requests": rng.poisson(300, len(idx)).astype(float)},
+                                                           index=idx))
 
 
 def cleanup(redis_url: str, prefix: str) -> None:
@@ -139,23 +145,26 @@ def main() -> None:
     p_api, p_bare = free_port(), free_port()
     procs = [start(uv + ["--port", str(p_api), "--factory", "api.app:create_app"], env, tmp / "api.log"),
              start(uv + ["--port", str(p_bare), "--factory", "bare_app:create_bare"], env, tmp / "bare.log")]
-    forecast_url = f"http://127.0.0.1:{p_api}/v1/deployments/demo/forecast?horizon=30&quantiles=0.1,0.5,0.9"
-    bare_url = f"http://127.0.0.1:{p_bare}/bare"
+    base = f"http://127.0.0.1:{p_api}/v1/deployments"
+    query = "forecast?horizon=30&quantiles=0.1,0.5,0.9"
+    urls = {"bare": f"http://127.0.0.1:{p_bare}/bare", "stored": f"{base}/demo/{query}", "none": f"{base}/cold/{query}"}
     try:
-        wait_up(forecast_url, procs[0])
-        wait_up(bare_url, procs[1])
+        for url, proc in ((urls["stored"], procs[0]), (urls["bare"], procs[1]), (urls["none"], procs[0])):
+            wait_up(url, proc)
         import httpx
 
-        body = httpx.get(forecast_url).json()
-        assert body["source"] == "stored" and len(body["times"]) == 30, body
-        run_wrk(forecast_url, args.connections, 2, args.threads)  # warm both servers up
-        run_wrk(bare_url, args.connections, 2, args.threads)
-        res: dict[str, list[dict]] = {"bare": [], "forecast": []}
+        for mode in ("stored", "none"):
+            body = httpx.get(urls[mode]).json()
+            want = "stored" if mode == "stored" else "computed"
+            assert body["source"] == want and len(body["times"]) == 30, body
+        for url in urls.values():  # warm every route up
+            run_wrk(url, args.connections, 2, args.threads)
+        res: dict[str, list[dict]] = {k: [] for k in urls}
+        names = list(urls)
         for i in range(args.rounds):
-            order = [("bare", bare_url), ("forecast", forecast_url)]
-            for name, url in (order if i % 2 == 0 else order[::-1]):
-                res[name].append(run_wrk(url, args.connections, args.duration, args.threads))
-        report(res, args, len(httpx.get(forecast_url).content))
+            for name in names[i % 3:] + names[:i % 3]:  # rotate which route runs first
+                res[name].append(run_wrk(urls[name], args.connections, args.duration, args.threads))
+        report(res, args, len(httpx.get(urls["stored"]).content))
     finally:
         for p in procs:
             os.killpg(p.pid, signal.SIGTERM)
@@ -164,18 +173,23 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+LABELS = {"bare": "bare FastAPI GET /bare", "stored": "forecast, stored (demo)", "none": "forecast, none stored (cold)"}
+
+
 def report(res: dict[str, list[dict]], args, body_bytes: int) -> None:
     med = {k: {m: statistics.median(r[m] for r in v) for m in ("rps", "p50_ms", "p99_ms")} for k, v in res.items()}
-    print(f"wrk -t{args.threads} -c{args.connections} -d{args.duration}s, {args.rounds} A/B rounds, "
+    print(f"wrk -t{args.threads} -c{args.connections} -d{args.duration}s, {args.rounds} rounds (route order rotated), "
           f"uvicorn --workers {args.workers}, loopback; medians (forecast body {body_bytes} bytes)")
-    print(f"{'route':<34}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}   rounds req/s")
-    for k, label in (("bare", "bare FastAPI GET /bare"), ("forecast", "GET /v1/deployments/demo/forecast")):
-        rounds = " ".join(f"{r['rps']:.0f}" for r in res[k])
-        print(f"{label:<34}{med[k]['rps']:>10.0f}{med[k]['p50_ms']:>9.2f}{med[k]['p99_ms']:>9.2f}   {rounds}")
+    print(f"{'route':<32}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'p99/bare':>10}   rounds p99 ms")
+    for k in res:
+        rounds = " ".join(f"{r['p99_ms']:.1f}" for r in res[k])
+        ratio = med[k]["p99_ms"] / med["bare"]["p99_ms"]
+        print(f"{LABELS[k]:<32}{med[k]['rps']:>9.0f}{med[k]['p50_ms']:>9.2f}{med[k]['p99_ms']:>9.2f}"
+              f"{ratio:>9.2f}x   {rounds}")
     errs = sum(r["non2xx"] for v in res.values() for r in v)
-    ratio = med["forecast"]["rps"] / med["bare"]["rps"]
-    print(f"throughput ratio forecast/bare: {ratio:.2f}x (target >= 0.5)  "
-          f"forecast p99 {med['forecast']['p99_ms']:.2f} ms (target < 20)  non-2xx responses: {errs}")
+    worst = max(med[k]["p99_ms"] / med["bare"]["p99_ms"] for k in ("stored", "none"))
+    print(f"forecast p99 / bare p99, worse mode: {worst:.2f}x (target <= 1.3x)  "
+          f"{'met' if worst <= 1.3 else 'NOT met'}  non-2xx responses: {errs}")
 
 
 if __name__ == "__main__":

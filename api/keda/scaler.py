@@ -13,9 +13,10 @@ IsActive is true when the number asked for is above zero (scale from/to zero).
 """
 from __future__ import annotations
 
+import asyncio
 import threading
-from concurrent import futures
-from typing import Any, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, AsyncIterator
 
 import grpc
 
@@ -75,60 +76,105 @@ class Query:
 
 
 class WarmcastScaler(pb_grpc.ExternalScalerServicer):
-    def __init__(self, ctx: ApiContext, stop: threading.Event | None = None) -> None:
+    """The four RPCs on grpc.aio: an open StreamIsActive is a coroutine asleep between checks,
+    not a thread, so any number of streams leave the unary calls their threads (finding 6).
+    Values (Redis reads, maybe a forecast) are computed in ``pool``. StreamMetricSpec of newer
+    KEDA is not declared: gRPC answers UNIMPLEMENTED and KEDA falls back to GetMetricSpec."""
+
+    def __init__(self, ctx: ApiContext, pool: ThreadPoolExecutor) -> None:
         self.ctx = ctx
-        self.stop = stop or threading.Event()
+        self.pool = pool
 
-    def _query(self, ref, context) -> Query:
+    async def _query(self, ref: pb.ScaledObjectRef, context: grpc.aio.ServicerContext) -> Query:
         try:
-            return Query(self.ctx, ref)
+            return await asyncio.get_running_loop().run_in_executor(self.pool, Query, self.ctx, ref)
         except NotFoundError as err:
-            context.abort(grpc.StatusCode.NOT_FOUND, str(err))
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
         except InputError as err:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
 
-    def _value(self, q: Query, context) -> float:
+    async def _value(self, q: Query, context: grpc.aio.ServicerContext) -> float:
         try:
-            return q.value(self.ctx)
+            return await asyncio.get_running_loop().run_in_executor(self.pool, q.value, self.ctx)
         except NotFoundError as err:  # e.g. no load and no forecast yet
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
-        except Exception as err:  # noqa: BLE001 - Redis down and the like: KEDA retries
-            context.abort(grpc.StatusCode.UNAVAILABLE, f"{type(err).__name__}: {err}")
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
+        except Exception as err:  # noqa: BLE001 - Redis down, deadline passed and the like: KEDA retries
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"{type(err).__name__}: {err}")
 
-    def IsActive(self, request, context):
-        q = self._query(request, context)
-        return pb.IsActiveResponse(result=self._value(q, context) > 0)
+    async def IsActive(self, request, context):
+        q = await self._query(request, context)
+        return pb.IsActiveResponse(result=await self._value(q, context) > 0)
 
-    def StreamIsActive(self, request, context) -> Iterator[pb.IsActiveResponse]:
-        """Send the current state at once, then again whenever it changes."""
-        q = self._query(request, context)
+    async def StreamIsActive(self, request, context) -> AsyncIterator[pb.IsActiveResponse]:
+        """Send the current state at once, then again whenever it changes (until KEDA cancels
+        the stream or the server stops, both of which cancel this coroutine)."""
+        q = await self._query(request, context)
         last = None
-        while context.is_active() and not self.stop.is_set():
-            active = self._value(q, context) > 0
+        while True:
+            active = await self._value(q, context) > 0
             if active != last:
                 yield pb.IsActiveResponse(result=active)
                 last = active
-            self.stop.wait(q.interval)
+            await asyncio.sleep(q.interval)
 
-    def GetMetricSpec(self, request, context):
-        q = self._query(request, context)
+    async def GetMetricSpec(self, request, context):
+        q = await self._query(request, context)
         t = q.target()
         return pb.GetMetricSpecResponse(metricSpecs=[
             pb.MetricSpec(metricName=q.metric_name(), targetSize=max(1, int(round(t))), targetSizeFloat=t)])
 
-    def GetMetrics(self, request, context):
-        q = self._query(request.scaledObjectRef, context)
-        v = self._value(q, context)
+    async def GetMetrics(self, request, context):
+        q = await self._query(request.scaledObjectRef, context)
+        v = await self._value(q, context)
         name = request.metricName or q.metric_name()
         return pb.GetMetricsResponse(metricValues=[
             pb.MetricValue(metricName=name, metricValue=int(round(v)), metricValueFloat=v)])
 
 
-def serve(ctx: ApiContext, address: str = "0.0.0.0:9090", workers: int = 8) -> tuple[grpc.Server, int, threading.Event]:
-    """Start the scaler on ``address``; returns (server, bound port, stop event for open streams)."""
-    stop = threading.Event()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-    pb_grpc.add_ExternalScalerServicer_to_server(WarmcastScaler(ctx, stop), server)
-    port = server.add_insecure_port(address)
-    server.start()
-    return server, port, stop
+class ScalerServer:
+    """A running scaler: the port it bound, and ``stop``. Kept in ``RUNNING`` until stopped,
+    so the server lives as long as the process whether or not the caller keeps it (finding 2)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, server: grpc.aio.Server, port: int,
+                 stopped: asyncio.Event) -> None:
+        self.loop, self.server, self.port, self.stopped = loop, server, port, stopped
+
+    def stop(self, grace: float = 2.0) -> None:
+        """Stop taking calls, give open ones ``grace`` seconds, then cancel them."""
+        if self in RUNNING:
+            RUNNING.remove(self)
+            asyncio.run_coroutine_threadsafe(self._shutdown(grace), self.loop).result(timeout=grace + 10)
+
+    async def _shutdown(self, grace: float) -> None:
+        await self.server.stop(grace)
+        self.stopped.set()  # only now may the server's thread end its loop
+
+
+RUNNING: list[ScalerServer] = []
+
+
+def serve(ctx: ApiContext, address: str = "0.0.0.0:9090", workers: int = 8) -> ScalerServer:
+    """Start the scaler on ``address`` in its own thread and event loop; ``workers`` threads compute values."""
+    ready: Future = Future()
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="keda-value")
+
+    async def run() -> None:
+        server = grpc.aio.server()
+        pb_grpc.add_ExternalScalerServicer_to_server(WarmcastScaler(ctx, pool), server)
+        port = server.add_insecure_port(address)
+        await server.start()
+        stopped = asyncio.Event()
+        ready.set_result((asyncio.get_running_loop(), server, port, stopped))
+        await stopped.wait()
+
+    def main() -> None:
+        try:
+            asyncio.run(run())
+        except BaseException as err:  # noqa: BLE001 - a bind failure is the caller's to report
+            if not ready.done():
+                ready.set_exception(err)
+
+    threading.Thread(target=main, daemon=True, name="keda-grpc").start()
+    handle = ScalerServer(*ready.result(timeout=60))
+    RUNNING.append(handle)
+    return handle

@@ -9,6 +9,13 @@ from warmcast.settings import load_settings
 from warmcast.state import StateStore
 
 
+@pytest.fixture(autouse=True)
+def generous_deadline(monkeypatch):
+    """A forecast fit takes minutes on a loaded shared test machine: tests that are not about
+    the request deadline must not trip it (the deadline test sets its own)."""
+    monkeypatch.setenv("WARMCAST_API_DEADLINE_S", "900")
+
+
 @pytest.fixture
 def settings(redis_server_url, key_prefix, tmp_path):
     return load_settings(redis_url=redis_server_url, key_prefix=key_prefix, api_token=WRITE,

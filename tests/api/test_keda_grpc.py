@@ -1,8 +1,8 @@
-"""KEDA external scaler over real gRPC: a client generated from the .proto, in its own process.
+"""KEDA external scaler over real gRPC: a client generated from KEDA's own .proto, in its own process.
 
-The client is generated in the test from api/keda/externalscaler.proto (the same
-interface KEDA compiles) and runs in a subprocess, as KEDA would: it has no access
-to warmcast's code.
+The client is generated in the test from KEDA's current externalscaler.proto
+(tests/api/keda_upstream, copied unchanged from kedacore/keda) and runs in a
+subprocess, as KEDA would: it has no access to warmcast's code.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from api_helpers import stored_forecast
 
 ROOT = Path(__file__).resolve().parents[2]
-PROTO = ROOT / "api" / "keda" / "externalscaler.proto"
+KEDA_PROTO = Path(__file__).resolve().parent / "keda_upstream" / "externalscaler.proto"
 
 CLIENT = textwrap.dedent('''
     import json, sys
@@ -35,6 +35,10 @@ CLIENT = textwrap.dedent('''
             elif call["rpc"] == "StreamIsActive":
                 stream = stub.StreamIsActive(ref, timeout=60)
                 out.append({"result": next(stream).result})
+                stream.cancel()
+            elif call["rpc"] == "StreamMetricSpec":
+                stream = stub.StreamMetricSpec(ref, timeout=60)
+                out.append({"target": next(stream).metricSpecs[0].targetSizeFloat})
                 stream.cancel()
             elif call["rpc"] == "GetMetricSpec":
                 s = stub.GetMetricSpec(ref, timeout=60).metricSpecs[0]
@@ -53,8 +57,8 @@ CLIENT = textwrap.dedent('''
 def generated(tmp_path_factory) -> Path:
     pytest.importorskip("grpc_tools", reason="grpcio-tools (test extra) generates the client")
     out = tmp_path_factory.mktemp("keda-client")
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO.parent}", f"--python_out={out}",
-                    f"--grpc_python_out={out}", str(PROTO)], check=True)
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{KEDA_PROTO.parent}", f"--python_out={out}",
+                    f"--grpc_python_out={out}", str(KEDA_PROTO)], check=True)
     (out / "client.py").write_text(CLIENT)
     return out
 
@@ -71,10 +75,9 @@ def scaler(settings, seeded):
     from api.deps import build_context
     from api.keda.scaler import serve
 
-    server, port, stop = serve(build_context(settings), "127.0.0.1:0")
-    yield port
-    stop.set()
-    server.stop(grace=2).wait()
+    handle = serve(build_context(settings), "127.0.0.1:0")
+    yield handle.port
+    handle.stop(grace=2)
 
 
 def test_committed_modules_match_the_proto(tmp_path):
@@ -131,9 +134,9 @@ def test_stream_is_active_sends_changes(settings, seeded, state):
     from api.keda import externalscaler_pb2_grpc as rpc
     from api.keda.scaler import serve
 
-    server, port, stop = serve(build_context(settings), "127.0.0.1:0")
+    handle = serve(build_context(settings), "127.0.0.1:0")
     try:
-        stub = rpc.ExternalScalerStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        stub = rpc.ExternalScalerStub(grpc.insecure_channel(f"127.0.0.1:{handle.port}"))
         stream = stub.StreamIsActive(pb.ScaledObjectRef(name="demo", scalerMetadata={"streamIntervalSeconds": "0.1"}),
                                      timeout=30)
         assert next(stream).result is True
@@ -141,5 +144,68 @@ def test_stream_is_active_sends_changes(settings, seeded, state):
         assert next(stream).result is False
         stream.cancel()
     finally:
-        stop.set()
-        server.stop(grace=1).wait()
+        handle.stop(grace=1)
+
+
+def test_finding6_open_streams_do_not_starve_unary_calls(settings, seeded):
+    """More open StreamIsActive streams than value threads; IsActive and GetMetrics still answer."""
+    import grpc
+
+    from api.deps import build_context
+    from api.keda import externalscaler_pb2 as pb
+    from api.keda import externalscaler_pb2_grpc as rpc
+    from api.keda.scaler import serve
+
+    handle = serve(build_context(settings), "127.0.0.1:0", workers=2)
+    channel = grpc.insecure_channel(f"127.0.0.1:{handle.port}")
+    try:
+        stub = rpc.ExternalScalerStub(channel)
+        ref = pb.ScaledObjectRef(name="demo", scalerMetadata={"streamIntervalSeconds": "0.2"})
+        streams = [stub.StreamIsActive(ref, timeout=120) for _ in range(12)]
+        assert all(next(s).result is True for s in streams)  # all twelve open and answered
+        assert stub.IsActive(ref, timeout=20).result is True
+        assert stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref), timeout=20).metricValues[0].metricValueFloat > 0
+        for s in streams:
+            s.cancel()
+    finally:
+        channel.close()
+        handle.stop(grace=1)
+
+
+def test_finding6_stream_metric_spec_of_current_keda_is_unimplemented(generated, scaler):
+    """KEDA's optional StreamMetricSpec is answered UNIMPLEMENTED (KEDA then uses GetMetricSpec)."""
+    out = _call(generated, scaler, [{"rpc": "StreamMetricSpec", "name": "demo"}, {"rpc": "GetMetricSpec", "name": "demo"}])
+    assert out[0]["code"] == "UNIMPLEMENTED"
+    assert out[1]["target"] == 1.0
+
+
+def test_finding2_grpc_scaler_lives_as_long_as_the_process(generated, settings, seeded, key_prefix, tmp_path):
+    """A fresh `warmcast api serve --grpc-port N` answers IsActive 10 s and 60 s after start,
+    and the process stops within a few seconds of SIGTERM."""
+    import os
+    import signal
+    import time
+
+    from warmcast.runtime import free_loopback_port
+
+    http_port, grpc_port = free_loopback_port(), free_loopback_port()
+    env = {**os.environ, "WARMCAST_REDIS_URL": settings.redis_url, "WARMCAST_KEY_PREFIX": key_prefix,
+           "WARMCAST_STATE_DIR": str(tmp_path / "state"), "WARMCAST_MODELS_DIR": str(tmp_path / "models"),
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "warmcast.cli", "api", "serve", "--port", str(http_port),
+                             "--grpc-port", str(grpc_port)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    started = time.monotonic()
+    try:
+        for at in (10, 60):
+            time.sleep(max(0.0, started + at - time.monotonic()))
+            assert proc.poll() is None, proc.stdout.read()
+            assert _call(generated, grpc_port, [{"rpc": "IsActive", "name": "demo"}]) == [{"result": True}], at
+        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        proc.wait(timeout=15)
+        assert time.monotonic() - t0 < 8
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

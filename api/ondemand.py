@@ -1,0 +1,212 @@
+"""On-demand forecasts: computed from the load store when the workers have stored none.
+
+A fit costs seconds of CPU, so each (deployment, horizon, levels) is computed by one
+thread at a time and concurrent requests wait for that one result (single flight).
+A result is reused for ``cache_ttl_s``; for another ``cache_ttl_s`` after that it is
+still served while one background refresh runs, so pollers never queue behind a refit.
+A request waits at most ``deadline_s`` (then 503 with Retry-After); the computation
+goes on in its own daemon thread and the next request picks its result up.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from concurrent.futures import Future, TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import pandas as pd
+
+from api.deps import ApiContext
+from api.errors import DeadlineExceeded
+from forecaster.base import Forecast
+from warmcast.errors import NotFoundError
+from warmcast.state import forecast_from_dict, forecast_to_dict
+
+TS = "%Y-%m-%d %H:%M:%S"
+
+
+@dataclass(frozen=True)
+class Computed:
+    """One computed forecast: the stored-form document, the route's answer and its JSON body."""
+
+    at: float                 # time.monotonic() when computed
+    doc: dict[str, Any]       # forecast_to_dict form, source "computed"
+    shaped: dict[str, Any]    # the forecast route's answer
+    body: bytes               # shaped, rendered once
+
+
+def shape(doc: dict[str, Any], dep: str, horizon: int, quantiles: Sequence[float]) -> dict[str, Any]:
+    """A forecast document cut to ``horizon`` minutes and the requested levels (the route's answer)."""
+    fc = forecast_from_dict(doc)
+    h = min(horizon, fc.horizon)
+    levels = {f"{q:g}": [round(float(v), 4) for v in fc.quantile(q)[:h]] for q in quantiles}
+    return {
+        "deployment": dep, "source": doc.get("source", "stored"), "origin": doc["origin"],
+        "created_at": doc.get("created_at"), "model": doc["model"], "version": str(doc.get("version", "0")),
+        "trained_at": doc.get("trained_at"), "note": doc.get("note", ""), "horizon": h,
+        "times": [t.strftime(TS) for t in fc.index[:h]],
+        "mean": [round(float(v), 4) for v in fc.mean[:h]], "quantiles": levels,
+    }
+
+
+def _key(dep: str, horizon: int, levels: Sequence[float]) -> tuple:
+    return ("computed", dep, horizon, tuple(levels))
+
+
+def cached(ctx: ApiContext, dep: str, horizon: int, levels: Sequence[float]) -> Computed | None:
+    """A computed forecast without waiting: a fresh one, or a stale one with its refresh started."""
+    hit: Computed | None = ctx.cache.get(_key(dep, horizon, levels))
+    if hit is None:
+        return None
+    age, ttl = time.monotonic() - hit.at, ctx.config.cache_ttl_s
+    if age >= 2 * ttl:
+        return None
+    if age >= ttl:
+        start(ctx, dep, horizon, levels)
+    return hit
+
+
+def start(ctx: ApiContext, dep: str, horizon: int, levels: Sequence[float]) -> "Future[Computed]":
+    """The computation in flight for this request, started now if none is."""
+    key = _key(dep, horizon, levels)
+    with ctx.flight_lock:
+        fut = ctx.inflight.get(key)
+        if fut is None:
+            fut = ctx.inflight[key] = Future()
+            # A daemon thread, not a pool: a fit in progress must not hold up the process exit.
+            threading.Thread(target=_run, args=(ctx, key, fut, dep, horizon, tuple(levels)), daemon=True,
+                             name=f"forecast-{dep}").start()
+    return fut
+
+
+def _run(ctx: ApiContext, key: tuple, fut: "Future[Computed]", dep: str, horizon: int,
+         levels: tuple[float, ...]) -> None:
+    try:
+        res = _compute(ctx, dep, horizon, levels, ctx.cache.get(key))
+        _prune(ctx)
+        ctx.cache[key] = res
+        ctx.cache[("latest", dep)] = res.doc
+        fut.set_result(res)
+    except BaseException as err:  # noqa: BLE001 - every waiter gets the error (404 for no load, ...)
+        fut.set_exception(err)
+    finally:
+        with ctx.flight_lock:
+            ctx.inflight.pop(key, None)
+
+
+def wait(ctx: ApiContext, fut: "Future[Computed]") -> Computed:
+    """Block until the computation ends or the request deadline passes."""
+    try:
+        return fut.result(timeout=ctx.config.deadline_s)
+    except FutureTimeout:
+        raise DeadlineExceeded(_late(ctx)) from None
+
+
+async def wait_async(ctx: ApiContext, fut: "Future[Computed]") -> Computed:
+    """``wait`` for the event loop; the computation is shielded from the request's cancellation."""
+    try:
+        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), ctx.config.deadline_s)
+    except asyncio.TimeoutError:
+        raise DeadlineExceeded(_late(ctx)) from None
+
+
+def _late(ctx: ApiContext) -> str:
+    return (f"the forecast is still being computed after {ctx.config.deadline_s:g} s; "
+            "retry shortly (the computation goes on and its result will be served)")
+
+
+def computed(ctx: ApiContext, dep: str, horizon: int, levels: Sequence[float]) -> Computed:
+    """A computed forecast, from the cache or from the (shared) computation."""
+    return cached(ctx, dep, horizon, levels) or wait(ctx, start(ctx, dep, horizon, levels))
+
+
+def forget(ctx: ApiContext, dep: str) -> None:
+    """Drop the computed forecasts of ``dep`` (new observations make them out of date)."""
+    for k in [k for k in list(ctx.cache) if isinstance(k, tuple) and len(k) > 1 and k[:2] == ("computed", dep)]:
+        ctx.cache.pop(k, None)
+    ctx.cache.pop(("latest", dep), None)
+
+
+def _prune(ctx: ApiContext) -> None:
+    """Keep the cache bounded: past 256 entries, drop computed forecasts too old to serve."""
+    if len(ctx.cache) <= 256:
+        return
+    limit = time.monotonic() - 2 * ctx.config.cache_ttl_s
+    for k, v in list(ctx.cache.items()):
+        if isinstance(v, Computed) and v.at < limit:
+            ctx.cache.pop(k, None)
+
+
+# --------------------------------------------------------------------------- the computation
+
+def _compute(ctx: ApiContext, dep: str, horizon: int, levels: tuple[float, ...],
+             prev: Computed | None = None) -> Computed:
+    """Forecast now from the load store: the champion through the forecaster's fallback rules.
+
+    When no minute was stored since ``prev`` was computed, ``prev`` is still the answer
+    (its created_at keeps telling its age): a refresh then costs one read, not a refit."""
+    from api.service import utcnow
+
+    frame = _history(ctx, dep)
+    if frame.empty:
+        raise NotFoundError(f"deployment {dep!r} has no recent load to forecast from")
+    origin = (frame.index[-1] + pd.Timedelta(minutes=1)).strftime(TS)
+    if prev is not None and prev.doc["origin"] == origin:
+        return Computed(time.monotonic(), prev.doc, prev.shaped, prev.body)
+    with ctx.lock:  # one fit at a time: two would only share the same two cores
+        fb, note = _fitted_model(ctx, dep, frame)
+        fc = fb.predict(frame, horizon=horizon, quantiles=levels)
+        ctx.computations += 1
+    if note and not fc.note:
+        fc = Forecast(fc.origin, fc.mean, fc.quantiles, fc.model, fc.version, note=note)
+    doc = forecast_to_dict(fc, utcnow(), _trained_at(ctx, fc.version))
+    doc["source"] = "computed"
+    shaped = shape(doc, dep, horizon, levels)
+    return Computed(time.monotonic(), doc, shaped, json.dumps(shaped, separators=(",", ":")).encode())
+
+
+def _history(ctx: ApiContext, dep: str) -> pd.DataFrame:
+    days = ctx.store.days(dep)
+    if not days:
+        raise NotFoundError(f"deployment {dep!r} has no stored load yet and no stored forecast; "
+                            "push observations or ingest a log first")
+    start_at = pd.Timestamp(0) + pd.Timedelta(days=days[-1] - ctx.config.history_days + 1)
+    return ctx.store.frame(dep, start=start_at)
+
+
+def _trained_at(ctx: ApiContext, version: str) -> str | None:
+    """When the serving model was saved (registry metadata), if it is a registry model."""
+    if "/" not in version:
+        return None
+    from forecaster.registry import ArtifactError, Registry
+
+    owner, ver = version.split("/", 1)
+    try:
+        return Registry(ctx.settings.models_dir).read_meta(owner, ver).get("created")
+    except (ArtifactError, OSError):
+        return None
+
+
+def _fitted_model(ctx: ApiContext, dep: str, frame: pd.DataFrame):
+    """The champion wrapped in the fallback rules, fitted once per (deployment, newest minute).
+
+    Fitting the fallback baselines costs seconds; asking the fitted model for other
+    quantiles or horizons costs milliseconds, so the fitted object is what is cached."""
+    from forecaster.fallback import FallbackForecaster
+    from forecaster.registry import Registry
+
+    key = ("model", dep, str(frame.index[-1]))
+    hit = ctx.cache.get(key)
+    if hit and time.monotonic() - hit[0] < ctx.config.cache_ttl_s:
+        return hit[1]
+    for k in [k for k in list(ctx.cache) if isinstance(k, tuple) and k[:2] == ("model", dep)]:
+        ctx.cache.pop(k, None)  # one fitted model per deployment is enough
+    model, note = Registry(ctx.settings.models_dir).serving_model(dep)
+    fb = FallbackForecaster(model, primary_missing_reason=note or "no trained model")
+    if fb.why_not_primary(frame) is not None:
+        fb.fit(frame, rank_hours=2)  # ranking over 2 h keeps an on-demand fit to seconds
+    ctx.cache[key] = (time.monotonic(), (fb, note))
+    return fb, note
