@@ -6,9 +6,13 @@ client reads every validation error the same way and the field is always named.
 from __future__ import annotations
 
 import json
+import math
 import re
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from warmcast.errors import InputError, NotFoundError, WarmcastError
@@ -55,7 +59,25 @@ def _late(request: Request, err: DeadlineExceeded) -> JSONResponse:
     return JSONResponse({"detail": str(err)}, status_code=503, headers={"Retry-After": str(err.retry_after_s)})
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with NaN/Infinity written as strings: JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _invalid(request: Request, err: RequestValidationError) -> JSONResponse:
+    """FastAPI's 422, except that a NaN/Infinity the client sent is echoed back as a string
+    (rendering it as a number made the 422 itself fail with a 500: finding 7)."""
+    return JSONResponse({"detail": _finite(jsonable_encoder(err.errors()))}, status_code=422)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(DeadlineExceeded, _late)
     app.add_exception_handler(InputError, _input_error)
     app.add_exception_handler(NotFoundError, _not_found)

@@ -44,18 +44,29 @@ QuantilesQ = Query(None, max_length=80, description="comma-separated levels in (
                    examples=["0.1,0.5,0.9"])
 
 
+EARLIEST = pd.Timestamp("1970-01-01")  # the load store counts days from the Unix epoch
+AHEAD = pd.Timedelta(days=366)          # nothing warmcast plans or records lies further ahead
+
+
 def _ts(raw: str | None, field: str, where: str = "query") -> str | None:
-    """Normalise a user timestamp to 'YYYY-MM-DD HH:MM:SS' or fail naming the field."""
+    """Normalise a user timestamp to 'YYYY-MM-DD HH:MM:SS' or fail naming the field.
+
+    Bounded to [1970-01-01, now + 366 days]: work that walks from a timestamp to the
+    data (the capacity plan's look-back) then stays bounded too (finding 3)."""
     if raw is None or raw == "":
         return None
     try:
         t = pd.Timestamp(raw)
-    except (ValueError, TypeError, OverflowError):
+        if t is not pd.NaT and t.tzinfo is not None:
+            t = t.tz_convert("UTC").tz_localize(None)
+    except (ValueError, TypeError, OverflowError, ArithmeticError, NotImplementedError):
         raise FieldError((where, field), f"{raw!r} is not a timestamp (use YYYY-MM-DD HH:MM:SS)") from None
     if t is pd.NaT or pd.isna(t):
         raise FieldError((where, field), f"{raw!r} is not a timestamp")
-    if t.tzinfo is not None:
-        t = t.tz_convert("UTC").tz_localize(None)
+    latest = service.utcnow() + AHEAD
+    if not EARLIEST <= t <= latest:
+        raise FieldError((where, field), f"{raw!r} is outside {EARLIEST:%Y-%m-%d} .. {latest:%Y-%m-%d} "
+                                         "(now + 366 days)")
     return t.strftime(TS)
 
 

@@ -84,7 +84,7 @@ Policy = Literal["static", "reactive", "queue", "predictive", "oracle"]
 
 
 class WhatIfIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # JSON numbers are finite
     policies: list[Policy] = Field(default_factory=lambda: ["reactive", "predictive", "oracle"], min_length=1,
                                    max_length=5)
     test_start: datetime = Field(description="start of the replayed part; data before it trains the forecaster")
@@ -121,7 +121,7 @@ class AuditOut(_Out):
 
 
 class Observation(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # JSON numbers are finite
     time: datetime = Field(description="a whole UTC minute (naive times are UTC)")
     requests: float = Field(ge=0, le=1e9)
     input_tokens: Optional[float] = Field(None, ge=0, le=1e13)

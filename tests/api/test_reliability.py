@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pandas as pd
 import pytest
 
 from api_helpers import AUTH, synthetic_frame
@@ -83,3 +84,82 @@ def test_finding3_a_long_computation_has_a_deadline(settings, store):
         time.sleep(0.5)
     later = asyncio.run(_burst(app, path, 2))
     assert [r.status_code for r in later] == [200, 200] and ctx.computations == 1
+
+
+@pytest.mark.parametrize("path, field", [
+    ("capacity?start=9999-01-01T00:00:00Z", "start"),
+    ("capacity?start=1900-01-01", "start"),
+    ("audit?since=0000-01-01", "since"),
+    ("audit?since=-0001-01-01", "since"),
+    ("audit?until=9999-12-31", "until"),
+])
+def test_finding3_far_past_and_far_future_parameters_are_422_naming_the_field(client, seeded, path, field):
+    r = client.get(f"/v1/deployments/demo/{path}")
+    assert r.status_code == 422, r.text
+    err = r.json()["detail"][0]
+    assert err["loc"] == ["query", field] and ("outside" in err["msg"] or "not a timestamp" in err["msg"])
+
+
+def test_finding3_capacity_near_the_bounds_answers(client, seeded):
+    """The bounds refuse only the absurd: a plan starting a year from now is still made."""
+    start = (pd.Timestamp.now(tz="UTC") + pd.Timedelta(days=300)).strftime("%Y-%m-%dT%H:00:00Z")
+    r = client.get("/v1/deployments/demo/capacity", params={"start": start, "span": "week"})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["hours"]) == 7 * 24
+
+
+@pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity"])
+def test_finding7_nan_and_infinity_in_a_json_body_are_422(client, seeded, store, raw):
+    before = store.series("demo")
+    body = '{"observations": [{"time": "2024-01-08 00:00:00", "requests": %s}]}' % raw
+    r = client.post("/v1/deployments/demo/observations", content=body,
+                    headers={**AUTH, "Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    err = r.json()["detail"][0]
+    assert err["loc"] == ["body", "observations", 0, "requests"] and "finite" in err["msg"]
+    assert err["input"] == str(float(raw))  # echoed as a string: JSON has no such number
+    r = client.post("/v1/deployments/demo/whatif", content='{"capacity_rpm": %s}' % raw,
+                    headers={**AUTH, "Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert any(e["loc"][-1] == "capacity_rpm" and "finite" in e["msg"] for e in r.json()["detail"]), r.text
+    assert store.series("demo").equals(before)
+
+
+def test_finding3_api_stops_on_sigterm_during_a_long_request(settings, store, key_prefix, tmp_path):
+    """SIGTERM while a request waits on a forecast computation: the process is gone within seconds."""
+    import threading
+
+    from warmcast.runtime import free_loopback_port
+
+    store.upsert_frame("cold", synthetic_frame(days=2))  # no stored forecast: a full fit, seconds at least
+    port = free_loopback_port()
+    env = {**os.environ, "WARMCAST_REDIS_URL": settings.redis_url, "WARMCAST_KEY_PREFIX": key_prefix,
+           "WARMCAST_STATE_DIR": str(tmp_path / "state"), "WARMCAST_MODELS_DIR": str(tmp_path / "models"),
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "warmcast.cli", "api", "serve", "--port", str(port)], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        def ask() -> None:
+            try:
+                httpx.get(f"{base}/v1/deployments/cold/forecast", timeout=600)
+            except httpx.HTTPError:
+                pass  # the server going away under an open request is what this test does
+
+        threading.Thread(target=ask, daemon=True).start()
+        time.sleep(2)  # the request is in, waiting on the computation
+        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        proc.wait(timeout=30)
+        assert time.monotonic() - t0 < 8
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
