@@ -146,16 +146,15 @@ def _compute(ctx: ApiContext, dep: str, horizon: int, levels: tuple[float, ...],
              prev: Computed | None = None) -> Computed:
     """Forecast now from the load store: the champion through the forecaster's fallback rules.
 
-    When no minute was stored since ``prev`` was computed, ``prev`` is still the answer
-    (its created_at keeps telling its age): a refresh then costs one read, not a refit."""
+    When no newer minute was stored since ``prev`` was computed, ``prev`` is still the answer
+    (its created_at keeps telling its age): a refresh then reads one day, and fits nothing."""
     from api.service import utcnow
 
+    if prev is not None and _origin(_history(ctx, dep, days=1)) == prev.doc["origin"]:
+        return Computed(time.monotonic(), prev.doc, prev.shaped, prev.body)
     frame = _history(ctx, dep)
     if frame.empty:
         raise NotFoundError(f"deployment {dep!r} has no recent load to forecast from")
-    origin = (frame.index[-1] + pd.Timedelta(minutes=1)).strftime(TS)
-    if prev is not None and prev.doc["origin"] == origin:
-        return Computed(time.monotonic(), prev.doc, prev.shaped, prev.body)
     with ctx.lock:  # one fit at a time: two would only share the same two cores
         fb, note = _fitted_model(ctx, dep, frame)
         fc = fb.predict(frame, horizon=horizon, quantiles=levels)
@@ -168,13 +167,19 @@ def _compute(ctx: ApiContext, dep: str, horizon: int, levels: tuple[float, ...],
     return Computed(time.monotonic(), doc, shaped, json.dumps(shaped, separators=(",", ":")).encode())
 
 
-def _history(ctx: ApiContext, dep: str) -> pd.DataFrame:
-    days = ctx.store.days(dep)
-    if not days:
+def _history(ctx: ApiContext, dep: str, days: int | None = None) -> pd.DataFrame:
+    """The last ``days`` stored days (default: history_days) of ``dep``."""
+    stored = ctx.store.days(dep)
+    if not stored:
         raise NotFoundError(f"deployment {dep!r} has no stored load yet and no stored forecast; "
                             "push observations or ingest a log first")
-    start_at = pd.Timestamp(0) + pd.Timedelta(days=days[-1] - ctx.config.history_days + 1)
+    start_at = pd.Timestamp(0) + pd.Timedelta(days=stored[-1] - (days or ctx.config.history_days) + 1)
     return ctx.store.frame(dep, start=start_at)
+
+
+def _origin(frame: pd.DataFrame) -> str | None:
+    """The minute a forecast from ``frame`` starts at."""
+    return (frame.index[-1] + pd.Timedelta(minutes=1)).strftime(TS) if len(frame) else None
 
 
 def _trained_at(ctx: ApiContext, version: str) -> str | None:

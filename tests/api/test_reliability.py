@@ -70,6 +70,23 @@ def test_finding11_concurrent_requests_share_one_computation(settings, store):
     assert again[0].json()["origin"] != replies[0].json()["origin"]
 
 
+def test_finding11_an_expired_forecast_is_served_while_one_refresh_runs(settings, store):
+    """Past cache_ttl_s the computed forecast is still answered at once while one refresh runs;
+    with no newer load stored, the refresh keeps the forecast instead of fitting again."""
+    store.upsert_frame("demo", synthetic_frame(days=1).iloc[-200:])
+    app = _app(settings, cache_ttl_s=1.0)
+    ctx = app.state.ctx
+    path = "/v1/deployments/demo/forecast?horizon=30"
+    first = asyncio.run(_burst(app, path, 1))[0]
+    time.sleep(1.2)  # expired, still servable
+    stale = asyncio.run(_burst(app, path, 5))
+    assert {r.content for r in stale} == {first.content}
+    deadline = time.monotonic() + 300
+    while ctx.inflight and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not ctx.inflight and ctx.computations == 1
+
+
 def test_finding3_a_long_computation_has_a_deadline(settings, store):
     """A request waits at most deadline_s (503 + Retry-After); the computation goes on and is served."""
     store.upsert_frame("demo", synthetic_frame(days=1).iloc[-200:])  # a fit takes far longer than 50 ms
