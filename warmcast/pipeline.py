@@ -36,13 +36,13 @@ def run_demo(settings: Settings, days: int, deployment: str, workdir: Path,
 
 def replay_plans(settings: Settings, deployment: str, history: pd.DataFrame, state, step_h: int = 2) -> str:
     """Forecast and decide at origins over the last day, as the live loop would have; each
-    decision goes to the audit log with its reason. Each row shows the profile the schedule
-    makes active then, and one replica's capacity under it (day and night profiles differ)."""
+    decision goes to the audit log with its reason. Each row shows the profile the decision
+    planned with (``active>target`` while a switch is under way) and one replica's capacity then."""
     from forecaster.live import forecast_deployment
     from forecaster.registry import Registry
     from warmcast.deployments import demo_deployment
     from warmup.adapters import core_config, forecast_input
-    from warmup.core.engine import decide
+    from warmup.core.engine import decide, planning_capacity
     from warmup.core.switching import scheduled_profile
     from warmup.core.types import Instance, InstanceState, TickInput
 
@@ -50,7 +50,7 @@ def replay_plans(settings: Settings, deployment: str, history: pd.DataFrame, sta
     cfg = core_config(dep, dry_run=True)
     registry = Registry(settings.models_dir)
     end = history.index[-1] + pd.Timedelta(minutes=1)
-    lines = [f"{'time (UTC)':17} {'profile':>7} {'rpm/replica':>11} {'now/min':>8} {'P90 +15m':>9} {'model':>14} "
+    lines = [f"{'time (UTC)':17} {'profile':>11} {'rpm/replica':>11} {'now/min':>8} {'P90 +15m':>9} {'model':>14} "
              f"{'replicas':>9}  reason"]
     policy, replicas = None, None
     for origin in pd.date_range(end - pd.Timedelta(days=1), end, freq=f"{step_h}h", inclusive="left"):
@@ -65,9 +65,15 @@ def replay_plans(settings: Settings, deployment: str, history: pd.DataFrame, sta
         out = decide(cfg, TickInput(now=origin.to_pydatetime(), instances=instances, observed_rpm=now_rpm,
                                     forecast=forecast_input(fc), active_profile=profile), policy)
         policy, desired = out.state, out.scale.desired
+        # show what the decision planned with: mid-switch the core keeps the old profile's capacity
+        profile = policy.switch.active_profile or profile
+        capacity = planning_capacity(cfg, policy, profile)
+        target = policy.switch.target_profile
+        shown = f"{profile}>{target}" if target and target != profile else profile
         state.audit(deployment, "scale", f"{out.scale.current}->{desired}", str(out.scale.reason),
                     applied=False, inputs={"observed_rpm": now_rpm, "model": fc.model}, ts=origin)
-        lines.append(f"{origin:%Y-%m-%d %H:%M} {profile:>7} {capacity:11.0f} {now_rpm:8.0f} {fc.quantile(0.9)[14]:9.0f} {fc.model:>14} "
-                     f"{out.scale.current:>4}->{desired:<4}  {out.scale.reason}")
+        lines.append(f"{origin:%Y-%m-%d %H:%M} {shown:>11} {capacity:11.0f} {now_rpm:8.0f} "
+                     f"{fc.quantile(0.9)[14]:9.0f} {fc.model:>14} {out.scale.current:>4}->{desired:<4}  "
+                     f"{out.scale.reason}")
         replicas = desired
     return "\n".join(lines)

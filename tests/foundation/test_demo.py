@@ -1,6 +1,8 @@
 """The README's main job, on a short generated log: every step runs and decisions are audited."""
 from __future__ import annotations
 
+import re
+
 from warmcast.pipeline import run_demo
 from warmcast.settings import load_settings
 from warmcast.state import StateStore
@@ -21,3 +23,6 @@ def test_demo_generates_ingests_forecasts_and_audits_plans(tmp_path, redis_serve
     rows = {line[11:16]: line.split() for line in table[1:13]}
     assert rows["00:00"][2:4] == ["night", "200"] and rows["12:00"][2:4] == ["day", "300"]
     assert "1 replicas" not in text
+    for fields in rows.values():  # a reason that names a capacity names the one the row shows
+        said = re.search(r"at (\d+) req/min per replica", " ".join(fields))
+        assert said is None or said.group(1) == fields[3], fields

@@ -98,6 +98,7 @@ def test_good_engine_args_pass_in_every_spelling():
 
 def test_load_deployments_raises_input_error_for_unknown_flag(tmp_path):
     f = tmp_path / "d.yaml"
-    f.write_text("deployments:\n  - name: a\n    profiles:\n      day: {capacity_rpm: 10, engine_args: {max-num-seq: 4}}\n")
+    f.write_text("deployments:\n  - name: a\n    profiles:\n"
+                 "      day: {capacity_rpm: 10, engine_args: {max-num-seq: 4}}\n")
     with pytest.raises(InputError, match=r"deployment a: profile day: engine_args.max-num-seq: not a vLLM option"):
         load_deployments(f)
