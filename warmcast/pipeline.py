@@ -42,9 +42,9 @@ def replay_plans(settings: Settings, deployment: str, history: pd.DataFrame, sta
     from forecaster.registry import Registry
     from warmcast.deployments import demo_deployment
     from warmup.adapters import core_config, forecast_input
+    from warmup.core import Instance, InstanceState, TickInput
     from warmup.core.engine import decide, planning_capacity
     from warmup.core.switching import scheduled_profile
-    from warmup.core.types import Instance, InstanceState, TickInput
 
     dep = demo_deployment(deployment)
     cfg = core_config(dep, dry_run=True)

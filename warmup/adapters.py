@@ -12,14 +12,7 @@ from __future__ import annotations
 from datetime import time, tzinfo
 from typing import Any, Mapping, Optional, Sequence
 
-from warmup.core.types import (
-    CoreConfig,
-    ForecastInput,
-    ScalingConfig,
-    ScheduleWindow,
-    SwitchConfig,
-    WarmupConfig,
-)
+from warmup.core import CoreConfig, ForecastInput, ScalingConfig, ScheduleWindow, SwitchConfig, WarmupConfig
 
 
 def _as_time(v: Any) -> time:

@@ -146,7 +146,7 @@ def test_prometheus_answers_parsed(http):
 
 def test_warmup_spec_from_core_decision():
     from warmup.actuators.vllm_client import WarmupSpec
-    from warmup.core.types import Reason, ReasonCode, WarmupAction, WarmupDecision
+    from warmup.core import Reason, ReasonCode, WarmupAction, WarmupDecision
 
     d = WarmupDecision(action=WarmupAction.START, reason=Reason(next(iter(ReasonCode)), "queue 12 > 5"),
                        requests_per_instance=6, concurrency=3, duration_s=45.0, instances=("a",))

@@ -415,7 +415,7 @@ def test_prometheus_promql_matches_the_scrape(server, tmp_path):
 
 def test_core_warmup_decision_applied_to_named_instances(server):
     from warmup.actuators.vllm_client import apply_warmup_decision
-    from warmup.core.types import Reason, ReasonCode, WarmupAction, WarmupDecision
+    from warmup.core import Reason, ReasonCode, WarmupAction, WarmupDecision
 
     decision = WarmupDecision(action=WarmupAction.START, reason=Reason(next(iter(ReasonCode)), "queue above tier"),
                               tier="low", requests_per_instance=3, concurrency=2, duration_s=60.0,

@@ -67,5 +67,5 @@ def test_checker_catches_io(snippet: str) -> None:
 
 def test_checker_allows_pure_code() -> None:
     src = "import math\nfrom dataclasses import dataclass\nfrom datetime import datetime, timedelta\n" \
-          "from warmup.core.types import Reason\n"
+          "from warmup.core.reasons import Reason\n"
     assert violations(src) == []

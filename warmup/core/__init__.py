@@ -7,33 +7,33 @@ and the policy state come in as values, and decisions plus the new state go out.
 from warmup.core.engine import decide, planning_capacity
 from warmup.core.prescale import decide_scale, forecast_need, reactive_need, replicas_for, scale_in_order
 from warmup.core.switching import decide_switch, scheduled_profile
-from warmup.core.types import (
+from warmup.core.config import (
     ContextMixRule,
     CoreConfig,
-    Event,
-    ForecastInput,
-    Instance,
-    InstanceState,
-    PolicyState,
-    Reason,
-    ReasonCode,
-    ScaleAction,
-    ScaleDecision,
     ScalingConfig,
     ScheduleWindow,
-    SwitchAction,
     SwitchConfig,
+    WarmupConfig,
+    WarmupTier,
+)
+from warmup.core.decisions import (
+    Event,
+    ScaleAction,
+    ScaleDecision,
+    SwitchAction,
     SwitchDecision,
+    TickOutput,
+    WarmupAction,
+    WarmupDecision,
+)
+from warmup.core.inputs import ForecastInput, Instance, InstanceState, TickInput
+from warmup.core.reasons import Reason, ReasonCode
+from warmup.core.state import (
+    PolicyState,
     SwitchPhase,
     SwitchState,
-    TickInput,
-    TickOutput,
     Transition,
-    WarmupAction,
-    WarmupConfig,
-    WarmupDecision,
     WarmupState,
-    WarmupTier,
 )
 from warmup.core.warmup import decide_warmup, select_targets, tier_for_depth, warmup_duration_s
 

@@ -11,14 +11,10 @@ from dataclasses import replace
 
 from warmup.core.prescale import decide_scale
 from warmup.core.switching import decide_switch
-from warmup.core.types import (
-    CoreConfig,
-    PolicyState,
-    SwitchPhase,
-    TickInput,
-    TickOutput,
-    as_utc,
-)
+from warmup.core.config import CoreConfig
+from warmup.core.decisions import TickOutput
+from warmup.core.inputs import TickInput, as_utc
+from warmup.core.state import PolicyState, SwitchPhase
 from warmup.core.warmup import decide_warmup
 
 

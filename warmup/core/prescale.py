@@ -22,19 +22,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Callable, Optional
 
-from warmup.core.types import (
-    ForecastInput,
-    GuardrailStep,
-    Instance,
-    InstanceState,
-    PolicyState,
-    Reason,
-    ReasonCode,
-    ScaleAction,
-    ScaleDecision,
-    ScalingConfig,
-    as_utc,
-)
+from warmup.core.config import ScalingConfig
+from warmup.core.decisions import GuardrailStep, ScaleAction, ScaleDecision
+from warmup.core.inputs import ForecastInput, Instance, InstanceState, as_utc
+from warmup.core.reasons import Reason, ReasonCode
+from warmup.core.state import PolicyState
 
 _EPS = 1e-9
 

@@ -24,20 +24,11 @@ from datetime import datetime, timedelta, timezone
 from datetime import time as dtime
 from typing import Optional
 
-from warmup.core.types import (
-    Event,
-    ForecastInput,
-    Instance,
-    Reason,
-    ReasonCode,
-    SwitchAction,
-    SwitchConfig,
-    SwitchDecision,
-    SwitchPhase,
-    SwitchState,
-    Transition,
-    as_utc,
-)
+from warmup.core.config import SwitchConfig
+from warmup.core.decisions import Event, SwitchAction, SwitchDecision
+from warmup.core.inputs import ForecastInput, Instance, as_utc
+from warmup.core.reasons import Reason, ReasonCode
+from warmup.core.state import SwitchPhase, SwitchState, Transition
 
 MAX_TRANSITIONS = 200  # kept in the state; older ones are dropped (the caller records them too)
 

@@ -22,19 +22,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Optional
 
-from warmup.core.types import (
-    ForecastInput,
-    Instance,
-    InstanceState,
-    Reason,
-    ReasonCode,
-    WarmupAction,
-    WarmupConfig,
-    WarmupDecision,
-    WarmupState,
-    WarmupTier,
-    as_utc,
-)
+from warmup.core.config import WarmupConfig, WarmupTier
+from warmup.core.decisions import WarmupAction, WarmupDecision
+from warmup.core.inputs import ForecastInput, Instance, InstanceState, as_utc
+from warmup.core.reasons import Reason, ReasonCode
+from warmup.core.state import WarmupState
 
 RAMP = "ramp"
 

