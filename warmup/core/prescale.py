@@ -18,7 +18,7 @@ replicas, GPU budget.  Bounds and budget run last, so they always hold.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Callable, Optional
 
@@ -204,45 +204,67 @@ def scale_in_order(instances: tuple[Instance, ...]) -> tuple[str, ...]:
     return tuple(i.id for i in sorted(instances, key=key))
 
 
-# --------------------------------------------------------------------------- the decision
+# --------------------------------------------------------------------------- the decision's stages
 
 
-def decide_scale(cfg: ScalingConfig, now: datetime, instances: tuple[Instance, ...], observed_rpm: float,
-                 queue_depth: float, forecast: Optional[ForecastInput], state: PolicyState,
-                 capacity_rpm: Optional[float] = None) -> tuple[ScaleDecision, PolicyState]:
-    now = as_utc(now)
-    cap = capacity_rpm if capacity_rpm is not None and capacity_rpm > 0 else cfg.capacity_rpm
-    current = len(instances)
-    ready = sum(1 for i in instances if i.state.ready)
+@dataclass(frozen=True, slots=True)
+class ScaleNeeds:
+    """What the current load and the forecast ask for, before stabilisation and guardrails."""
 
+    reactive: int                       # replicas for the load and backlog (``current`` when the load is unknown)
+    load_rpm: float                     # the load those replicas serve: current load plus the backlog term
+    queue_dominated: bool               # the backlog, not the load, sets ``reactive``
+    load_known: bool
+    forecast: Optional[int]             # replicas for the forecast peak over the lead window (None: no forecast)
+    no_forecast: Optional[Reason]       # why ``forecast`` is None
+    peak_rpm: float
+    peak_in_min: int
+
+    @property
+    def raw(self) -> int:
+        return self.reactive if self.forecast is None else max(self.reactive, self.forecast)
+
+
+def scale_needs(cfg: ScalingConfig, now: datetime, current: int, observed_rpm: float, queue_depth: float,
+                forecast: Optional[ForecastInput], capacity_rpm: float) -> ScaleNeeds:
+    """The reactive and the forecast need; an unknown load never asks for scale-in."""
     load_known = math.isfinite(observed_rpm)
-    reactive, load, queue_dom = reactive_need(cfg, observed_rpm, queue_depth, cap)
-    if not load_known:  # unknown load: never scale in on it
-        reactive = current
-    f_need, f_why, peak, peak_at = forecast_need(cfg, forecast, now, cap)
-
-    raw = reactive if f_need is None else max(reactive, f_need)
-    lead = cfg.lead_min
-    if f_need is not None and f_need > reactive:
-        base = Reason(ReasonCode.FORECAST_PRESCALE,
-                      f"forecast P{cfg.quantile * 100:.0f} peaks at {_fmt(peak)} req/min in {peak_at} min "
-                      f"(lead window {lead:.0f} min); at {_fmt(cap)} req/min per replica and "
-                      f"{cfg.target_utilisation:.0%} utilisation that needs {f_need}; current load needs {reactive}")
-    elif queue_dom:
-        base = Reason(ReasonCode.QUEUE_BACKLOG,
-                      f"load {_fmt(observed_rpm)} req/min plus a backlog of {queue_depth:.0f} queued requests "
-                      f"({_fmt(load)} req/min) needs {reactive}")
-    elif f_why is not None:
-        base = Reason(f_why.code, f"{f_why.text}; current load {_fmt(load)} req/min needs {reactive}")
-    else:
-        base = Reason(ReasonCode.REACTIVE_LOAD,
-                      f"current load {_fmt(load)} req/min needs {reactive} at "
-                      f"{cfg.reactive_utilisation:.0%} utilisation; the forecast over the next "
-                      f"{lead:.0f} min needs {f_need}")
+    reactive, load, queue_dominated = reactive_need(cfg, observed_rpm, queue_depth, capacity_rpm)
     if not load_known:
-        base = Reason(base.code, base.text + " (current load unknown: no scale-in on it)")
+        reactive = current
+    f_need, no_forecast, peak, peak_at = forecast_need(cfg, forecast, now, capacity_rpm)
+    return ScaleNeeds(reactive, load, queue_dominated, load_known, f_need, no_forecast, peak, peak_at)
 
-    ctx = _Ctx(cfg, now, current, state, raw)
+
+def need_reason(cfg: ScalingConfig, needs: ScaleNeeds, capacity_rpm: float, observed_rpm: float,
+                queue_depth: float) -> Reason:
+    """Why the raw recommendation is what it is: forecast, queue backlog, no forecast, or the load."""
+    n, lead = needs.reactive, cfg.lead_min
+    if needs.forecast is not None and needs.forecast > n:
+        why = Reason(ReasonCode.FORECAST_PRESCALE,
+                     f"forecast P{cfg.quantile * 100:.0f} peaks at {_fmt(needs.peak_rpm)} req/min in "
+                     f"{needs.peak_in_min} min (lead window {lead:.0f} min); at {_fmt(capacity_rpm)} req/min per "
+                     f"replica and {cfg.target_utilisation:.0%} utilisation that needs {needs.forecast}; "
+                     f"current load needs {n}")
+    elif needs.queue_dominated:
+        why = Reason(ReasonCode.QUEUE_BACKLOG,
+                     f"load {_fmt(observed_rpm)} req/min plus a backlog of {queue_depth:.0f} queued requests "
+                     f"({_fmt(needs.load_rpm)} req/min) needs {n}")
+    elif needs.no_forecast is not None:
+        why = Reason(needs.no_forecast.code,
+                     f"{needs.no_forecast.text}; current load {_fmt(needs.load_rpm)} req/min needs {n}")
+    else:
+        why = Reason(ReasonCode.REACTIVE_LOAD,
+                     f"current load {_fmt(needs.load_rpm)} req/min needs {n} at "
+                     f"{cfg.reactive_utilisation:.0%} utilisation; the forecast over the next "
+                     f"{lead:.0f} min needs {needs.forecast}")
+    if not needs.load_known:
+        why = Reason(why.code, why.text + " (current load unknown: no scale-in on it)")
+    return why
+
+
+def apply_guardrails(raw: int, ctx: _Ctx) -> tuple[int, tuple[GuardrailStep, ...], Optional[Reason]]:
+    """(replicas after every guardrail, each guardrail's step, the last one that changed the number)."""
     n = raw
     steps: list[GuardrailStep] = []
     reason: Optional[Reason] = None
@@ -252,41 +274,64 @@ def decide_scale(cfg: ScalingConfig, now: datetime, instances: tuple[Instance, .
         if m != n and why is not None:
             reason = why
         n = m
+    return n, tuple(steps), reason
 
-    if n > current:
-        action = ScaleAction.UP
-    elif n < current:
-        action = ScaleAction.DOWN
-    else:
-        action = ScaleAction.HOLD
 
-    if reason is None:
-        if action is ScaleAction.HOLD:
-            if reactive < current and f_need is not None and f_need >= current:
-                reason = Reason(ReasonCode.FORECAST_BLOCKS_SCALE_IN,
-                                f"current load needs only {reactive}, but the forecast needs {f_need} within "
-                                f"the next {lead:.0f} min (a removed replica could not be back in time)")
-            elif f_why is not None:
-                reason = Reason(f_why.code, f"{f_why.text}; holding {current}: current load needs {reactive}")
-            else:
-                reason = Reason(ReasonCode.NO_CHANGE,
-                                f"{current} {'replica matches' if current == 1 else 'replicas match'} the "
-                                f"need: load needs {reactive}, forecast over {lead:.0f} min needs {f_need}")
-        else:
-            reason = base
+def scale_action(desired: int, current: int) -> ScaleAction:
+    if desired > current:
+        return ScaleAction.UP
+    if desired < current:
+        return ScaleAction.DOWN
+    return ScaleAction.HOLD
 
+
+def hold_reason(cfg: ScalingConfig, needs: ScaleNeeds, current: int) -> Reason:
+    """Why nothing changes when no guardrail held the number: the forecast, no forecast, or a match."""
+    n, lead = needs.reactive, cfg.lead_min
+    if n < current and needs.forecast is not None and needs.forecast >= current:
+        return Reason(ReasonCode.FORECAST_BLOCKS_SCALE_IN,
+                      f"current load needs only {n}, but the forecast needs {needs.forecast} within "
+                      f"the next {lead:.0f} min (a removed replica could not be back in time)")
+    if needs.no_forecast is not None:
+        return Reason(needs.no_forecast.code, f"{needs.no_forecast.text}; holding {current}: current load needs {n}")
+    return Reason(ReasonCode.NO_CHANGE,
+                  f"{current} {'replica matches' if current == 1 else 'replicas match'} the "
+                  f"need: load needs {n}, forecast over {lead:.0f} min needs {needs.forecast}")
+
+
+def next_scale_state(cfg: ScalingConfig, state: PolicyState, now: datetime, raw: int,
+                     action: ScaleAction) -> PolicyState:
+    """The stabilisation history (this tick's raw recommendation added) and the last scale times."""
     window_start = now - timedelta(seconds=cfg.stabilisation_s)
     history = tuple((as_utc(t), r) for t, r in state.history if as_utc(t) > window_start) + ((now, raw),)
-    new_state = replace(
+    return replace(
         state,
         history=history,
         last_scale_up=now if action is ScaleAction.UP else state.last_scale_up,
         last_scale_down=now if action is ScaleAction.DOWN else state.last_scale_down,
         scale_actions=state.scale_actions + (action is not ScaleAction.HOLD),
     )
-    remove: tuple[str, ...] = ()
-    if action is ScaleAction.DOWN:
-        remove = scale_in_order(instances)[: current - n]
-    return ScaleDecision(current=current, ready=ready, desired=n, action=action, reason=reason,
-                         reactive_replicas=reactive, forecast_replicas=f_need, raw=raw,
-                         steps=tuple(steps), remove=remove), new_state
+
+
+def decide_scale(cfg: ScalingConfig, now: datetime, instances: tuple[Instance, ...], observed_rpm: float,
+                 queue_depth: float, forecast: Optional[ForecastInput], state: PolicyState,
+                 capacity_rpm: Optional[float] = None) -> tuple[ScaleDecision, PolicyState]:
+    """Needs -> why -> guardrails -> action -> reason -> new state, each a stage above."""
+    now = as_utc(now)
+    cap = capacity_rpm if capacity_rpm is not None and capacity_rpm > 0 else cfg.capacity_rpm
+    current = len(instances)
+    needs = scale_needs(cfg, now, current, observed_rpm, queue_depth, forecast, cap)
+    raw = needs.raw
+    desired, steps, held_by = apply_guardrails(raw, _Ctx(cfg, now, current, state, raw))
+    action = scale_action(desired, current)
+    if held_by is not None:
+        reason = held_by
+    elif action is ScaleAction.HOLD:
+        reason = hold_reason(cfg, needs, current)
+    else:
+        reason = need_reason(cfg, needs, cap, observed_rpm, queue_depth)
+    remove = scale_in_order(instances)[: current - desired] if action is ScaleAction.DOWN else ()
+    ready = sum(1 for i in instances if i.state.ready)
+    return ScaleDecision(current=current, ready=ready, desired=desired, action=action, reason=reason,
+                         reactive_replicas=needs.reactive, forecast_replicas=needs.forecast, raw=raw,
+                         steps=steps, remove=remove), next_scale_state(cfg, state, now, raw, action)

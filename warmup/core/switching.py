@@ -14,15 +14,16 @@ forecast share of long-context requests.
     PAUSED --(ask no longer the rolled-back)---> STEADY       resume
 
 The morning switch is the same machine with day as the target.  Every
-transition is recorded with its reason in ``SwitchState.transitions``.
+transition is recorded with its reason in ``SwitchState.transitions``.  Each phase
+is one small function (``PHASE_STEPS``); the canary's is itself a short pipeline.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from datetime import time as dtime
-from typing import Optional
+from typing import Callable, Optional
 
 from warmup.core.config import SwitchConfig
 from warmup.core.decisions import Event, SwitchAction, SwitchDecision
@@ -73,114 +74,211 @@ def _canary_count(cfg: SwitchConfig, replicas: int) -> int:
     return max(1, int(math.ceil(cfg.canary_share * max(replicas, 0) - 1e-9)))
 
 
+# --------------------------------------------------------------------------- the state machine
+#
+# One small function per phase (``PHASE_STEPS``); each sees the tick as a :class:`SwitchTick`
+# and returns a :class:`SwitchOutcome` with its reason, also when nothing changes.
+
+
+SwitchOutcome = tuple[SwitchDecision, SwitchState, tuple[Event, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchTick:
+    """What one tick of the state machine sees: its inputs and the profiles asked for."""
+
+    cfg: SwitchConfig
+    now: datetime
+    instances: tuple[Instance, ...]
+    p99_s: Optional[float]
+    replicas: int
+    state: SwitchState   # with the active profile filled in
+    ahead: str           # profile asked for ``prewarm_min`` from now
+    why_ahead: str
+    want: str            # profile asked for now
+    why_now: str
+
+    @property
+    def active(self) -> str:
+        return self.state.active_profile
+
+    @property
+    def p99_known(self) -> bool:
+        return self.p99_s is not None and math.isfinite(self.p99_s) and self.p99_s > 0
+
+    @property
+    def in_phase_min(self) -> float:
+        since = as_utc(self.state.since) if self.state.since is not None else self.now
+        return (self.now - since).total_seconds() / 60.0
+
+    @property
+    def trigger_code(self) -> ReasonCode:
+        return ReasonCode.SWITCH_CONTEXT_MIX if self.cfg.trigger == "context_mix" else ReasonCode.SWITCH_SCHEDULE
+
+    def p99_vs_baseline(self) -> tuple[str, str]:
+        """("P99 x s" or "P99 unknown", the baseline's "y s" or "unknown") for reason texts."""
+        base = self.state.baseline_p99_s
+        return (f"P99 {self.p99_s:.2f} s" if self.p99_known else "P99 unknown",
+                f"{base:.2f} s" if base is not None else "unknown")
+
+
+def remain(state: SwitchState, code: ReasonCode, text: str) -> SwitchOutcome:
+    """No transition: the phase stays as it is, with the reason why."""
+    return SwitchDecision(SwitchAction.NONE, Reason(code, text), state.phase, from_profile=state.active_profile,
+                          to_profile=state.target_profile), state, ()
+
+
+def transition(t: SwitchTick, to_phase: SwitchPhase, action: SwitchAction, reason: Reason, *,
+               new_active: Optional[str] = None, target: str = "", share: float = 0.0, count: int = 0,
+               baseline: Optional[float] = None, blocked: Optional[str] = None,
+               events: tuple[Event, ...] = ()) -> SwitchOutcome:
+    """Move to ``to_phase`` with ``action``; the transition is recorded in the new state."""
+    state = t.state
+    to_profile = target or (new_active or state.active_profile)
+    record = Transition(t.now, state.phase, to_phase, state.active_profile, to_profile, reason)
+    new_state = replace(state, phase=to_phase, since=t.now,
+                        active_profile=new_active if new_active is not None else state.active_profile,
+                        target_profile=target, baseline_p99_s=baseline,
+                        blocked_profile=state.blocked_profile if blocked is None else blocked,
+                        transitions=(state.transitions + (record,))[-MAX_TRANSITIONS:])
+    decision = SwitchDecision(action, reason, to_phase, from_profile=state.active_profile, to_profile=to_profile,
+                              share=share, instances=count)
+    return decision, new_state, events
+
+
+def steady_step(t: SwitchTick) -> SwitchOutcome:
+    """STEADY: pre-warm the profile asked for within ``prewarm_min`` (or now), if it is not the active one."""
+    active = t.active
+    target = t.ahead if t.ahead != active else (t.want if t.want != active else "")
+    if not target:
+        return remain(t.state, ReasonCode.SWITCH_STEADY, f"{active} serves and stays asked for ({t.why_ahead})")
+    n = _canary_count(t.cfg, t.replicas)
+    why = t.why_ahead if target == t.ahead else t.why_now
+    return transition(t, SwitchPhase.PREWARM, SwitchAction.PREWARM,
+                      Reason(t.trigger_code, f"{why}; profile {target} asked for within {t.cfg.prewarm_min:.0f} "
+                                             f"min: pre-warming {n} {target} instance(s)"),
+                      target=target, count=n, baseline=t.p99_s if t.p99_known else t.state.baseline_p99_s)
+
+
+def prewarm_step(t: SwitchTick) -> SwitchOutcome:
+    """PREWARM: cancel when the target is no longer asked for, keep waiting until it is asked for
+    now and its instances are ready, then move the canary."""
+    target = t.state.target_profile
+    baseline = t.p99_s if t.p99_known else t.state.baseline_p99_s   # the latest pre-switch P99
+    waiting = replace(t.state, baseline_p99_s=baseline)
+    if t.ahead != target and t.want != target:
+        return transition(t, SwitchPhase.STEADY, SwitchAction.CANCEL,
+                          Reason(ReasonCode.SWITCH_CANCELLED, f"{target} is no longer asked for ({t.why_ahead}): "
+                                                              "pre-warmed instances are dropped"))
+    if t.want != target:
+        return remain(waiting, ReasonCode.SWITCH_PREWARMING, f"pre-warming {target}; {t.why_ahead}")
+    return targets_not_ready(t, waiting) or start_canary(t, baseline)
+
+
+def targets_not_ready(t: SwitchTick, waiting: SwitchState) -> Optional[SwitchOutcome]:
+    """Wait for ready target-profile instances (when instances carry profiles), at most
+    ``max_prewarm_wait_min`` past the pre-warm lead."""
+    target = waiting.target_profile
+    n = _canary_count(t.cfg, t.replicas)
+    tagged = [i for i in t.instances if i.profile]
+    ready_targets = sum(1 for i in t.instances if i.profile == target and i.state.ready)
+    waited = t.in_phase_min - t.cfg.prewarm_min
+    if tagged and ready_targets < n and waited < t.cfg.max_prewarm_wait_min:
+        return remain(waiting, ReasonCode.SWITCH_WAIT_READY, f"{target} asked for now but only {ready_targets} "
+                      f"of {n} pre-warmed instance(s) are ready")
+    return None
+
+
+def start_canary(t: SwitchTick, baseline: Optional[float]) -> SwitchOutcome:
+    """Move ``canary_share`` of capacity to the target and hold it against the pre-switch P99."""
+    cfg, target = t.cfg, t.state.target_profile
+    text = (f"{t.why_now}; moving {cfg.canary_share:.0%} of capacity to {target} and holding "
+            f"{cfg.hold_min:.0f} min against the pre-switch P99")
+    if baseline is None:
+        text += " (no pre-switch P99 known: the hold cannot compare latency)"
+    code = ReasonCode.SWITCH_CANARY if baseline is not None else ReasonCode.SWITCH_NO_P99
+    return transition(t, SwitchPhase.CANARY, SwitchAction.MOVE_CANARY, Reason(code, text), target=target,
+                      share=cfg.canary_share, count=_canary_count(cfg, t.replicas), baseline=baseline)
+
+
+def canary_step(t: SwitchTick) -> SwitchOutcome:
+    """CANARY: roll back on a P99 regression or when the ask ends; move all after the hold."""
+    return rollback_on_p99(t) or cancel_during_hold(t) or complete_after_hold(t) or hold_canary(t)
+
+
+def rollback_on_p99(t: SwitchTick) -> Optional[SwitchOutcome]:
+    """P99 above the pre-switch baseline by more than ``rollback_p99_rise``: roll back, pause, alert."""
+    target, base, rise = t.state.target_profile, t.state.baseline_p99_s, t.cfg.rollback_p99_rise
+    if not (t.p99_known and base is not None and t.p99_s > base * (1.0 + rise)):
+        return None
+    reason = Reason(ReasonCode.SWITCH_ROLLBACK_P99,
+                    f"P99 {t.p99_s:.2f} s is {t.p99_s / base - 1:.0%} above the pre-switch baseline "
+                    f"{base:.2f} s (limit {rise:.0%}): switch to {target} paused, rolled back to {t.active}")
+    alert = (Event(t.now, "alert", reason),)
+    decision, state, _ = transition(t, SwitchPhase.PAUSED, SwitchAction.ROLLBACK, reason, target=target,
+                                    share=t.cfg.canary_share, baseline=base, blocked=target, events=alert)
+    return replace(decision, to_profile=t.active), state, alert
+
+
+def cancel_during_hold(t: SwitchTick) -> Optional[SwitchOutcome]:
+    """The target is no longer asked for during the hold: move the canary back, no alert."""
+    target = t.state.target_profile
+    if t.want == target:
+        return None
+    reason = Reason(ReasonCode.SWITCH_CANCELLED, f"{target} no longer asked for during the hold "
+                    f"({t.why_now}): canary moved back to {t.active}")
+    decision, state, events = transition(t, SwitchPhase.STEADY, SwitchAction.ROLLBACK, reason,
+                                         share=t.cfg.canary_share)
+    return replace(decision, to_profile=t.active), state, events
+
+
+def complete_after_hold(t: SwitchTick) -> Optional[SwitchOutcome]:
+    """``hold_min`` passed without a regression: all capacity moves and the target becomes active."""
+    if t.in_phase_min < t.cfg.hold_min:
+        return None
+    target = t.state.target_profile
+    p99, base = t.p99_vs_baseline()
+    reason = Reason(ReasonCode.SWITCH_COMPLETE, f"held {t.cfg.hold_min:.0f} min with {p99} against baseline "
+                    f"{base}: moving all capacity to {target}")
+    return transition(t, SwitchPhase.STEADY, SwitchAction.MOVE_ALL, reason, new_active=target, share=1.0,
+                      count=t.replicas, events=(Event(t.now, "info", reason),))
+
+
+def hold_canary(t: SwitchTick) -> SwitchOutcome:
+    p99, base = t.p99_vs_baseline()
+    return remain(t.state, ReasonCode.SWITCH_HOLD, f"canary on {t.state.target_profile}: {p99} vs baseline "
+                  f"{base}; {t.cfg.hold_min - t.in_phase_min:.0f} min of the hold left")
+
+
+def paused_step(t: SwitchTick) -> SwitchOutcome:
+    """PAUSED: resume once the rolled-back profile is no longer asked for."""
+    blocked = t.state.blocked_profile
+    if t.want != blocked and t.ahead != blocked:
+        return transition(t, SwitchPhase.STEADY, SwitchAction.NONE,
+                          Reason(ReasonCode.SWITCH_RESUMED, f"{blocked} no longer asked for ({t.why_now}): "
+                                                            "switching resumes from the next ask"), blocked="")
+    return remain(t.state, ReasonCode.SWITCH_PAUSED, f"switch to {blocked} paused after a P99 regression; "
+                  f"{t.active} serves until the ask changes")
+
+
+PHASE_STEPS: dict[SwitchPhase, Callable[[SwitchTick], SwitchOutcome]] = {
+    SwitchPhase.STEADY: steady_step,
+    SwitchPhase.PREWARM: prewarm_step,
+    SwitchPhase.CANARY: canary_step,
+    SwitchPhase.PAUSED: paused_step,
+}
+
+
 def decide_switch(cfg: SwitchConfig, now: datetime, instances: tuple[Instance, ...], p99_s: Optional[float],
                   forecast: Optional[ForecastInput], state: SwitchState, replicas: int,
-                  active_profile: str = "") -> tuple[SwitchDecision, SwitchState, tuple[Event, ...]]:
+                  active_profile: str = "") -> SwitchOutcome:
+    """One tick of the state machine: the profiles asked for ahead and now, then the current phase's step."""
     now = as_utc(now)
     active = state.active_profile or active_profile or cfg.default_profile
     state = replace(state, active_profile=active)
-    p99_ok = p99_s is not None and math.isfinite(p99_s) and p99_s > 0
-    trig = ReasonCode.SWITCH_CONTEXT_MIX if cfg.trigger == "context_mix" else ReasonCode.SWITCH_SCHEDULE
-
-    def go(to_phase: SwitchPhase, action: SwitchAction, reason: Reason, *, new_active: Optional[str] = None,
-           target: str = "", share: float = 0.0, count: int = 0, baseline: Optional[float] = None,
-           blocked: Optional[str] = None, events: tuple[Event, ...] = ()):
-        frm_profile = state.active_profile
-        to_profile = target or (new_active or state.active_profile)
-        tr = Transition(now, state.phase, to_phase, frm_profile, to_profile, reason)
-        st = replace(state, phase=to_phase, since=now,
-                     active_profile=new_active if new_active is not None else state.active_profile,
-                     target_profile=target, baseline_p99_s=baseline,
-                     blocked_profile=state.blocked_profile if blocked is None else blocked,
-                     transitions=(state.transitions + (tr,))[-MAX_TRANSITIONS:])
-        dec = SwitchDecision(action, reason, to_phase, from_profile=frm_profile, to_profile=to_profile,
-                             share=share, instances=count)
-        return dec, st, events
-
-    def stay(code: ReasonCode, text: str, st: SwitchState = state):
-        return SwitchDecision(SwitchAction.NONE, Reason(code, text), st.phase, from_profile=st.active_profile,
-                              to_profile=st.target_profile), st, ()
-
     if not cfg.enabled:
-        return stay(ReasonCode.SWITCH_STEADY, f"profile switching disabled; {active} serves")
-
+        return remain(state, ReasonCode.SWITCH_STEADY, f"profile switching disabled; {active} serves")
     ahead, why_ahead = asked_profile(cfg, forecast, now, cfg.prewarm_min, active)
     want, why_now = asked_profile(cfg, forecast, now, 0.0, active)
-    since = as_utc(state.since) if state.since is not None else now
-    in_phase_min = (now - since).total_seconds() / 60.0
-
-    if state.phase is SwitchPhase.STEADY:
-        target = ahead if ahead != active else (want if want != active else "")
-        if target:
-            n = _canary_count(cfg, replicas)
-            why = why_ahead if target == ahead else why_now
-            return go(SwitchPhase.PREWARM, SwitchAction.PREWARM,
-                      Reason(trig, f"{why}; profile {target} asked for within {cfg.prewarm_min:.0f} min: "
-                                   f"pre-warming {n} {target} instance(s)"),
-                      target=target, count=n, baseline=p99_s if p99_ok else state.baseline_p99_s)
-        return stay(ReasonCode.SWITCH_STEADY, f"{active} serves and stays asked for ({why_ahead})")
-
-    if state.phase is SwitchPhase.PREWARM:
-        target = state.target_profile
-        baseline = p99_s if p99_ok else state.baseline_p99_s   # the latest pre-switch P99
-        st = replace(state, baseline_p99_s=baseline)
-        if ahead != target and want != target:
-            state = st
-            return go(SwitchPhase.STEADY, SwitchAction.CANCEL,
-                      Reason(ReasonCode.SWITCH_CANCELLED, f"{target} is no longer asked for ({why_ahead}): "
-                                                          "pre-warmed instances are dropped"))
-        if want != target:
-            return stay(ReasonCode.SWITCH_PREWARMING, f"pre-warming {target}; {why_ahead}", st)
-        n = _canary_count(cfg, replicas)
-        tagged = [i for i in instances if i.profile]
-        ready_targets = sum(1 for i in instances if i.profile == target and i.state.ready)
-        waited = in_phase_min - cfg.prewarm_min
-        if tagged and ready_targets < n and waited < cfg.max_prewarm_wait_min:
-            return stay(ReasonCode.SWITCH_WAIT_READY, f"{target} asked for now but only {ready_targets} of {n} "
-                        f"pre-warmed instance(s) are ready", st)
-        state = st
-        text = (f"{why_now}; moving {cfg.canary_share:.0%} of capacity to {target} and holding "
-                f"{cfg.hold_min:.0f} min against the pre-switch P99")
-        if baseline is None:
-            text += " (no pre-switch P99 known: the hold cannot compare latency)"
-        return go(SwitchPhase.CANARY, SwitchAction.MOVE_CANARY,
-                  Reason(ReasonCode.SWITCH_CANARY if baseline is not None else ReasonCode.SWITCH_NO_P99, text),
-                  target=target, share=cfg.canary_share, count=n, baseline=baseline)
-
-    if state.phase is SwitchPhase.CANARY:
-        target = state.target_profile
-        base = state.baseline_p99_s
-        if p99_ok and base is not None and p99_s > base * (1.0 + cfg.rollback_p99_rise):
-            reason = Reason(ReasonCode.SWITCH_ROLLBACK_P99,
-                            f"P99 {p99_s:.2f} s is {p99_s / base - 1:.0%} above the pre-switch baseline "
-                            f"{base:.2f} s (limit {cfg.rollback_p99_rise:.0%}): switch to {target} paused, "
-                            f"rolled back to {active}")
-            ev = (Event(now, "alert", reason),)
-            dec, st, _ = go(SwitchPhase.PAUSED, SwitchAction.ROLLBACK, reason, target=target,
-                            share=cfg.canary_share, baseline=base, blocked=target, events=ev)
-            return replace(dec, to_profile=active), st, ev
-        if want != target:
-            reason = Reason(ReasonCode.SWITCH_CANCELLED, f"{target} no longer asked for during the hold "
-                            f"({why_now}): canary moved back to {active}")
-            dec, st, ev = go(SwitchPhase.STEADY, SwitchAction.ROLLBACK, reason, share=cfg.canary_share)
-            return replace(dec, to_profile=active), st, ev
-        if in_phase_min >= cfg.hold_min:
-            p = f"P99 {p99_s:.2f} s" if p99_ok else "P99 unknown"
-            b = f"{base:.2f} s" if base is not None else "unknown"
-            reason = Reason(ReasonCode.SWITCH_COMPLETE, f"held {cfg.hold_min:.0f} min with {p} against baseline "
-                            f"{b}: moving all capacity to {target}")
-            return go(SwitchPhase.STEADY, SwitchAction.MOVE_ALL, reason, new_active=target, share=1.0,
-                      count=replicas, events=(Event(now, "info", reason),))
-        p = f"P99 {p99_s:.2f} s" if p99_ok else "P99 unknown"
-        b = f"{base:.2f} s" if base is not None else "unknown"
-        return stay(ReasonCode.SWITCH_HOLD, f"canary on {target}: {p} vs baseline {b}; "
-                    f"{cfg.hold_min - in_phase_min:.0f} min of the hold left")
-
-    # PAUSED
-    blocked = state.blocked_profile
-    if want != blocked and ahead != blocked:
-        return go(SwitchPhase.STEADY, SwitchAction.NONE,
-                  Reason(ReasonCode.SWITCH_RESUMED, f"{blocked} no longer asked for ({why_now}): "
-                                                    "switching resumes from the next ask"), blocked="")
-    return stay(ReasonCode.SWITCH_PAUSED, f"switch to {blocked} paused after a P99 regression; "
-                f"{active} serves until the ask changes")
+    tick = SwitchTick(cfg, now, instances, p99_s, replicas, state, ahead, why_ahead, want, why_now)
+    return PHASE_STEPS[state.phase](tick)

@@ -1,0 +1,80 @@
+"""Each stage of the pre-scaling decision on its own (``warmup.core.prescale``)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from wu_helpers import T0, flat_forecast, minutes
+from warmup.core import PolicyState, Reason, ReasonCode, ScaleAction, ScalingConfig
+from warmup.core.prescale import (
+    GUARDRAILS,
+    ScaleNeeds,
+    _Ctx,
+    apply_guardrails,
+    hold_reason,
+    need_reason,
+    next_scale_state,
+    scale_action,
+    scale_needs,
+)
+
+CFG = ScalingConfig(capacity_rpm=300, min_replicas=1, max_replicas=10, cold_start_min=15, stabilisation_s=300,
+                    cooldown_down_s=300)
+NO_FC = Reason(ReasonCode.NO_FORECAST, "no forecast available")
+
+
+def needs(reactive=3, forecast=None, *, queue=False, known=True, why=None) -> ScaleNeeds:
+    return ScaleNeeds(reactive, reactive * 300.0, queue, known, forecast, why, 1200.0, 7)
+
+
+def test_scale_needs_takes_the_larger_and_never_scales_in_on_unknown_load() -> None:
+    n = scale_needs(CFG, T0, 5, 600.0, 0.0, flat_forecast(1500.0), 300.0)
+    assert (n.reactive, n.forecast, n.raw, n.no_forecast) == (2, 6, 6, None)   # P90 = 1650 -> 6
+    n = scale_needs(CFG, T0, 5, math.nan, 0.0, None, 300.0)
+    assert (n.reactive, n.forecast, n.raw, n.load_known) == (5, None, 5, False)
+    assert n.no_forecast.code is ReasonCode.NO_FORECAST
+
+
+@pytest.mark.parametrize("n,code", [
+    (needs(3, 5), ReasonCode.FORECAST_PRESCALE),
+    (needs(3, 2, queue=True), ReasonCode.QUEUE_BACKLOG),
+    (needs(3, None, why=NO_FC), ReasonCode.NO_FORECAST),
+    (needs(3, 2), ReasonCode.REACTIVE_LOAD),
+])
+def test_need_reason_says_where_the_number_came_from(n, code) -> None:
+    why = need_reason(CFG, n, 300.0, 900.0, 40.0)
+    assert why.code is code
+    assert "current load unknown" not in why.text
+    unknown = need_reason(CFG, ScaleNeeds(**{**{f: getattr(n, f) for f in ScaleNeeds.__slots__},
+                                              "load_known": False}), 300.0, 900.0, 40.0)
+    assert unknown.code is code and unknown.text.endswith("(current load unknown: no scale-in on it)")
+
+
+def test_apply_guardrails_records_every_stage_and_the_last_that_changed() -> None:
+    ctx = _Ctx(CFG, T0, 4, PolicyState(), 50)
+    n, steps, why = apply_guardrails(50, ctx)
+    assert [s.stage for s in steps] == [name for name, _ in GUARDRAILS]
+    assert n == 10 and why.code is ReasonCode.MAX_REPLICAS
+    assert steps[0].before == 50 and steps[-1].after == 10
+    n, steps, why = apply_guardrails(4, _Ctx(CFG, T0, 4, PolicyState(), 4))
+    assert (n, why) == (4, None) and all(s.before == s.after for s in steps)
+
+
+def test_scale_action() -> None:
+    assert [scale_action(d, 3) for d in (4, 2, 3)] == [ScaleAction.UP, ScaleAction.DOWN, ScaleAction.HOLD]
+
+
+def test_hold_reason() -> None:
+    assert hold_reason(CFG, needs(2, 5), 5).code is ReasonCode.FORECAST_BLOCKS_SCALE_IN
+    assert hold_reason(CFG, needs(5, None, why=NO_FC), 5).code is ReasonCode.NO_FORECAST
+    assert hold_reason(CFG, needs(5, 4), 5).code is ReasonCode.NO_CHANGE
+
+
+def test_next_scale_state_keeps_the_window_and_the_last_scale_times() -> None:
+    old = PolicyState(history=((T0 - minutes(6), 9), (T0 - minutes(2), 7)), last_scale_down=T0 - minutes(30))
+    st = next_scale_state(CFG, old, T0, 4, ScaleAction.UP)
+    assert st.history == ((T0 - minutes(2), 7), (T0, 4))
+    assert (st.last_scale_up, st.last_scale_down, st.scale_actions) == (T0, T0 - minutes(30), 1)
+    st = next_scale_state(CFG, st, T0 + minutes(1), 4, ScaleAction.HOLD)
+    assert (st.last_scale_up, st.scale_actions, len(st.history)) == (T0, 1, 3)

@@ -1,0 +1,187 @@
+"""Each stage of the profile-switch state machine on its own (``warmup.core.switching``)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+import pytest
+
+from wu_helpers import T0, fleet, minutes
+from warmup.core import (
+    Instance,
+    InstanceState,
+    Reason,
+    ReasonCode,
+    SwitchAction,
+    SwitchConfig,
+    SwitchPhase,
+    SwitchState,
+    Transition,
+)
+from warmup.core.switching import (
+    MAX_TRANSITIONS,
+    PHASE_STEPS,
+    SwitchTick,
+    cancel_during_hold,
+    complete_after_hold,
+    hold_canary,
+    paused_step,
+    prewarm_step,
+    remain,
+    rollback_on_p99,
+    start_canary,
+    steady_step,
+    targets_not_ready,
+    transition,
+)
+
+CFG = SwitchConfig(enabled=True, default_profile="day", prewarm_min=30, canary_share=0.2, hold_min=30,
+                   rollback_p99_rise=0.2, max_prewarm_wait_min=10)
+REASON = Reason(ReasonCode.SWITCH_SCHEDULE, "test")
+
+
+def tick(phase=SwitchPhase.STEADY, *, target="", ahead="day", want="day", p99=1.0, baseline=None,
+         since: datetime | None = None, instances=None, replicas=10, blocked="", now=T0) -> SwitchTick:
+    state = SwitchState(phase=phase, active_profile="day", target_profile=target, since=since,
+                        baseline_p99_s=baseline, blocked_profile=blocked)
+    return SwitchTick(CFG, now, instances if instances is not None else fleet(replicas), p99, replicas, state,
+                      ahead, f"ahead asks {ahead}", want, f"now asks {want}")
+
+
+def test_every_phase_has_a_step() -> None:
+    assert set(PHASE_STEPS) == set(SwitchPhase)
+
+
+def test_remain_keeps_the_state_and_says_why() -> None:
+    st = SwitchState(phase=SwitchPhase.CANARY, active_profile="day", target_profile="night")
+    d, st2, ev = remain(st, ReasonCode.SWITCH_HOLD, "holding")
+    assert (d.action, d.phase, d.reason.code, d.from_profile, d.to_profile) == (
+        SwitchAction.NONE, SwitchPhase.CANARY, ReasonCode.SWITCH_HOLD, "day", "night")
+    assert st2 is st and ev == ()
+
+
+def test_transition_records_from_and_to_and_trims_the_record() -> None:
+    t = tick()
+    old = Transition(T0 - minutes(60), SwitchPhase.CANARY, SwitchPhase.STEADY, "night", "day", REASON)
+    t = replace(t, state=replace(t.state, transitions=(old,) * MAX_TRANSITIONS))
+    d, st, ev = transition(t, SwitchPhase.PREWARM, SwitchAction.PREWARM, REASON, target="night", count=2)
+    assert len(st.transitions) == MAX_TRANSITIONS
+    last = st.transitions[-1]
+    assert (last.at, last.from_phase, last.to_phase, last.from_profile, last.to_profile) == (
+        T0, SwitchPhase.STEADY, SwitchPhase.PREWARM, "day", "night")
+    assert (st.phase, st.target_profile, st.since, st.active_profile) == (SwitchPhase.PREWARM, "night", T0, "day")
+    assert (d.action, d.instances, d.to_profile, ev) == (SwitchAction.PREWARM, 2, "night", ())
+
+
+def test_transition_new_active_and_blocked() -> None:
+    t = tick(SwitchPhase.CANARY, target="night", blocked="x")
+    d, st, _ = transition(t, SwitchPhase.STEADY, SwitchAction.MOVE_ALL, REASON, new_active="night", share=1.0)
+    assert (st.active_profile, st.target_profile, st.blocked_profile, d.to_profile) == ("night", "", "x", "night")
+    _, st, _ = transition(t, SwitchPhase.STEADY, SwitchAction.NONE, REASON, blocked="")
+    assert st.blocked_profile == ""
+
+
+def test_steady_stays_when_the_active_profile_is_asked_for() -> None:
+    d, st, _ = steady_step(tick())
+    assert d.action is SwitchAction.NONE and d.reason.code is ReasonCode.SWITCH_STEADY and st.phase is SwitchPhase.STEADY
+
+
+@pytest.mark.parametrize("ahead,want", [("night", "day"), ("day", "night"), ("night", "night")])
+def test_steady_prewarms_a_canary_share_of_the_profile_asked_for(ahead, want) -> None:
+    d, st, _ = steady_step(tick(ahead=ahead, want=want, p99=1.5, replicas=12))
+    assert (d.action, st.phase, st.target_profile) == (SwitchAction.PREWARM, SwitchPhase.PREWARM, "night")
+    assert d.instances == 3  # ceil(0.2 * 12)
+    assert st.baseline_p99_s == 1.5
+    assert d.reason.code is ReasonCode.SWITCH_SCHEDULE
+    assert (ahead if ahead == "night" else "now asks") in d.reason.text
+
+
+def test_steady_keeps_the_old_baseline_when_p99_is_unknown() -> None:
+    t = replace(tick(ahead="night", p99=None), state=replace(tick().state, baseline_p99_s=0.7))
+    assert steady_step(t)[1].baseline_p99_s == 0.7
+
+
+def test_prewarm_cancels_when_the_target_is_no_longer_asked_for() -> None:
+    d, st, _ = prewarm_step(tick(SwitchPhase.PREWARM, target="night", baseline=1.0, since=T0 - minutes(5)))
+    assert (d.action, d.reason.code, st.phase, st.target_profile) == (
+        SwitchAction.CANCEL, ReasonCode.SWITCH_CANCELLED, SwitchPhase.STEADY, "")
+
+
+def test_prewarm_waits_until_the_target_is_asked_for_now_and_learns_the_baseline() -> None:
+    d, st, _ = prewarm_step(tick(SwitchPhase.PREWARM, target="night", ahead="night", p99=0.9, baseline=1.0))
+    assert (d.action, d.reason.code, st.phase, st.baseline_p99_s) == (
+        SwitchAction.NONE, ReasonCode.SWITCH_PREWARMING, SwitchPhase.PREWARM, 0.9)
+
+
+def test_prewarm_moves_the_canary_once_asked_for_now() -> None:
+    d, st, _ = prewarm_step(tick(SwitchPhase.PREWARM, target="night", ahead="night", want="night", p99=None,
+                                 baseline=1.1, since=T0 - minutes(30)))
+    assert (d.action, st.phase, st.baseline_p99_s, d.share) == (SwitchAction.MOVE_CANARY, SwitchPhase.CANARY, 1.1, 0.2)
+
+
+def tagged(ready_night: int, booting_night: int) -> tuple[Instance, ...]:
+    return (tuple(Instance(f"n{i}", InstanceState.READY_IDLE, profile="night") for i in range(ready_night))
+            + tuple(Instance(f"b{i}", InstanceState.BOOTING, profile="night") for i in range(booting_night))
+            + fleet(10, profile="day"))
+
+
+def test_targets_not_ready_waits_for_ready_target_instances() -> None:
+    t = tick(SwitchPhase.PREWARM, target="night", want="night", since=T0 - minutes(35), instances=tagged(1, 1))
+    d, st, _ = targets_not_ready(t, t.state)
+    assert d.reason.code is ReasonCode.SWITCH_WAIT_READY and "only 1 of 2" in d.reason.text
+    assert st.phase is SwitchPhase.PREWARM
+
+
+def test_targets_not_ready_passes_when_ready_untagged_or_waited_too_long() -> None:
+    ready = tick(SwitchPhase.PREWARM, target="night", since=T0 - minutes(35), instances=tagged(2, 0))
+    untagged = tick(SwitchPhase.PREWARM, target="night", since=T0 - minutes(35))
+    too_long = tick(SwitchPhase.PREWARM, target="night", since=T0 - minutes(41), instances=tagged(0, 2))
+    for t in (ready, untagged, too_long):
+        assert targets_not_ready(t, t.state) is None
+
+
+def test_start_canary_says_when_no_baseline_is_known() -> None:
+    t = tick(SwitchPhase.PREWARM, target="night")
+    assert start_canary(t, None)[0].reason.code is ReasonCode.SWITCH_NO_P99
+    d, st, _ = start_canary(t, 1.0)
+    assert (d.reason.code, d.instances, st.baseline_p99_s) == (ReasonCode.SWITCH_CANARY, 2, 1.0)
+
+
+def canary(p99=1.0, baseline=1.0, want="night", in_phase=10) -> SwitchTick:
+    return tick(SwitchPhase.CANARY, target="night", ahead=want, want=want, p99=p99, baseline=baseline,
+                since=T0 - minutes(in_phase))
+
+
+def test_rollback_on_p99_only_above_the_limit() -> None:
+    assert rollback_on_p99(canary(p99=1.19)) is None
+    assert rollback_on_p99(canary(p99=None)) is None
+    assert rollback_on_p99(canary(p99=5.0, baseline=None)) is None
+    d, st, ev = rollback_on_p99(canary(p99=1.5))
+    assert (d.action, d.to_profile, st.phase, st.blocked_profile) == (
+        SwitchAction.ROLLBACK, "day", SwitchPhase.PAUSED, "night")
+    assert [e.kind for e in ev] == ["alert"] and st.transitions[-1].to_profile == "night"
+
+
+def test_cancel_during_hold_moves_the_canary_back_without_alert() -> None:
+    assert cancel_during_hold(canary()) is None
+    d, st, ev = cancel_during_hold(canary(want="day"))
+    assert (d.action, d.to_profile, st.phase, ev) == (SwitchAction.ROLLBACK, "day", SwitchPhase.STEADY, ())
+
+
+def test_complete_after_hold_makes_the_target_active() -> None:
+    assert complete_after_hold(canary(in_phase=29)) is None
+    d, st, ev = complete_after_hold(canary(in_phase=30, p99=None))
+    assert (d.action, d.share, st.active_profile, st.phase) == (SwitchAction.MOVE_ALL, 1.0, "night", SwitchPhase.STEADY)
+    assert "P99 unknown" in d.reason.text and [e.kind for e in ev] == ["info"]
+
+
+def test_hold_canary_says_how_long_is_left() -> None:
+    d, st, _ = hold_canary(canary(in_phase=12))
+    assert d.reason.code is ReasonCode.SWITCH_HOLD and "18 min of the hold left" in d.reason.text
+
+
+def test_paused_resumes_only_when_the_blocked_profile_is_not_asked_for() -> None:
+    d, st, _ = paused_step(tick(SwitchPhase.PAUSED, blocked="night", ahead="night"))
+    assert (d.reason.code, st.phase) == (ReasonCode.SWITCH_PAUSED, SwitchPhase.PAUSED)
+    d, st, _ = paused_step(tick(SwitchPhase.PAUSED, blocked="night"))
+    assert (d.reason.code, st.phase, st.blocked_profile) == (ReasonCode.SWITCH_RESUMED, SwitchPhase.STEADY, "")
