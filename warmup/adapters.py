@@ -70,11 +70,11 @@ def forecast_input(forecast, levels: Optional[Sequence[float]] = None) -> Foreca
     """The core's view of a :class:`forecaster.base.Forecast` (plain tuples, UTC origin)."""
     import pandas as pd
 
-    lv = tuple(sorted(levels if levels is not None else forecast.quantiles))
-    values = tuple(tuple(float(x) for x in forecast.quantile(q)) for q in lv)
+    sorted_levels = tuple(sorted(levels if levels is not None else forecast.quantiles))
+    values = tuple(tuple(float(x) for x in forecast.quantile(q)) for q in sorted_levels)
     origin = pd.Timestamp(forecast.origin)
     if origin.tzinfo is None:
         origin = origin.tz_localize("UTC")
     extra = tuple((k, tuple(float(x) for x in v)) for k, v in (forecast.extra or {}).items())
-    return ForecastInput(origin=origin.to_pydatetime(), levels=lv, values=values,
+    return ForecastInput(origin=origin.to_pydatetime(), levels=sorted_levels, values=values,
                          model=f"{forecast.model}:{forecast.version}", extra=extra)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -47,26 +47,13 @@ def fleet(
     reading: LogReading,
 ) -> None:
     """Replay a log through a fleet with cold start and a FIFO queue under each policy."""
-    import pandas as pd
-
-    from warmup.sim import FleetBacktestConfig, format_table, load_log, run_backtest, write_outputs
+    from warmup.sim import FleetBacktestConfig, load_log, run_backtest, write_outputs
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip())
-    try:
-        ts = pd.Timestamp(test_start)
-        te = pd.Timestamp(test_end) if test_end else None
-    except ValueError as err:
-        raise InputError(f"--test-start/--test-end: {err}") from None
+    ts, te = _test_window(test_start, test_end)
     core = None
     if deployment is not None:
-        from warmcast.deployments import load_deployments
-        from warmup.adapters import core_config
-
-        dfile = load_deployments(deployment)
-        if name is None and len(dfile.deployments) != 1:
-            raise InputError(f"{deployment} holds {len(dfile.deployments)} deployments: name one with --name")
-        dep = dfile.get(name) if name else dfile.deployments[0]
-        core = core_config(dep)
+        dep, core = _deployment(deployment, name)
         capacity_rpm = capacity_rpm or dep.capacity_rpm
         cold_start_min = dep.cold_start_min if cold_start_min is None else cold_start_min
         min_replicas, max_replicas, gpus_per_replica = dep.min_replicas, dep.max_replicas, dep.gpus_per_replica
@@ -81,6 +68,34 @@ def fleet(
                               gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core)
     result = run_backtest(data, cfg, progress=True)
     paths = write_outputs(result, out, plot=not no_plot)
+    _echo_report(result)
+    typer.echo("wrote " + ", ".join(str(p) for p in paths))
+
+
+def _test_window(test_start: str, test_end: Optional[str]) -> tuple[Any, Any]:
+    import pandas as pd
+
+    try:
+        return pd.Timestamp(test_start), (pd.Timestamp(test_end) if test_end else None)
+    except ValueError as err:
+        raise InputError(f"--test-start/--test-end: {err}") from None
+
+
+def _deployment(path: Path, name: Optional[str]) -> tuple[Any, Any]:
+    """(the deployment named in the deployments file, or its only one; its core config)."""
+    from warmcast.deployments import load_deployments
+    from warmup.adapters import core_config
+
+    dfile = load_deployments(path)
+    if name is None and len(dfile.deployments) != 1:
+        raise InputError(f"{path} holds {len(dfile.deployments)} deployments: name one with --name")
+    dep = dfile.get(name) if name else dfile.deployments[0]
+    return dep, core_config(dep)
+
+
+def _echo_report(result: Any) -> None:
+    from warmup.sim import format_table
+
     m = result.meta
     typer.echo(f"{m['test_minutes']} test minutes from {m['test_start']}, {m['requests']:,} requests, "
                f"resolution {m['resolution_s']} s")
@@ -90,7 +105,6 @@ def fleet(
                                                                        if m.get("forecaster_note") else ""))
     typer.echo(f"simulation of {len(result.rows)} policies: {m['simulation_seconds']} s")
     typer.echo(format_table(result.rows))
-    typer.echo("wrote " + ", ".join(str(p) for p in paths))
 
 
 def register(app: typer.Typer, backtest: typer.Typer) -> None:

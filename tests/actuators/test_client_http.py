@@ -60,11 +60,11 @@ def test_transient_failures_are_retried_then_succeed(http):
     _Handler.script = {"/metrics": [(503, "busy", {}), (429, "slow down", {"Retry-After": "0.01"}),
                                     (200, METRICS, {"Content-Type": "text/plain"})]}
 
-    async def go():
+    async def read_metrics_through_retries():
         async with VLLMClient(http, name="flaky", token="tok", retries=3, backoff_s=0.01) as c:
             return await c.metrics()
 
-    snap = asyncio.run(go())
+    snap = asyncio.run(read_metrics_through_retries())
     assert snap.instance == "flaky" and snap.counter("vllm:request_success_total") == 32
     assert len(_Handler.seen) == 3 and all(s[2] == "Bearer tok" for s in _Handler.seen)
 
@@ -73,7 +73,7 @@ def test_retries_exhausted_and_permanent_errors_name_the_instance(http):
     _Handler.script = {"/metrics": [(502, "bad gateway", {})], "/v1/models": [(401, "unauthorized", {})],
                        "/health": [(200, "", {})]}
 
-    async def go():
+    async def probe_failures():
         async with VLLMClient(http, name="inst-7", retries=2, backoff_s=0.01) as c:
             with pytest.raises(InstanceUnavailable, match=r"inst-7.*2 attempt.*502"):
                 await c.metrics()
@@ -83,7 +83,7 @@ def test_retries_exhausted_and_permanent_errors_name_the_instance(http):
             results = await for_each([c], lambda x: x.metrics())
             return results
 
-    (r,) = asyncio.run(go())
+    (r,) = asyncio.run(probe_failures())
     assert not r.ok and "inst-7" in r.error
     assert [p for p, _, _ in _Handler.seen].count("/v1/models") == 1  # 4xx is not retried
 
@@ -91,20 +91,20 @@ def test_retries_exhausted_and_permanent_errors_name_the_instance(http):
 def test_non_vllm_metrics_is_a_clear_error(http):
     _Handler.script = {"/metrics": [(200, "# TYPE up gauge\nup 1\n", {})]}
 
-    async def go():
+    async def read_non_vllm_metrics():
         async with VLLMClient(http, name="proxy") as c:
             await c.metrics()
 
     with pytest.raises(InstanceError, match="proxy.*no vllm"):
-        asyncio.run(go())
+        asyncio.run(read_non_vllm_metrics())
 
 
 def test_sleep_probe_without_dev_mode(http):
-    async def go():
+    async def probe_sleep():
         async with VLLMClient(http, name="plain") as c:
             return await c.sleep_support()
 
-    s = asyncio.run(go())
+    s = asyncio.run(probe_sleep())
     assert not s.available and "VLLM_SERVER_DEV_MODE=1" in s.reason
 
 
@@ -131,7 +131,7 @@ def test_prometheus_answers_parsed(http):
                                          (400, json.dumps({"status": "error", "errorType": "bad_data",
                                                            "error": "parse error"}), {})]}
 
-    async def go():
+    async def query_prometheus():
         async with PrometheusSignals(http, 'job="vllm"') as p:
             a = await p.queue_depth()
             b = await p.ttft_quantile(0.99)
@@ -140,7 +140,7 @@ def test_prometheus_answers_parsed(http):
                 await p.query("sum(")
             return a, b, c
 
-    assert asyncio.run(go()) == (7.0, None, None)
+    assert asyncio.run(query_prometheus()) == (7.0, None, None)
     assert _Handler.seen[0][1]["query"] == ['sum(vllm:num_requests_waiting{job="vllm"})']
 
 

@@ -138,6 +138,36 @@ def serve_minutes(ready: np.ndarray, arrivals: np.ndarray, params: FleetParams,
     return late, queue, mw
 
 
+def _boot_finished(booting: list[int], t: int) -> int:
+    """Drop the instances whose ready-minute has come from ``booting`` (in launch order); how many."""
+    n_done = 0
+    for r in booting:
+        if r > t:
+            break
+        n_done += 1
+    del booting[:n_done]
+    return n_done
+
+
+def _resize(want: int, ready: int, booting: list[int], t: int, boot_minutes: int) -> tuple[int, int]:
+    """(ready, launched) after launching or removing instances to reach ``want``; removals cancel the
+    newest booting instances first, then ready ones.  ``booting`` is changed in place."""
+    have = ready + len(booting)
+    if want > have:
+        n = want - have
+        if boot_minutes <= 0:
+            return ready + n, n
+        booting.extend([t + boot_minutes] * n)
+        return ready, n
+    if want < have:
+        n = have - want
+        cut = min(n, len(booting))
+        if cut:
+            del booting[len(booting) - cut:]
+        ready -= n - cut
+    return ready, 0
+
+
 def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, params: FleetParams,
                initial_ready: int) -> FleetRun:
     """Run an online policy over the test part; ``arrivals`` shape (minutes, steps_per_minute)."""
@@ -163,30 +193,10 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
     caps = np.full(T, params.capacity_rpm)
     for t in range(T):
         if booting and booting[0] <= t:
-            n_done = 0
-            for r in booting:
-                if r <= t:
-                    n_done += 1
-                else:
-                    break
-            ready += n_done
-            del booting[:n_done]
+            ready += _boot_finished(booting, t)
         obs = Observation(t, last, q, ready, len(booting), last_wait)
-        want = max(0, int(policy.decide(obs)))
-        have = ready + len(booting)
-        if want > have:
-            n = want - have
-            launches += n
-            if B <= 0:
-                ready += n
-            else:
-                booting.extend([t + B] * n)
-        elif want < have:
-            n = have - want
-            cut = min(n, len(booting))
-            if cut:
-                del booting[len(booting) - cut:]
-            ready -= n - cut
+        ready, launched = _resize(max(0, int(policy.decide(obs))), ready, booting, t, B)
+        launches += launched
         prov[t] = ready + len(booting)
         rdy[t] = ready
         if cap_fn is not None:

@@ -64,31 +64,32 @@ class SimSeasonalProfile:
         s = s.astype(float).asfreq("min")
         if len(s) < DAY:
             raise InputError(f"{self.name} needs at least a day of history, got {len(s)} minutes")
-        lv = self._log(s.to_numpy())
+        log_load = self._log(s.to_numpy())
         mod = (s.index.hour * 60 + s.index.minute).to_numpy()
-        prof = pd.Series(lv).groupby(mod).mean().reindex(range(DAY)).interpolate(limit_direction="both").to_numpy()
+        prof = (pd.Series(log_load).groupby(mod).mean().reindex(range(DAY))
+                .interpolate(limit_direction="both").to_numpy())
         k = self.smooth
         ext = np.concatenate([prof[-k:], prof, prof[:k]])
         prof = pd.Series(ext).rolling(k, center=True, min_periods=1).mean().to_numpy()[k:k + DAY]
         self.profile = prof
         self._start_mod = int(mod[0])
         # Errors per lead on the last training days.
-        n = len(lv)
+        n = len(log_load)
         first = max(self.level_window, n - self.error_days * DAY)
         origins = np.arange(first, n - 30)
         if len(origins) > 0:
-            pred = self._point_log(lv, mod, origins, 30)
+            pred = self._point_log(log_load, mod, origins, 30)
             idx = origins[:, None] + np.arange(30)[None, :]
-            err = lv[idx] - pred
+            err = log_load[idx] - pred
             self.errors = err[np.isfinite(err).all(axis=1)]
         else:
             self.errors = np.zeros((1, 30))
         return self
 
-    def _point_log(self, lv: np.ndarray, mod: np.ndarray, origins: np.ndarray, horizon: int) -> np.ndarray:
+    def _point_log(self, log_load: np.ndarray, mod: np.ndarray, origins: np.ndarray, horizon: int) -> np.ndarray:
         w = self.level_window
         win = origins[:, None] - w + np.arange(w)[None, :]
-        dev = lv[win] - self.profile[mod[win]]
+        dev = log_load[win] - self.profile[mod[win]]
         level = np.nanmean(np.where(np.isfinite(dev), dev, np.nan), axis=1)
         level = np.nan_to_num(level, nan=0.0)
         leads = (mod[origins][:, None] + np.arange(horizon)[None, :]) % DAY
@@ -100,14 +101,14 @@ class SimSeasonalProfile:
             raise RuntimeError("fit first")
         s = history["requests"] if isinstance(history, pd.DataFrame) else history
         s = s.astype(float).asfreq("min")
-        lv = self._log(s.to_numpy())
+        log_load = self._log(s.to_numpy())
         mod = (s.index.hour * 60 + s.index.minute).to_numpy()
         pos = s.index.searchsorted(pd.DatetimeIndex(origins))
         if (pos < self.level_window).any():
             raise InputError(f"{self.name}: origins need {self.level_window} minutes of history before them")
-        # The level uses lv[pos - w .. pos - 1] only: the minutes strictly before each origin.
+        # The level uses log_load[pos - w .. pos - 1] only: the minutes strictly before each origin.
         mod_ext = np.concatenate([mod, (mod[-1] + 1 + np.arange(horizon + 1)) % DAY])
-        point = self._point_log(lv, mod_ext, pos, horizon)
+        point = self._point_log(log_load, mod_ext, pos, horizon)
         out = {}
         for q in levels:
             e = np.quantile(self.errors[:, :horizon], q, axis=0) if len(self.errors) else np.zeros(horizon)

@@ -24,8 +24,8 @@ class KubernetesScaler(Scaler):
     ``warmcast.io/``) on the workload itself, since the Scale object does not
     keep annotations.  Pitfall: for a dict body the client picks the
     ``application/json-patch+json`` content type (it lists it first), which an
-    API server rejects for an object body; the merge-patch type is forced.  Without an ``api_client`` the in-cluster config is tried,
-    then ``~/.kube/config``.
+    API server rejects for an object body; the merge-patch type is forced.  Without an
+    ``api_client`` the in-cluster config is tried, then ``~/.kube/config``.
     """
 
     backend = "kubernetes"
