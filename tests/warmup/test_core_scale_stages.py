@@ -10,7 +10,7 @@ from warmup.core import PolicyState, Reason, ReasonCode, ScaleAction, ScalingCon
 from warmup.core.prescale import (
     GUARDRAILS,
     ScaleNeeds,
-    _Ctx,
+    GuardrailContext,
     apply_guardrails,
     hold_reason,
     need_reason,
@@ -52,12 +52,12 @@ def test_need_reason_says_where_the_number_came_from(n, code) -> None:
 
 
 def test_apply_guardrails_records_every_stage_and_the_last_that_changed() -> None:
-    ctx = _Ctx(CFG, T0, 4, PolicyState(), 50)
+    ctx = GuardrailContext(CFG, T0, 4, PolicyState(), 50)
     n, steps, why = apply_guardrails(50, ctx)
     assert [s.stage for s in steps] == [name for name, _ in GUARDRAILS]
     assert n == 10 and why.code is ReasonCode.MAX_REPLICAS
     assert steps[0].before == 50 and steps[-1].after == 10
-    n, steps, why = apply_guardrails(4, _Ctx(CFG, T0, 4, PolicyState(), 4))
+    n, steps, why = apply_guardrails(4, GuardrailContext(CFG, T0, 4, PolicyState(), 4))
     assert (n, why) == (4, None) and all(s.before == s.after for s in steps)
 
 

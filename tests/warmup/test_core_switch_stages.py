@@ -83,7 +83,7 @@ def test_transition_new_active_and_blocked() -> None:
 
 def test_steady_stays_when_the_active_profile_is_asked_for() -> None:
     d, st, _ = steady_step(tick())
-    assert d.action is SwitchAction.NONE and d.reason.code is ReasonCode.SWITCH_STEADY and st.phase is SwitchPhase.STEADY
+    assert (d.action, d.reason.code, st.phase) == (SwitchAction.NONE, ReasonCode.SWITCH_STEADY, SwitchPhase.STEADY)
 
 
 @pytest.mark.parametrize("ahead,want", [("night", "day"), ("day", "night"), ("night", "night")])

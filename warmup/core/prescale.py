@@ -101,17 +101,19 @@ def forecast_need(cfg: ScalingConfig, fc: Optional[ForecastInput], now: datetime
 # --------------------------------------------------------------------------- guardrails
 
 
-class _Ctx:
+class GuardrailContext:
+    """What every guardrail stage sees besides the number it is handed."""
+
     __slots__ = ("cfg", "now", "current", "state", "raw")
 
     def __init__(self, cfg: ScalingConfig, now: datetime, current: int, state: PolicyState, raw: int):
         self.cfg, self.now, self.current, self.state, self.raw = cfg, now, current, state, raw
 
 
-Stage = Callable[[int, _Ctx], tuple[int, Optional[Reason]]]
+Stage = Callable[[int, GuardrailContext], tuple[int, Optional[Reason]]]
 
 
-def stage_stabilisation(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
+def stage_stabilisation(n: int, c: GuardrailContext) -> tuple[int, Optional[Reason]]:
     """Scale-in goes only to the highest recommendation of the stabilisation window."""
     if n >= c.current or c.cfg.stabilisation_s <= 0:
         return n, None
@@ -126,7 +128,7 @@ def stage_stabilisation(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
     return n, None
 
 
-def stage_max_step(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
+def stage_max_step(n: int, c: GuardrailContext) -> tuple[int, Optional[Reason]]:
     up, down = c.cfg.max_step_up, c.cfg.max_step_down
     if up is not None and n > c.current + up:
         return c.current + up, Reason(ReasonCode.MAX_STEP, f"at most {up} replicas added per step")
@@ -135,7 +137,7 @@ def stage_max_step(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
     return n, None
 
 
-def stage_cooldown(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
+def stage_cooldown(n: int, c: GuardrailContext) -> tuple[int, Optional[Reason]]:
     last = c.state.last_scale
     if last is None:
         return n, None
@@ -150,7 +152,7 @@ def stage_cooldown(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
     return n, None
 
 
-def stage_bounds(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
+def stage_bounds(n: int, c: GuardrailContext) -> tuple[int, Optional[Reason]]:
     lo, hi = c.cfg.min_replicas, c.cfg.max_replicas
     if n > hi:
         return hi, Reason(ReasonCode.MAX_REPLICAS, f"capped at max_replicas {hi} (asked for {n})")
@@ -165,7 +167,7 @@ def gpu_cap(cfg: ScalingConfig) -> Optional[int]:
     return cfg.gpu_budget // cfg.gpus_per_replica
 
 
-def stage_gpu_budget(n: int, c: _Ctx) -> tuple[int, Optional[Reason]]:
+def stage_gpu_budget(n: int, c: GuardrailContext) -> tuple[int, Optional[Reason]]:
     cap = gpu_cap(c.cfg)
     if cap is not None and n > cap:
         return cap, Reason(ReasonCode.GPU_BUDGET, f"GPU budget {c.cfg.gpu_budget} allows {cap} replicas of "
@@ -263,7 +265,7 @@ def need_reason(cfg: ScalingConfig, needs: ScaleNeeds, capacity_rpm: float, obse
     return why
 
 
-def apply_guardrails(raw: int, ctx: _Ctx) -> tuple[int, tuple[GuardrailStep, ...], Optional[Reason]]:
+def apply_guardrails(raw: int, ctx: GuardrailContext) -> tuple[int, tuple[GuardrailStep, ...], Optional[Reason]]:
     """(replicas after every guardrail, each guardrail's step, the last one that changed the number)."""
     n = raw
     steps: list[GuardrailStep] = []
@@ -322,7 +324,7 @@ def decide_scale(cfg: ScalingConfig, now: datetime, instances: tuple[Instance, .
     current = len(instances)
     needs = scale_needs(cfg, now, current, observed_rpm, queue_depth, forecast, cap)
     raw = needs.raw
-    desired, steps, held_by = apply_guardrails(raw, _Ctx(cfg, now, current, state, raw))
+    desired, steps, held_by = apply_guardrails(raw, GuardrailContext(cfg, now, current, state, raw))
     action = scale_action(desired, current)
     if held_by is not None:
         reason = held_by
