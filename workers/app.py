@@ -73,6 +73,38 @@ def celery_config(settings, options: WorkerOptions) -> dict[str, Any]:
     }
 
 
+def _tolerate_lost_connection() -> None:
+    """Keep a worker alive when Redis drops while it holds unacknowledged messages.
+
+    kombu 5.7, once a connection is lost, still acknowledges a task that finishes in a pool
+    thread, and restores the messages the worker holds (ETA retries, running tasks) when it
+    closes the channel, both through the connection that is gone: an AttributeError that ends
+    the worker ("Unrecoverable error", seen in bench/chaos.py's Redis restart).  Skipping them
+    loses nothing: the messages stay in kombu's unacked hash in Redis and the visibility-timeout
+    scan (``unacked_restore_interval``) delivers them again; every loop task is idempotent per
+    tick, and the worker reconnects like any other.
+    """
+    from kombu.transport import redis as kombu_redis
+
+    def unless_disconnected(method):
+        def call(self, *args, **kw):
+            conn = getattr(self.channel, "connection", None)
+            if conn is None or getattr(conn, "client", None) is None:
+                log.warning("Redis connection lost: %s of %d unacknowledged message(s) left to the visibility "
+                            "timeout", method.__name__, len(self._delivered))
+                return None
+            return method(self, *args, **kw)
+
+        call.__name__ = method.__name__
+        return call
+
+    for name in ("ack", "reject", "restore_unacked"):
+        setattr(kombu_redis.QoS, name, unless_disconnected(getattr(kombu_redis.QoS, name)))
+
+
+_tolerate_lost_connection()
+
+
 class WarmcastCelery(Celery):
     """A Celery app whose configuration is computed from the settings when first needed."""
 

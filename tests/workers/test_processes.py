@@ -232,6 +232,41 @@ def test_redis_restart_costs_at_most_one_tick(make_loop, tmp_path):
         redis_lib.Redis.from_url  # noqa: B018 - keys die with the server's data dir
 
 
+def test_worker_survives_redis_restart_while_a_task_runs(make_loop, tmp_path):
+    """A task that finishes after Redis went away acknowledges on a lost connection; kombu 5.7
+    ended the worker there ("Unrecoverable error").  It must live on, and the run finish."""
+    port = free_port()
+    (tmp_path / "redis").mkdir()
+    server = _redis_server(port, tmp_path / "redis")
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        wait_for(lambda: _ping(url), 10, "own redis-server")
+        loop = make_loop(redis_url=url)
+        ctx = ctx_for(loop)
+        _jump_traffic(ctx, "simdep", before_rpm=80, after_rpm=400)
+        w = loop.worker(extra_env={"WARMCAST_WORKERS_FAULT_PAUSE_AFTER_DECIDE_S": "6"})
+        from workers.app import make_celery
+
+        make_celery(ctx.settings, ctx.options).send_task("warmcast.plan", kwargs={"deployment": "simdep",
+                                                                                   "tick": "2030-01-01T00:00:00"})
+        wait_for(lambda: (ctx.state.get("plan-journal", "simdep") or {}).get("status") == "decided", 60,
+                 "the run to be mid-plan", loop)
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=10)
+        server = _redis_server(port, tmp_path / "redis")
+        wait_for(lambda: _ping(url), 10, "redis to come back")
+        wait_for(lambda: (ctx.state.get("plan-journal", "simdep") or {}).get("status") == "applied", 60,
+                 "the run to finish", loop)
+        time.sleep(3)
+        assert w.poll() is None, loop.logs()
+        assert "Unrecoverable error" not in w.log_path.read_text()
+        assert len(ctx.scaler("simdep").actions()) == 1
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
 def _ping(url: str) -> bool:
     import redis as redis_lib
 

@@ -1,0 +1,165 @@
+"""Chaos run (issue 10): faults against a real Redis, worker, beat and API, and a table of how
+each was survived: fault, recovered (yes/no), seconds to recover, data lost, double actions.
+
+Loopback only, bounded in time (every wait has a deadline; about 4 minutes on 2 shared cores).
+It starts its own redis-server on a free port (the Redis fault restarts that one, never the
+shared server on 6379), a worker, beat and `warmcast api serve --grpc-port` on a simulated
+fleet, under a fresh key prefix, and stops all of them at the end.
+
+    .venv/bin/python bench/chaos.py
+
+Faults, in order:
+- worker kill -9 between apply and audit (the fault-injection pause), a second worker standing by
+- Redis restart (SIGTERM, append-only file, same port)
+- a second beat for 15 s
+- bad ingest rows: a 2200-dated row (CLI and the observations route), two rows a year apart
+- hostile API requests: a far-future capacity query, NaN in a JSON body
+- the gRPC external scaler asked after 10 s idle
+A row that does not recover says so; nothing is hidden.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# bench/ itself must not be on the path: bench/api.py would hide the api package.
+sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+
+from bench.chaosrig import Rig, Row, wait_until  # noqa: E402
+
+PLAN_EVERY_S = 5.0
+LEASE_S = 2.0
+
+
+def fault_worker_kill(rig: Rig) -> Row:
+    """Kill -9 the worker sleeping between apply and audit; the spare worker carries on."""
+    first = wait_until(lambda: rig.actions(), 90)
+    if not first:
+        return Row("worker kill -9 between apply and audit", False, None, "-", "-", "no first action to interrupt")
+    killed_tick = first[0]["tick"]
+    spare = rig.worker("spare")
+    wait_until(lambda: "ready" in spare.log.read_text(), 90)
+    rig.kill("faulty")
+    t_kill = time.monotonic()
+    newer = wait_until(lambda: [r for r in rig.plan_audits() if r["inputs"]["tick"] > killed_tick], 60)
+    seconds = time.monotonic() - t_kill if newer else None
+    time.sleep(rig.visibility_s + 2)  # the killed run's message comes back after the visibility timeout
+    audited = [r for r in rig.plan_audits() if r["inputs"]["tick"] == killed_tick]
+    lost = "0" if audited else "1 decision unaudited"
+    note = f"plan every {PLAN_EVERY_S:g} s, lease {LEASE_S:g} s; killed tick: {audited[0]['outcome'] if audited else '?'}"
+    return Row("worker kill -9 between apply and audit", bool(newer), seconds, lost, str(rig.double_actions()), note)
+
+
+def fault_redis_restart(rig: Rig) -> Row:
+    before = rig.stored_minutes()
+    rig.restart_redis()
+    t_up = time.time()
+    fresh = wait_until(lambda: [r for r in rig.plan_audits() if rig.tick_time(r) > t_up], 90)
+    seconds = time.time() - t_up if fresh else None
+    after = rig.stored_minutes(until=before[1])
+    lost = before[0] - after[0]
+    alive = rig.dead() == []
+    return Row("Redis restart (SIGTERM, AOF, same port)", bool(fresh) and alive and lost == 0, seconds,
+               f"{lost} stored minutes", str(rig.double_actions()),
+               "all processes alive" if alive else f"exited: {rig.dead()}")
+
+
+def fault_second_beat(rig: Rig) -> Row:
+    t0 = time.time()
+    rig.beat("beat-2")
+    time.sleep(15)
+    twice = rig.fanouts_fired_twice(since=t0)
+    rig.kill("beat-2")
+    fired = rig.fanouts_since(t0)
+    return Row("second beat for 15 s", not twice and fired > 0, None, "0", str(len(twice)),
+               f"{fired} fan-outs in the window; fired twice: {twice[:3]}")
+
+
+def fault_ingest_2200(rig: Rig) -> Row:
+    before = rig.stored_minutes()
+    csv = rig.tmp / "bad-2200.csv"
+    now = int(time.time() // 60) * 60
+    rows = [f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now - 600 + 60 * i))},10" for i in range(3)]
+    csv.write_text("time,requests\n" + "\n".join(rows + ["2200-01-01T00:00:00Z,10"]) + "\n")
+    t0 = time.monotonic()
+    rc, out = rig.cli(["ingest", str(csv), "-d", rig.dep, "--format", "counts"], timeout_s=120)
+    cli_s = time.monotonic() - t0
+    status, _ = rig.post_observations([{"time": "2200-01-01T00:00:00Z", "requests": 1.0}])
+    rig.run_expire()  # retention runs; it must not count back from a refused row
+    after = rig.stored_minutes(until=before[1])
+    lost = before[0] - after[0]
+    ok = rc is not None and lost <= 0 and status < 500
+    return Row("ingest: a row dated 2200 (CLI, then POST observations)", ok, cli_s, f"{max(lost, 0)} stored minutes",
+               "-", f"CLI exit {rc}: {out.strip().splitlines()[-1][:90] if out.strip() else ''}; POST -> {status}")
+
+
+def fault_ingest_span(rig: Rig) -> Row:
+    log = rig.tmp / "outlier-span.csv"
+    log.write_text("timestamp,input_tokens,output_tokens\n2024-01-01T00:00:00Z,10,10\n2025-01-01T00:00:00Z,10,10\n")
+    t0 = time.monotonic()
+    rc, out = rig.cli(["ingest", str(log), "-d", "chaos-span", "--format", "warmcast"], timeout_s=120, rss=True)
+    seconds = time.monotonic() - t0
+    stored = rig.stored_minutes("chaos-span")[0]
+    ok = rc is not None and seconds < 30 and stored < 10_000
+    return Row("ingest: two rows a year apart", ok, seconds, "0", "-",
+               f"CLI exit {rc}, peak RSS {out}, {stored:,} minutes stored")
+
+
+def fault_hostile_api(rig: Rig) -> Row:
+    t0 = time.monotonic()
+    far = rig.api_get(f"/v1/deployments/{rig.dep}/capacity?start=9999-01-01T00:00:00Z", timeout_s=30)
+    far_s = time.monotonic() - t0
+    nan_status, _ = rig.post_raw(f"/v1/deployments/{rig.dep}/observations",
+                                 '{"observations": [{"time": "2026-01-01T00:00:00Z", "requests": NaN}]}')
+    t1 = time.monotonic()
+    healthy = rig.api_get("/healthz", timeout_s=5) == 200
+    ok = far is not None and far < 500 and nan_status < 500 and healthy
+    return Row("API: far-future capacity query, NaN in a JSON body", ok, far_s, "0", "-",
+               f"capacity -> {far if far is not None else 'no answer in 30 s'}, NaN body -> {nan_status}, "
+               f"/healthz after: {'ok' if healthy else 'no'} ({time.monotonic() - t1:.2f} s)")
+
+
+def fault_grpc_idle(rig: Rig) -> Row:
+    idle = max(0.0, 10.0 - (time.monotonic() - rig.api_started))
+    time.sleep(idle)
+    t0 = time.monotonic()
+    answer = rig.grpc_is_active()
+    return Row("gRPC external scaler asked after >= 10 s idle", not answer.startswith("error"), time.monotonic() - t0,
+               "0", "-",
+               f"IsActive -> {answer} ({time.monotonic() - rig.api_started:.0f} s after start)")
+
+
+FAULTS = (fault_worker_kill, fault_redis_restart, fault_second_beat, fault_ingest_2200, fault_ingest_span,
+          fault_hostile_api, fault_grpc_idle)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--keep", action="store_true", help="keep the run's folder (logs) and print its path")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("PYTHONPATH", str(ROOT))
+    rows: list[Row] = []
+    with Rig(plan_every_s=PLAN_EVERY_S, lease_s=LEASE_S, keep=args.keep) as rig:
+        print(f"chaos: redis-server on 127.0.0.1:{rig.redis_port}, prefix {rig.prefix}, logs in {rig.tmp}",
+              flush=True)
+        rig.start(faulty_worker_pause_s=600)
+        for fault in FAULTS:
+            t0 = time.monotonic()
+            try:
+                row = fault(rig)
+            except Exception as err:  # noqa: BLE001 - a fault that breaks the run is a row, not a crash
+                row = Row(fault.__name__, False, None, "?", "?", f"chaos run error: {type(err).__name__}: {err}")
+            print(f"  {row.fault}: {'recovered' if row.recovered else 'NOT recovered'} "
+                  f"({time.monotonic() - t0:.0f} s)", flush=True)
+            rows.append(row)
+    print()
+    print(Row.table(rows))
+    return 0 if all(r.recovered for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
