@@ -82,7 +82,10 @@ def target_series(history: pd.Series | pd.DataFrame) -> pd.Series:
     if isinstance(history, pd.DataFrame):
         if "requests" not in history.columns:
             raise ValueError(f"history has no 'requests' column (columns: {list(history.columns)})")
-        return history["requests"].astype(float)
+        y = history["requests"].astype(float)
+        if "coverage" in history.columns:  # a minute some instance went unread is missing, not a count
+            y = y.where(~(history["coverage"] < 1.0))
+        return y
     return history.astype(float)
 
 

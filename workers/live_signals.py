@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from warmcast.deployments import Deployment
 from warmcast.errors import InputError
+from workers import arrivals
 
 def _instance_state(waiting: float, running: float, max_seqs: int | None) -> str:
     if waiting > 0 or (max_seqs and running >= max_seqs):
@@ -29,7 +30,8 @@ class Reading:
 
 def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, token: str | None,
                 warmed: set[str], warming: set[str] = frozenset(), timeout_s: float = 5.0,
-                profiles: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                profiles: dict[str, str] | None = None,
+                warmup_sent: dict[str, float] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(signals document, snapshot to pass as ``prev`` next time) from every instance's /metrics."""
     from warmup.actuators.vllm_client import VLLMClient, fleet_metrics
 
@@ -45,12 +47,13 @@ def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, t
                 Reading(r.instance, r.value.waiting, r.value.running, r.value.counter("vllm:request_success_total"))
                 for r in (sig.instances if sig else [])]
     p99 = sig.ttft_quantile(0.99) if sig is not None else None
-    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "scrape")
+    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "scrape", warmup_sent)
 
 
 def prometheus_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, warmed: set[str],
                     warming: set[str] = frozenset(), profiles: dict[str, str] | None = None,
-                    token: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                    token: str | None = None,
+                    warmup_sent: dict[str, float] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The same document from the deployment's Prometheus (``signals: {source: prometheus}``):
     per-target gauges and counters by the ``instance`` label, P99 TTFT over the last minute.
     Instances the scaler knows that Prometheus has not scraped yet count as booting."""
@@ -69,18 +72,19 @@ def prometheus_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | Non
                 for inst, v in sorted(per.items())]
     seen = {r.url for r in readings}
     readings += [Reading(u, error="not scraped by Prometheus yet") for u in urls if u not in seen]
-    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "prometheus")
+    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "prometheus", warmup_sent)
 
 
 def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, prev: dict[str, Any] | None,
                 warmed: set[str], warming: set[str], profiles: dict[str, str] | None,
-                source: str) -> tuple[dict[str, Any], dict[str, Any]]:
+                source: str, warmup_sent: dict[str, float] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(signals document, snapshot for the next call) from the instances' readings.
 
-    Load per instance is the rate of its finished-requests counter since the previous call.
-    Requests finished on an instance while we warm it are our own warmups, not traffic: they do
-    not count in its load (vLLM's counters cannot tell them apart).  ``profiles`` names the
-    profile each URL runs, where the scaler knows it (the switch machine counts on it).
+    Arrivals are counted per instance (``workers.arrivals``): reset-aware, queued requests counted
+    when they arrive, warmcast's own warmup sends (``warmup_sent``: cumulative per URL) taken out,
+    instances leaving or failing a scrape neither a drop nor, when back, a spike.  ``doc["arrivals"]``
+    has them per minute with the round's coverage.  ``profiles`` names the profile each URL runs,
+    where the scaler knows it (the switch machine counts on it).
     """
     profiles = profiles or {}
 
@@ -90,22 +94,35 @@ def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, pre
         return int(v) if v else None
 
     now = time.time()
-    prev_totals = (prev or {}).get("totals", {})
-    dt = now - float((prev or {}).get("ts", now))
+    sent = warmup_sent or {}
+    current = {r.url: None if r.waiting is None else
+               arrivals.InstanceReading(now, r.done, r.running, r.waiting, float(sent.get(r.url, 0.0)))
+               for r in readings}
+    carried = None if prev is None else {u: arrivals.InstanceReading(**v) for u, v in prev.get("carry", {}).items()}
+    counted = arrivals.count(carried, current, warming)
+    rate = {s.instance: s.arrivals * 60.0 / (s.end - s.start) for s in counted.spans
+            if s.start is not None and s.end > s.start}
     insts = []
     for r in readings:
         base = {"id": r.url, "url": r.url, "warmed": r.url in warmed, "profile": profiles.get(r.url, "")}
         if r.waiting is None:
             insts.append({**base, "state": "booting", "load_rpm": 0.0, "error": r.error})
             continue
-        before = prev_totals.get(r.url)
-        rpm = max(0.0, r.done - before) * 60.0 / dt if before is not None and dt > 0 else 0.0
         insts.append({**base, "state": _instance_state(r.waiting, r.running, max_seqs(r.url)),
-                      "load_rpm": 0.0 if r.url in warming else rpm, "waiting": r.waiting, "running": r.running})
+                      "load_rpm": rate.get(r.url, 0.0), "waiting": r.waiting, "running": r.running})
     answered = [r for r in readings if r.waiting is not None]
     doc = {"ts": now, "source": source, "queue_depth": sum(r.waiting for r in answered),
            "running": sum(r.running for r in answered),
-           "observed_rpm": sum(i["load_rpm"] for i in insts) if prev else float("nan"), "p99_s": p99,
+           "observed_rpm": sum(rate.values()) if prev else float("nan"), "p99_s": p99,
            "instances": insts, "ready": len(answered), "provisioned": len(insts),
-           "errors": {r.url: r.error for r in readings if r.error}, "requests_total": sum(r.done for r in answered)}
-    return doc, {"ts": now, "totals": {r.url: r.done for r in answered}}
+           "errors": {r.url: r.error for r in readings if r.error}, "requests_total": sum(r.done for r in answered),
+           "arrivals": _arrivals_doc(counted, None if prev is None else float(prev["ts"]), now)}
+    return doc, {"ts": now, "carry": {u: asdict(v) for u, v in counted.carry.items()}}
+
+
+def _arrivals_doc(counted: arrivals.Count, prev_ts: float | None, now: float) -> dict[str, Any]:
+    """What the signals step records for ingest: arrivals spread over the minutes they cover, the
+    round's coverage, and from when held instances may still add arrivals."""
+    return {"by_minute": {str(m): v for m, v in arrivals.by_minute(counted.spans, prev_ts or now).items()},
+            "minute": int(now // 60), "expected": counted.expected, "missed": counted.missed,
+            "coverage": counted.coverage, "held_since": counted.held_since, "uncounted": dict(counted.uncounted)}

@@ -313,7 +313,10 @@ def test_signals_doc_rates_states_profiles_and_warmups():
     a, b, c, w = "http://a:1", "http://b:1", "http://c:1", "http://w:1"
     readings = [Reading(a, 0, 2, 130), Reading(b, 0, 2, 50), Reading(c, error="connect refused"),
                 Reading(w, 0, 1, 40)]
-    prev = {"ts": time.time() - 30, "totals": {a: 100, b: 50, w: 10}}
+    t0 = time.time() - 30
+    prev = {"ts": t0, "carry": {a: {"ts": t0, "finished": 100, "running": 2},
+                                b: {"ts": t0, "finished": 50, "running": 2},
+                                w: {"ts": t0, "finished": 10}}}
     doc, snap = signals_doc(dep, readings, 0.4, prev, warmed={w}, warming={w}, profiles={b: "night"},
                             source="scrape")
     by = {i["url"]: i for i in doc["instances"]}
@@ -323,6 +326,7 @@ def test_signals_doc_rates_states_profiles_and_warmups():
     assert by[w]["load_rpm"] == 0.0 and by[w]["warmed"]  # our own warmups are not traffic
     assert (doc["ready"], doc["provisioned"], doc["running"], doc["requests_total"]) == (3, 4, 5, 220)
     assert doc["observed_rpm"] == pytest.approx(60, rel=0.05) and doc["p99_s"] == 0.4
-    assert snap["totals"] == {a: 130, b: 50, w: 40}
+    assert {u: v["finished"] for u, v in snap["carry"].items()} == {a: 130, b: 50, w: 10}  # w held while warmed
+    assert doc["arrivals"]["expected"] == 4 and doc["arrivals"]["missed"] == 1  # c did not answer
     first, _ = signals_doc(dep, readings, None, None, set(), set(), None, "scrape")
     assert math.isnan(first["observed_rpm"])  # no rate without a previous reading

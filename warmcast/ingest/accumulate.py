@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-SIGNALS = ("requests", "input_tokens", "output_tokens", "ctx_mean", "ctx_p95")
+SIGNALS = ("requests", "input_tokens", "output_tokens", "ctx_mean", "ctx_p95", "coverage")
 MAX_TOKENS = 10_000_000  # a single request above this is not a real request
 _CTX_RATIO = 1.1  # log-spaced histogram bins: p95 within ~5%
 _CTX_BINS = int(np.ceil(np.log(MAX_TOKENS + 1) / np.log(_CTX_RATIO))) + 1

@@ -22,24 +22,37 @@ def step(ctx: Ctx, deployment: str) -> IngestOutcome:
     mark_key = f"{ctx.prefix}:ingested:{deployment}"
     last = ctx.r.get(mark_key)
     start = int(last) + 1 if last is not None else now_min - 60
+    if not ctx.simulate:  # minutes a held instance may still add to are written again
+        held = ctx.r.get(f"{ctx.prefix}:arrivals-held:{deployment}")
+        start = min(start, max(int(held), now_min - 60)) if held is not None else start
     if start >= now_min:
         return IngestOutcome(deployment, 0)
     if ctx.simulate:
-        values = ctx.sim(deployment).traffic(start, now_min)
+        frame = _frame({m: {"requests": v} for m, v in ctx.sim(deployment).traffic(start, now_min).items()})
     else:
-        values = _counter_minutes(ctx, deployment, start, now_min)
-    if values:
-        idx = pd.DatetimeIndex(pd.to_datetime(np.array(sorted(values), np.int64) * 60, unit="s"), name="time")
-        ctx.store.upsert_frame(deployment, pd.DataFrame({"requests": [values[m] for m in sorted(values)]}, index=idx))
+        frame = _frame(_arrival_minutes(ctx, deployment, start, now_min))
+    if not frame.empty:
+        ctx.store.upsert_frame(deployment, frame)
     ctx.r.set(mark_key, now_min - 1)
-    return IngestOutcome(deployment, len(values))
+    return IngestOutcome(deployment, len(frame))
 
 
-def _counter_minutes(ctx: Ctx, dep: str, start: int, end: int) -> dict[int, float]:
-    raw = ctx.r.hgetall(f"{ctx.prefix}:counter:{dep}")
-    counts = {int(k): float(v) for k, v in raw.items()}
+def _frame(rows: dict[int, dict[str, float]]) -> pd.DataFrame:
+    idx = pd.DatetimeIndex(pd.to_datetime(np.array(sorted(rows), np.int64) * 60, unit="s"), name="time")
+    return pd.DataFrame([rows[m] for m in sorted(rows)], index=idx)
+
+
+def _arrival_minutes(ctx: Ctx, dep: str, start: int, end: int) -> dict[int, dict[str, float]]:
+    """Arrivals and coverage of each minute in [start, end) that a signals round read.  A minute
+    no round read is absent (missing), never zero; coverage < 1 marks a minute some instance did
+    not answer in (its count is the gap's arrivals spread over it: the forecaster skips it)."""
+    arrived = {int(k): float(v) for k, v in ctx.r.hgetall(f"{ctx.prefix}:arrivals:{dep}").items()}
+    rounds = {k.decode(): int(v) for k, v in ctx.r.hgetall(f"{ctx.prefix}:rounds:{dep}").items()}
     out = {}
     for m in range(start, end):
-        if m in counts and (m - 1) in counts:
-            out[m] = max(0.0, counts[m] - counts[m - 1])  # a reset (restart) reads as 0, not negative
+        expected = rounds.get(f"{m}:expected")
+        if expected is None:
+            continue
+        coverage = 1.0 if expected == 0 else 1.0 - rounds.get(f"{m}:missed", 0) / expected
+        out[m] = {"requests": arrived.get(m, 0.0), "coverage": coverage}
     return out

@@ -42,25 +42,36 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
     urls = instance_urls(scaler.inner, d)
     warmed = {m.decode() for m in ctx.r.smembers(f"{ctx.prefix}:warmed:{dep}")}
     warming = {m.decode() for m in ctx.r.smembers(f"{ctx.prefix}:warming:{dep}")}
+    # read after ``warming``: a run records its sends before it leaves that set
+    sent = {k.decode(): float(v) for k, v in ctx.r.hgetall(f"{ctx.prefix}:warmup-sent:{dep}").items()}
     prev = ctx.cache.get(("scrape", dep))
     profile_of = getattr(scaler.inner, "profile_of", None)
     profiles = profile_of() if profile_of else None
     if d.signals.source == "prometheus":
-        doc, snap = prometheus_live(d, urls, prev, warmed, warming, profiles)
+        doc, snap = prometheus_live(d, urls, prev, warmed, warming, profiles, warmup_sent=sent)
     else:
-        doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming, profiles=profiles)
+        doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming, profiles=profiles, warmup_sent=sent)
     ctx.cache[("scrape", dep)] = snap
-    _record_counter(ctx, dep, doc)
+    record_arrivals(ctx, dep, doc["arrivals"])
     return doc
 
 
-def _record_counter(ctx: Ctx, dep: str, doc: dict[str, Any]) -> None:
-    """Keep the fleet's cumulative request count per minute, for the ingest step."""
-    total = doc.get("requests_total")
-    if total is None:
-        return
-    minute = int(doc["ts"] // 60)
-    ctx.r.hset(f"{ctx.prefix}:counter:{dep}", str(minute), repr(float(total)))
+def record_arrivals(ctx: Ctx, dep: str, arr: dict[str, Any]) -> None:
+    """Add a round's arrivals to their minutes and its coverage to its own minute, for ingest
+    (``<prefix>:arrivals:<dep>``: minute -> arrivals, ``...:rounds:<dep>``: minute:expected and
+    minute:missed, ``...:arrivals-held:<dep>``: the oldest minute a held instance may still add to)."""
+    pipe = ctx.r.pipeline(transaction=True)
+    for minute, n in arr["by_minute"].items():
+        pipe.hincrbyfloat(f"{ctx.prefix}:arrivals:{dep}", minute, n)
+    rounds = f"{ctx.prefix}:rounds:{dep}"
+    pipe.hincrby(rounds, f"{arr['minute']}:expected", int(arr["expected"]))
+    pipe.hincrby(rounds, f"{arr['minute']}:missed", int(arr["missed"]))
+    held = arr.get("held_since")
+    if held is None:
+        pipe.delete(f"{ctx.prefix}:arrivals-held:{dep}")
+    else:
+        pipe.set(f"{ctx.prefix}:arrivals-held:{dep}", int(held // 60))
+    pipe.execute()
 
 
 def latest(ctx: Ctx, dep: str) -> dict[str, Any]:

@@ -24,13 +24,22 @@ def step(ctx: Ctx, deployment: str, *, urls: list[str], requests: int, concurren
     warming = f"{ctx.prefix}:warming:{deployment}"
     ctx.r.sadd(warming, *urls)
     ctx.r.expire(warming, int(duration_s) + 120)
+    res: list[dict[str, Any]] = []
     try:
         res = send_live_warmup(urls, requests, concurrency, duration_s, ctx.token(deployment),
                                _recent_tokens(ctx, deployment), should_abort=lambda: bool(ctx.r.exists(abort_key)))
     finally:
+        record_sent(ctx, deployment, res)  # before leaving ``warming``: arrivals counting relies on it
         ctx.r.srem(warming, *urls)
     audit.warmup_run(ctx, deployment, urls, res)
     return WarmupRunOutcome(deployment, res)
+
+
+def record_sent(ctx: Ctx, dep: str, results: list[dict[str, Any]]) -> None:
+    """Add each instance's warmup sends to its cumulative count, which arrivals counting subtracts."""
+    for r in results:
+        if r.get("sent"):
+            ctx.r.hincrbyfloat(f"{ctx.prefix}:warmup-sent:{dep}", str(r["instance"]), float(r["sent"]))
 
 
 def _recent_tokens(ctx: Ctx, dep: str):

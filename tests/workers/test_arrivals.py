@@ -1,0 +1,67 @@
+"""Arrival counting (workers.arrivals): each way the fleet changes under the counters."""
+from __future__ import annotations
+
+import pytest
+
+from workers.arrivals import InstanceReading as R
+from workers.arrivals import by_minute, count
+
+A, B = "http://a:1", "http://b:1"
+T = 600.0  # minute 10
+
+
+def test_steady_counts_finished_plus_in_flight_change():
+    c = count({A: R(T, 100, 2, 0)}, {A: R(T + 30, 130, 3, 1)})
+    assert c.arrivals == 30 + (4 - 2) and c.coverage == 1.0 and c.spans[0].reason == "counted"
+
+
+def test_saturation_counts_queued_arrivals_not_capacity():
+    # a saturated server finishes 10 while 25 more queue: 35 arrived, not the 10 it could serve
+    c = count({A: R(T, 50, 4, 5)}, {A: R(T + 60, 60, 4, 30)})
+    assert c.arrivals == 35
+
+
+def test_counter_reset_counts_from_zero_like_increase():
+    c = count({A: R(T, 500, 2, 0)}, {A: R(T + 60, 7, 1, 0)})
+    assert c.arrivals == 8 and c.spans[0].reason == "counter reset"
+
+
+def test_instance_leaving_is_not_a_drop():
+    c = count({A: R(T, 10), B: R(T, 20)}, {A: R(T + 60, 25)})
+    assert c.arrivals == 15 and c.coverage == 1.0 and set(c.carry) == {A}
+
+
+def test_instance_joining_is_not_a_spike_and_counts_from_its_start():
+    c = count({A: R(T, 10)}, {A: R(T + 60, 25), B: R(T + 60, 4, 1, 0, warmup_sent=3)})
+    # B: 4 finished + 1 running since it started, 3 of them our warmup
+    assert c.arrivals == 15 + 2 and {s.instance: s.reason for s in c.spans}[B] == "joined"
+
+
+def test_failed_scrape_is_incomplete_and_the_gap_is_counted_when_back():
+    first = count({A: R(T, 10), B: R(T, 100)}, {A: R(T + 60, 20), B: None})
+    assert first.arrivals == 10 and first.coverage == 0.5 and first.uncounted == {B: "scrape failed"}
+    assert first.carry[B] == R(T, 100) and first.held_since == T
+    back = count(first.carry, {A: R(T + 120, 30), B: R(T + 120, 160)})
+    assert back.arrivals == 10 + 60 and back.coverage == 1.0
+    # B's 60 over two minutes are spread over both, not a spike in the second
+    per = by_minute(back.spans, default_start=T + 60)
+    assert per == {10: pytest.approx(30), 11: pytest.approx(10 + 30)}
+
+
+def test_warmup_sends_are_subtracted_and_held_while_warming():
+    prev = {A: R(T, 10, 0, 0, warmup_sent=5)}
+    held = count(prev, {A: R(T + 30, 40, 2, 0, warmup_sent=5)}, warming={A})
+    assert held.spans == () and held.coverage == 1.0 and held.carry[A] == prev[A]
+    done = count(held.carry, {A: R(T + 60, 50, 0, 0, warmup_sent=25)})
+    assert done.arrivals == 40 - 20  # 40 finished, 20 of them warmcast's own
+
+
+def test_first_round_only_sets_the_baseline():
+    c = count(None, {A: R(T, 1000, 3, 0)})
+    assert c.arrivals == 0 and c.coverage == 0.0 and c.carry[A].finished == 1000
+
+
+def test_by_minute_spreads_a_span_over_minutes_and_keeps_the_total():
+    c = count({A: R(590.0, 0)}, {A: R(680.0, 90)})
+    per = by_minute(c.spans, default_start=590.0)
+    assert per == {9: pytest.approx(10), 10: pytest.approx(60), 11: pytest.approx(20)}
