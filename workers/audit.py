@@ -28,7 +28,7 @@ def scale(ctx: Ctx, dep: str, journal: dict[str, Any], commit: Commit) -> None:
                 "forecast_model": journal["inputs"].get("forecast_model"), "desired": int(d["desired"]),
                 "current": int(d["current"]), "action": d["action"], "reason": reason_text(d),
                 "applied": bool(journal["apply"]), "outcome": journal["outcome"], "steps": journal["plan"],
-                "warmups": _warmup_summary(ctx, dep), "switches": _switch_summary(ctx, dep)}
+                "lead": journal["inputs"].get("lead"), "warmups": _warmup_summary(ctx, dep), "switches": _switch_summary(ctx, dep)}
 
     def write(pipe) -> None:
         st = _scale_entry(StateStore(pipe, ctx.prefix), dep, journal)

@@ -27,7 +27,7 @@ import pandas as pd
 
 from warmcast.state import StateStore
 from warmup.core import ForecastInput, PolicyState, decide_scale, planning_capacity, replicas_for
-from workers import apply, audit, metrics, policy
+from workers import apply, audit, lead, metrics, policy
 from workers.context import Ctx
 from workers.locks import Lease, lease
 from workers.serde import policy_state_from_json, to_json
@@ -68,7 +68,7 @@ def step(ctx: Ctx, deployment: str, *, tick: str, run_id: str) -> PlanOutcome:
 
 def _decide(ctx: Ctx, dep: str, tick: str, run_id: str, held: Lease) -> dict[str, Any]:
     """Decide and journal the decision with the new policy state (one MULTI); nothing applied yet."""
-    cfg, sig = ctx.cfg(dep), signals.latest(ctx, dep)
+    (cfg, lead_used), sig = lead.with_lead(ctx, dep, ctx.cfg(dep)), signals.latest(ctx, dep)
     fdoc, fc = forecast.stored(ctx, dep)
     now = datetime.now(timezone.utc)
     with policy.locked(ctx, dep):
@@ -79,7 +79,8 @@ def _decide(ctx: Ctx, dep: str, tick: str, run_id: str, held: Lease) -> dict[str
         blocked = policy.why_not_applied(ctx, dep)
         journal = {"tick": tick, "task_id": run_id, "status": "decided", "decided_at": time.time(),
                    "decision": to_json(dec), "apply": blocked is None, "blocked": blocked,
-                   "inputs": _inputs(sig, fdoc, cap), "plan": _plan_steps(cfg, fc, now, cap, dec.desired),
+                   "inputs": {**_inputs(sig, fdoc, cap), "lead": lead_used.as_doc()},
+                   "plan": _plan_steps(cfg, fc, now, cap, dec.desired, lead_used.source),
                    "cooldowns_before": to_json(policy.without_scale_action(ps, PolicyState()))}
         new_doc = policy.document(new_ps if blocked is None else policy.without_scale_action(ps, new_ps), pdoc)
 
@@ -140,7 +141,8 @@ def _fault(name: str, ctx: Ctx) -> None:
         time.sleep(pause)
 
 
-def _plan_steps(cfg, fc: ForecastInput | None, now: datetime, cap: float, desired: int) -> list[dict[str, Any]]:
+def _plan_steps(cfg, fc: ForecastInput | None, now: datetime, cap: float, desired: int,
+                lead_source: str) -> list[dict[str, Any]]:
     """Replicas the forecast needs minute by minute over the next 30 (what the API shows as the plan)."""
     if fc is None or not fc.usable():
         return [{"time": now.strftime(TS), "desired": desired, "demand_rpm": None, "reason": "no usable forecast"}]
@@ -153,5 +155,6 @@ def _plan_steps(cfg, fc: ForecastInput | None, now: datetime, cap: float, desire
         n = min(max(replicas_for(peak, cap, s.target_utilisation), s.min_replicas), s.max_replicas)
         t = (fc.origin + pd.Timedelta(minutes=i)).strftime(TS)
         steps.append({"time": t, "desired": n, "demand_rpm": round(float(path[i]), 2),
-                      "reason": f"P{s.quantile * 100:.0f} peak {peak:,.0f} req/min within the {lead}-min lead"})
+                      "reason": f"P{s.quantile * 100:.0f} peak {peak:,.0f} req/min within the {lead}-min lead "
+                                f"(cold start from {lead_source})"})
     return steps

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from warmup.core import Instance, InstanceState
-from workers import metrics
+from workers import lead, metrics
 from workers.context import Ctx
 from workers.steps.outcome import DOC_ONLY, Outcome
 
@@ -26,6 +26,7 @@ class SignalsOutcome(Outcome):
 def step(ctx: Ctx, deployment: str) -> SignalsOutcome:
     """Read the deployment's live signals and store them (``<prefix>:signals:<deployment>``)."""
     doc = ctx.sim(deployment).signals() if ctx.simulate else _read_live(ctx, deployment)
+    lead.observe(ctx, deployment, doc.get("instances", []), float(doc["ts"]))
     ctx.state.put("signals", deployment, doc, ttl_s=3600)
     for name in ("queue_depth", "ready", "provisioned"):
         metrics.SIGNAL.labels(deployment, name).set(value(doc, name, 0.0))
@@ -52,6 +53,9 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
     else:
         doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming, profiles=profiles, warmup_sent=sent)
     ctx.cache[("scrape", dep)] = snap
+    launched = {getattr(s, "url", ""): getattr(s, "started_wall", None) for s in getattr(scaler.inner, "servers", [])}
+    for i in doc["instances"]:  # the launch time, where the scaler knows it: launch-to-ready from it
+        i.setdefault("launched_at", launched.get(i["url"]))
     record_arrivals(ctx, dep, doc["arrivals"])
     return doc
 
