@@ -19,11 +19,11 @@ from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.exceptions import HTTPException
 
-from warmcast.deployments import Deployment, DeploymentsFile
+from warmcast.deployments import Deployment, DeploymentsFile, check_deployment_name
 from warmcast.errors import NotFoundError
 from warmcast.settings import Settings, load_settings
 from warmcast.state import StateStore
-from warmcast.store import LoadStore, check_deployment_name
+from warmcast.store import LoadStore
 
 
 def _env_int(name: str, default: int) -> int:

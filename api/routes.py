@@ -19,6 +19,7 @@ from api.schemas import (ActionOut, AuditEntry, AuditOut, CapacityOut, Dashboard
                          Policy, ProfileIn, ReplicaPoint, Series, WhatIfIn)
 from warmcast.deployments import Deployment
 from warmcast.errors import NotFoundError, WarmcastError
+from warmcast.ingest.window import TimeWindowError
 
 TS = service.TS
 
@@ -228,7 +229,10 @@ def post_observations(body: ObservationsIn, deployment: str, ctx: Ctx) -> Observ
         dup = frame.index[frame.index.duplicated()][0].strftime(TS)
         raise FieldError(("body", "observations", "time"), f"minute {dup} appears more than once")
     frame = frame.dropna(axis=1, how="all").sort_index()
-    written = ctx.store.upsert_frame(dep, frame)
+    try:
+        written = ctx.store.upsert_frame(dep, frame)
+    except TimeWindowError as err:  # the store's time window, named as the body field it came from
+        raise FieldError(("body", "observations", "time"), str(err)) from None
     ondemand.forget(ctx, dep)
     return ObservationsOut(deployment=dep, written=written, first=frame.index[0].strftime(TS),
                            last=frame.index[-1].strftime(TS))

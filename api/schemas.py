@@ -6,8 +6,6 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
-
 
 class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid")

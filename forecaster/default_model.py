@@ -28,8 +28,9 @@ def build_default(models_dir: str | Path = ROOT / "models", days: int = 7, seed:
     model = LSTMForecaster(config or LSTMConfig(time_budget_s=1e9), progress=progress).fit(frame)
     reg = Registry(models_dir)
     version = reg.save(DEFAULT_DEPLOYMENT, model, metrics={"validation": model.meta.get("val_metrics", {})},
-                       extra={"trained_on": f"warmcast.generate.generate_minute_frame(days={days}, seed={seed})"})
-    reg.set_champion(DEFAULT_DEPLOYMENT, version, reason="shipped default")
+                       extra={"trained_on": f"warmcast.generate.generate_minute_frame(days={days}, seed={seed})"},
+                       shipped=True)
+    reg.set_champion(DEFAULT_DEPLOYMENT, version, reason="shipped default", shipped=True)
     return version
 
 

@@ -34,14 +34,16 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from warmcast.errors import NotFoundError, WarmcastError
+from warmcast.deployments import NAME_RE
+from warmcast.errors import InputError, NotFoundError, WarmcastError
 
 WEIGHTS = "weights.pt"
 META = "meta.json"
 INDEX = "registry.json"
 DEFAULT_DEPLOYMENT = "default"
-_VERSION_RE = re.compile(r"^v(\d{4,})$")
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+_VERSION_RE = re.compile(r"\Av(\d{4,})\Z")
+# Names no deployment may train into: the shipped fallback model lives under "default".
+RESERVED_NAMES = frozenset({DEFAULT_DEPLOYMENT})
 
 
 class ArtifactError(WarmcastError):
@@ -98,9 +100,15 @@ class Registry:
 
     # ----------------------------------------------------------- paths/index
     def _dir(self, deployment: str) -> Path:
-        if not _NAME_RE.match(deployment):
+        if not NAME_RE.fullmatch(deployment):
             raise ArtifactError(f"bad deployment name {deployment!r} for the model registry")
         return self.root / deployment
+
+    def _writable_dir(self, deployment: str, shipped: bool) -> Path:
+        if deployment in RESERVED_NAMES and not shipped:
+            raise InputError(f"deployment name {deployment!r} is reserved for the shipped fallback model "
+                             f"(models/{deployment}); rename the deployment to train a model for it")
+        return self._dir(deployment)
 
     def index(self, deployment: str) -> dict:
         p = self._dir(deployment) / INDEX
@@ -128,12 +136,14 @@ class Registry:
         return f"v{(max(nums) + 1 if nums else 1):04d}"
 
     # ----------------------------------------------------------------- save
-    def save(self, deployment: str, model, metrics: dict | None = None, extra: dict | None = None) -> str:
-        """Write a new version (not promoted) and return its name."""
+    def save(self, deployment: str, model, metrics: dict | None = None, extra: dict | None = None,
+             shipped: bool = False) -> str:
+        """Write a new version (not promoted) and return its name; ``shipped`` only for the
+        fallback model that ships with warmcast (its name is reserved)."""
         import torch
 
+        d = self._writable_dir(deployment, shipped)
         tensors, meta = model.to_artifact()
-        d = self._dir(deployment)
         d.mkdir(parents=True, exist_ok=True)
         version = self._next_version(deployment)
         tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=d))
@@ -208,7 +218,8 @@ class Registry:
         return model
 
     # -------------------------------------------------------------- promote
-    def set_champion(self, deployment: str, version: str, reason: str = "") -> None:
+    def set_champion(self, deployment: str, version: str, reason: str = "", shipped: bool = False) -> None:
+        self._writable_dir(deployment, shipped)
         self.load(deployment, version)  # refuse what does not load
         idx = self.index(deployment)
         old = idx.get("champion")

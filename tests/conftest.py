@@ -2,6 +2,13 @@
 
 Every test gets its own key prefix and its keys are deleted afterwards, so tests can
 share one server with each other and with anything else running on it.
+
+Skips: a test skips when a component it needs is missing (the vLLM virtualenv,
+Prometheus, Chromium, ../shared/data, a test extra).  That is allowed only where the
+environment variable ``CI`` is unset: on a CI run every skip, however raised (``skip``,
+``skipif``, ``importorskip``, at collection or in a test), is turned into a failure by
+:func:`_skip_fails_on_ci` below.  Tests marked ``gpu`` may skip everywhere: no CI machine
+here has a GPU.  The run ends with the number of skips.
 """
 from __future__ import annotations
 
@@ -16,6 +23,36 @@ from warmcast.store import LoadStore
 
 REDIS_URL = os.environ.get("WARMCAST_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ON_CI = bool(os.environ.get("CI"))
+
+
+def _skip_fails_on_ci(report, item=None) -> None:
+    """The one place a skip is judged: allowed with CI unset (or for a GPU test), else a failure."""
+    if not (ON_CI and report.skipped) or hasattr(report, "wasxfail"):
+        return
+    if item is not None and item.get_closest_marker("gpu") is not None:
+        return  # needs a GPU: may skip everywhere
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = f"skipped on a CI run (env CI is set), where every component must be present: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _skip_fails_on_ci(outcome.get_result(), item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield  # a module-level skip or importorskip
+    _skip_fails_on_ci(outcome.get_result())
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    skipped = len(terminalreporter.stats.get("skipped", []))
+    allowed = "GPU tests only, CI is set" if ON_CI else "CI is unset"
+    terminalreporter.write_line(f"skipped: {skipped} ({allowed}; the short summary above says why)")
 
 
 @pytest.fixture(scope="session")

@@ -54,13 +54,14 @@ def ingest(
 ) -> None:
     """Aggregate request logs or count series per minute into the load store."""
     from warmcast.ingest import aggregate_file
-    from warmcast.store import check_deployment_name
+    from warmcast.deployments import check_deployment_name
 
     if on_error not in ("fail", "skip"):
         raise InputError(f"--on-error must be fail or skip, not {on_error!r}")
     check_deployment_name(deployment)
     store = _store(config)
-    frame, report = aggregate_file(files, on_error=on_error, progress=True, **reading.kwargs())
+    frame, report = aggregate_file(files, on_error=on_error, progress=True, window=store.window(deployment),
+                                   **reading.kwargs())
     store.upsert_frame(deployment, frame)
     typer.echo(report.summary())
     typer.echo(f"deployment {deployment}: stored in the load store")

@@ -17,7 +17,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from warmcast.errors import InputError, NotFoundError
 from warmcast.pools_config import GpuSpec, PoolsSpec, check_against
 
-NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+# Full match (\A..\Z, never ^..$: $ also matches before a final newline): a name becomes a
+# Redis key and a folder under models/, so nothing else may ride along.
+NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9._-]{0,62}\Z")
+NAME_RULE = "1-63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit"
+
+
+def check_deployment_name(name: str) -> str:
+    """The name itself if it is a valid deployment name; InputError otherwise."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise InputError(f"deployment name {name!r} must be {NAME_RULE}")
+    return name
 
 
 class _Strict(BaseModel):
@@ -99,7 +109,7 @@ class SignalSpec(_Strict):
 
 
 class Deployment(_Strict):
-    name: str = Field(pattern=NAME_RE)
+    name: str
     model: str = "dummy"
     gpus_per_replica: int = Field(1, ge=0)
     min_replicas: int = Field(1, ge=0)
@@ -114,6 +124,13 @@ class Deployment(_Strict):
     schedule: Schedule = Field(default_factory=Schedule)
     gpu: GpuSpec | None = None  # GPU types and memory need, for capacity plans by type
     pools: PoolsSpec | None = None  # hot and cold pools under shared limits
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.fullmatch(v):
+            raise ValueError(f"must be {NAME_RULE}")
+        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> "Deployment":

@@ -106,7 +106,7 @@ def check_against(pools: PoolsSpec | None, gpu: GpuSpec | None, profiles: dict[s
                 raise ValueError(f"pools.{name}.profiles {missing} are not among profiles {sorted(profiles)}")
     if gpu is not None:
         for key in ("capacity_rpm", "max_instances"):
-            bad = [t for t in getattr(gpu, key) if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,40}$", t)]
+            bad = [t for t in getattr(gpu, key) if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,40}", t)]
             if bad:
                 raise ValueError(f"gpu.{key}: bad GPU type name(s) {bad}")
 

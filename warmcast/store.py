@@ -15,24 +15,17 @@ A missing minute is absent from its hash and reads back as NaN, never zero.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import redis
 
+from warmcast.deployments import check_deployment_name
 from warmcast.errors import InputError, NotFoundError
 from warmcast.ingest.accumulate import SIGNALS, regular
+from warmcast.ingest.window import NS_PER_DAY, NS_PER_MIN, TimeWindow
 
-_DEPLOYMENT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-_NS_PER_MIN = 60_000_000_000
-
-
-def check_deployment_name(name: str) -> str:
-    if not _DEPLOYMENT_RE.match(name or ""):
-        raise InputError(f"deployment name {name!r} must be 1-63 characters of a-z, 0-9, '.', '_' or '-'")
-    return name
 
 
 class LoadStore:
@@ -49,14 +42,23 @@ class LoadStore:
         return f"{self.prefix}:load:{dep}:days"
 
     # ------------------------------------------------------------ writes
-    def upsert_frame(self, deployment: str, frame: pd.DataFrame) -> int:
+    def window(self, deployment: str, now_ns: int | None = None) -> TimeWindow:
+        """The times this deployment accepts now (see ``warmcast.ingest.window``)."""
+        days = self.days(check_deployment_name(deployment))
+        window = TimeWindow.around(now_ns, self.retention_days)
+        believable = [d for d in days if d * NS_PER_DAY <= window.latest_ns]
+        return TimeWindow(window.latest_ns, self.retention_days, believable[-1] if believable else None)
+
+    def upsert_frame(self, deployment: str, frame: pd.DataFrame, now_ns: int | None = None) -> int:
         """Store every non-NaN value of ``frame`` (index: minutes, columns: signals) atomically.
-        Returns the number of minutes written."""
+        Returns the number of minutes written.  A minute outside :meth:`window` refuses the
+        whole write (TimeWindowError) and nothing is stored."""
         dep = check_deployment_name(deployment)
         frame = _validate_frame(frame)
         if frame.empty:
             return 0
-        minutes = frame.index.as_unit("ns").asi8 // _NS_PER_MIN
+        minutes = frame.index.as_unit("ns").asi8 // NS_PER_MIN
+        self.window(dep, now_ns).check_minutes(minutes[np.isfinite(frame.to_numpy(float)).any(axis=1)])
         days = minutes // 1440
         pipe = self.r.pipeline(transaction=True)
         for signal in (c for c in SIGNALS if c in frame.columns):
@@ -76,13 +78,15 @@ class LoadStore:
             pipe.hset(self._day_key(dep, signal, int(day)), mapping=mapping)
 
     def apply_retention(self, deployment: str) -> int:
-        """Drop days older than retention_days before the newest stored day; returns days dropped."""
+        """Drop days older than retention_days before the newest believable stored day (a day
+        later than now + 1 day, stored before writes were bounded, is not counted from);
+        returns days dropped."""
         if not self.retention_days:
             return 0
-        days = self.days(deployment)
-        if not days:
+        newest = self.window(deployment).stored_newest_day
+        if newest is None:
             return 0
-        old = [d for d in days if d <= days[-1] - self.retention_days]
+        old = [d for d in self.days(deployment) if d <= newest - self.retention_days]
         if old:
             keys = [self._day_key(deployment, s, d) for d in old for s in SIGNALS]
             pipe = self.r.pipeline(transaction=True)
@@ -112,8 +116,8 @@ class LoadStore:
               end: pd.Timestamp | str | None = None, signals: tuple[str, ...] = SIGNALS) -> pd.DataFrame:
         """Minutes in [start, end) as a regular per-minute frame; NaN where nothing is stored."""
         dep = check_deployment_name(deployment)
-        lo = None if start is None else pd.Timestamp(start).value // _NS_PER_MIN
-        hi = None if end is None else pd.Timestamp(end).value // _NS_PER_MIN
+        lo = None if start is None else pd.Timestamp(start).value // NS_PER_MIN
+        hi = None if end is None else pd.Timestamp(end).value // NS_PER_MIN
         days = self.r.zrangebyscore(self._days_key(dep), "-inf" if lo is None else lo // 1440,
                                     "+inf" if hi is None else hi // 1440)
         days = [int(float(d)) for d in days]
@@ -123,7 +127,7 @@ class LoadStore:
                                     f"(stored: {self.deployments()})")
             return _empty_frame(signals)
         frame = self._read_days(dep, days, signals)
-        mins = frame.index.as_unit("ns").asi8 // _NS_PER_MIN
+        mins = frame.index.as_unit("ns").asi8 // NS_PER_MIN
         keep = np.ones(len(frame), bool)
         if lo is not None:
             keep &= mins >= lo
@@ -145,7 +149,7 @@ class LoadStore:
                 if h:
                     idx = np.fromiter((int(k) for k in h.keys()), np.int64, len(h))
                     data[s][i, idx] = np.fromiter((float(v) for v in h.values()), float, len(h))
-        index = pd.DatetimeIndex((base.ravel() * _NS_PER_MIN).astype("datetime64[ns]"), name="time")
+        index = pd.DatetimeIndex((base.ravel() * NS_PER_MIN).astype("datetime64[ns]"), name="time")
         frame = pd.DataFrame({s: v.ravel() for s, v in data.items()}, index=index)
         return frame.dropna(axis=1, how="all") if len(frame.columns) > 1 else frame
 

@@ -137,6 +137,19 @@ def test_push_observations_reach_the_load_store(client, seeded, store):
     assert ancient.status_code == 422 and ancient.json()["detail"][0]["loc"][-1] == "time"
 
 
+def test_finding1_observation_dated_2200_is_422_and_history_stays(client, seeded, store):
+    """Issue 10 finding 1: one far-future minute pushed to the route used to delete the week."""
+    before = store.frame("demo")
+    r = client.post("/v1/deployments/demo/observations", headers=AUTH,
+                    json={"observations": [{"time": "2200-01-01T00:00:00", "requests": 1}]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "observations", "time"]
+    assert "later than now + 1 day" in r.json()["detail"][0]["msg"]
+    old = client.post("/v1/deployments/demo/observations", headers=AUTH,  # retention is 90 days
+                      json={"observations": [{"time": "2023-06-01T00:00:00", "requests": 1}]})
+    assert old.status_code == 422 and "retention" in old.json()["detail"][0]["msg"]
+    pd.testing.assert_frame_equal(store.frame("demo"), before)
+
+
 def test_profile_pause_resume_are_recorded(client, seeded, state):
     r = client.post("/v1/deployments/demo/profile", json={"profile": "night"}, headers=AUTH)
     assert r.status_code == 200, r.text

@@ -145,8 +145,8 @@ def test_no_model_uses_default_then_baseline(tmp_path, trained):
     reg = Registry(tmp_path)
     f = forecast_deployment(FRAME, reg, "newdep")
     assert f.model != "lstm" and "fallback to" in f.note
-    v = reg.save("default", trained[0])
-    reg.set_champion("default", v)
+    v = reg.save("default", trained[0], shipped=True)
+    reg.set_champion("default", v, shipped=True)
     f = forecast_deployment(FRAME, reg, "newdep")
     assert f.model == "lstm" and "default" in f.note
 

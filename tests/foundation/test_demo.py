@@ -13,7 +13,7 @@ def test_demo_generates_ingests_forecasts_and_audits_plans(tmp_path, redis_serve
     lines: list[str] = []
     run_demo(settings, days=3, deployment="demo", workdir=tmp_path / "work", echo=lines.append)
     text = "\n".join(lines)
-    assert "1/4 generated" in text and "stored 4,320 minutes" in text and "4/4 replaying" in text
+    assert "1/4 generated" in text and "stored 4,319 minutes" in text and "4/4 replaying" in text
     plans = StateStore(redis_client, key_prefix).audit_log("demo", kind="scale")
     assert len(plans) == 12  # one decision every 2 hours of the last day
     assert all(p["reason"] and p["applied"] is False for p in plans)

@@ -58,7 +58,7 @@ def test_cli_generate_ingest_summary_and_errors(tmp_path, redis_server_url, key_
     assert r.returncode == 0, r.stderr
     r = _run(["ingest", "log.csv", "--deployment", "cli"], env, tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "format warmcast" in r.stdout and "stored 1,440 minutes" in r.stdout
+    assert "format warmcast" in r.stdout and "stored 1,439 minutes" in r.stdout and "last minute 2024-01-01 23:59 not stored" in r.stdout
     r = _run(["summary", "--deployment", "cli"], env, tmp_path)
     assert r.returncode == 0 and "requests/min: mean" in r.stdout
     Path(tmp_path / "bad.csv").write_text("time,requests\n2024-01-01 00:00:00,1\n2024-01-01 00:01:00,x\n")

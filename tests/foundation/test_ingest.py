@@ -48,7 +48,8 @@ def test_bad_row_in_middle_fails_with_file_line_column_and_stores_nothing(store,
 
 def test_skip_counts_bad_rows_and_keeps_the_rest(tmp_path):
     rows = ["2024-01-01 00:00:01,10,5", "2024-01-01 00:00:02,-3,5", "not-a-time,1,1",
-            "2024-01-01 00:00:03,10,99999999999", "2024-01-01 00:00:04,,5", "2024-01-01 00:00:05,10,5"]
+            "2024-01-01 00:00:03,10,99999999999", "2024-01-01 00:00:04,,5", "2024-01-01 00:00:05,10,5",
+            "2024-01-01 00:01:00,1,1"]  # the log's last minute is partial: not stored
     frame, report = aggregate_file([_csv(tmp_path, AZURE + "\n".join(rows) + "\n")], on_error="skip")
     assert report.skipped == 4
     assert frame["requests"].sum() == 2
@@ -57,7 +58,8 @@ def test_skip_counts_bad_rows_and_keeps_the_rest(tmp_path):
 
 
 def test_out_of_order_rows_and_offsets_are_stored_in_utc(tmp_path):
-    rows = ["2024-01-01T01:00:30+01:00,10,1", "2024-01-01 00:02:00,10,1", "2024-01-01 00:00:10,10,1"]
+    rows = ["2024-01-01T01:00:30+01:00,10,1", "2024-01-01 00:02:00,10,1", "2024-01-01 00:00:10,10,1",
+            "2024-01-01 00:03:00,10,1"]
     frame, report = aggregate_file([_csv(tmp_path, AZURE + "\n".join(rows) + "\n")])
     assert report.out_of_order == 1
     assert frame["requests"].to_dict() == {pd.Timestamp("2024-01-01 00:00"): 2.0,
@@ -72,7 +74,8 @@ def test_naive_times_in_a_named_zone_become_utc(tmp_path):
 
 
 def test_duplicate_intervals_are_reported_and_summed(tmp_path):
-    p = _csv(tmp_path, "time,requests\n2024-01-01 00:00:00,5\n2024-01-01 00:00:00,6\n2024-01-01 00:00:10,1\n")
+    p = _csv(tmp_path, "time,requests\n2024-01-01 00:00:00,5\n2024-01-01 00:00:00,6\n2024-01-01 00:00:10,1\n"
+                       "2024-01-01 00:00:50,0\n")
     frame, report = aggregate_file([p])
     assert report.duplicate_times == 1 and frame["requests"].iloc[0] == 12
 
@@ -98,8 +101,9 @@ def test_openai_access_log_and_parquet(tmp_path):
                                                                         "completion_tokens": 10}} for i in range(6)]
     p = _csv(tmp_path, "\n".join(json.dumps(r) for r in recs) + "\n", "access.jsonl")
     frame, report = aggregate_file([p])
-    assert report.format == "openai" and frame["requests"].sum() == 6
-    assert frame["input_tokens"].sum() == sum(100 + i for i in range(6))
+    # created % 60 == 20: minutes hold requests 0-1, 2-4 and 5; the last, partial one is not stored
+    assert report.format == "openai" and frame["requests"].sum() == 5 and report.partial_requests == 1
+    assert frame["input_tokens"].sum() == sum(100 + i for i in range(5))
     pq = tmp_path / "g.parquet"
     write_request_log(pq, WorkloadSpec(days=1, mean_rpm=20))
     csv = tmp_path / "g.csv"
@@ -108,7 +112,7 @@ def test_openai_access_log_and_parquet(tmp_path):
 
 
 def test_column_mapping_for_a_custom_log(tmp_path):
-    p = _csv(tmp_path, "ts_ms,prompt,gen\n1000,7,3\n61000,8,2\n")
+    p = _csv(tmp_path, "ts_ms,prompt,gen\n1000,7,3\n61000,8,2\n121000,1,1\n")
     frame, _ = aggregate_file([p], fmt="warmcast", time_col="ts_ms", time_unit="ms",
                              input_col="prompt", output_col="gen")
     assert frame["input_tokens"].tolist() == [7.0, 8.0]

@@ -63,7 +63,9 @@ def test_bad_import_file_changes_nothing(store, snap, tmp_path):
 
 def test_retention_drops_whole_old_days(redis_client, key_prefix):
     store = LoadStore(redis_client, key_prefix, retention_days=2)
-    store.upsert_frame("d", generate_minute_frame(days=5, mean_rpm=10))
+    frame = generate_minute_frame(days=5, mean_rpm=10)
+    for day in range(5):  # one write per day: a single write reaching past retention is refused
+        store.upsert_frame("d", frame.iloc[day * 1440:(day + 1) * 1440])
     days = store.days("d")
     assert len(days) == 2
     assert store.frame("d").index[0] == pd.Timestamp("2024-01-04")

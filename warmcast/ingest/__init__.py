@@ -10,9 +10,14 @@ number of minutes covered, never with the number of rows.
 Nothing here talks to Redis: :func:`aggregate_file` returns the per-minute frame
 and an :class:`~warmcast.ingest.report.IngestReport`; ``warmcast.store`` writes the
 frame atomically.
+
+Times outside :class:`~warmcast.ingest.window.TimeWindow` are bad rows (the store
+applies the same rule to every write).  The minute a log ends in is left out and named in
+the report: it is usually partial, and as the newest value it is what a forecast starts from.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,73 +30,127 @@ from warmcast.ingest.formats import OnError, Preset, file_kind, resolve_preset
 from warmcast.ingest.parse import Parsed, parse_chunk, parse_times
 from warmcast.ingest.readers import Chunk, read_chunks
 from warmcast.ingest.report import IngestReport
+from warmcast.ingest.window import NS_PER_MIN, TimeWindow
 
 CHUNK_ROWS = 1_000_000
 
 
 def aggregate_file(paths: list[str | Path], fmt: str = "auto", on_error: OnError = "fail",
                    tz: str = "UTC", start: str | None = None, chunk_rows: int = CHUNK_ROWS,
-                   progress: bool = False, **mapping: str | None) -> tuple[pd.DataFrame, IngestReport]:
+                   progress: bool = False, window: TimeWindow | None = None,
+                   **mapping: str | None) -> tuple[pd.DataFrame, IngestReport]:
     """Read logs into one per-minute frame. Raises InputError (naming file, line, column) on a
-    bad row when ``on_error='fail'``; nothing is written anywhere by this function."""
-    report = IngestReport(files=[str(p) for p in paths])
-    acc = MinuteAccumulator()
-    epoch_ns = pd.Timestamp(start or "1970-01-01", tz="UTC").value
+    bad row when ``on_error='fail'``; nothing is written anywhere by this function.
+
+    ``window`` bounds the times (default: none later than now + 1 day, none before 1970);
+    ``LoadStore.window`` adds the deployment's retention and newest stored day."""
+    fold = _Fold(IngestReport(files=[str(p) for p in paths]), on_error, window or TimeWindow.around(),
+                 tz, pd.Timestamp(start or "1970-01-01", tz="UTC").value)
     kinds = set()
     for raw_path in paths:
         path = Path(raw_path)
         if not path.is_file():
             raise InputError(f"{path}: no such file")
         name, preset = resolve_preset(fmt, path, **mapping)
-        report.format, kinds = name, kinds | {preset.kind}
-        _fold_file(path, preset, acc, report, on_error, tz, epoch_ns, chunk_rows, progress)
+        fold.report.format, kinds = name, kinds | {preset.kind}
+        fold.file(path, preset, chunk_rows, progress)
     if len(kinds) > 1:
         raise InputError("mixing per-request logs and count series in one ingest is not supported")
-    has_tokens = any(b["input_tokens"].any() or b["output_tokens"].any() for b in acc.days.values())
-    if kinds == {"requests"}:
-        acc.fill_request_span()
-    frame = acc.frame(has_tokens)
-    report.finish(frame)
-    return frame, report
+    return fold.finish(kinds == {"requests"})
 
 
-def _fold_file(path: Path, preset: Preset, acc: MinuteAccumulator, report: IngestReport,
-               on_error: OnError, tz: str, epoch_ns: int, chunk_rows: int, progress: bool) -> None:
-    cols = [c for c in dict.fromkeys((preset.time, preset.count, preset.input, preset.output)) if c]
-    bar = _progress(path, progress)
-    last_ns = np.iinfo(np.int64).min
-    try:
-        for chunk in read_chunks(path, cols, chunk_rows):
-            parsed = parse_chunk(chunk, preset, tz, epoch_ns)
-            last_ns = _fold_chunk(parsed, chunk, path, preset, acc, report, on_error, last_ns)
+@dataclass
+class _Fold:
+    """One ingest in progress: the accumulator and what is known across chunks and files."""
+
+    report: IngestReport
+    on_error: OnError
+    window: TimeWindow
+    tz: str
+    epoch_ns: int
+    acc: MinuteAccumulator = field(default_factory=MinuteAccumulator)
+    last_ns: int = np.iinfo(np.int64).min  # previous row, to count rows out of order
+    max_ns: int = np.iinfo(np.int64).min
+    step_ns: int = NS_PER_MIN  # a count series' interval (smallest step seen), for its last minute
+
+    def file(self, path: Path, preset: Preset, chunk_rows: int, progress: bool) -> None:
+        cols = [c for c in dict.fromkeys((preset.time, preset.count, preset.input, preset.output)) if c]
+        bar = _progress(path, progress)
+        try:
+            for chunk in read_chunks(path, cols, chunk_rows):
+                parsed = parse_chunk(chunk, preset, self.tz, self.epoch_ns, self.window)
+                self.chunk(parsed, chunk, path, preset)
+                if bar is not None:
+                    bar.update(len(parsed.ns))
+        except BaseException:
+            if bar is not None:  # keep the bar's last state so the error prints on its own line below it
+                bar.leave = True
+            raise
+        finally:
             if bar is not None:
-                bar.update(len(parsed.ns))
-    except BaseException:
-        if bar is not None:  # keep the bar's last state so the error prints on its own line below it
-            bar.leave = True
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
+                bar.close()
 
+    def chunk(self, parsed: Parsed, chunk: Chunk, path: Path, preset: Preset) -> None:
+        """Add one parsed chunk's good rows; blank intervals mark their minutes missing."""
+        report = self.report
+        keep = _handle_bad(parsed, chunk, path, self.on_error, report)
+        blank = keep & parsed.blank
+        keep &= ~parsed.blank
+        report.blank_intervals += int(parsed.blank.sum())
+        report.rows += len(parsed.ns)
+        self.acc.mark_blank(parsed.ns[blank] // NS_PER_MIN)
+        ns = parsed.ns[keep]
+        if len(ns):
+            report.out_of_order += int((np.diff(ns) < 0).sum()) + int(ns[0] < self.last_ns)
+            self.last_ns, self.max_ns = int(ns[-1]), max(self.max_ns, int(ns.max()))
+            if preset.kind == "counts":
+                report.duplicate_times += len(ns) - len(np.unique(ns))
+                steps = np.diff(np.unique(ns))
+                self.step_ns = min(self.step_ns, int(steps.min())) if len(steps) else self.step_ns
+        kept = np.flatnonzero(keep)
+        pick = (lambda a: None if a is None else a[keep])
+        self.acc.add(ns // NS_PER_MIN, parsed.count[keep], pick(parsed.inp), pick(parsed.out),
+                     preset.kind == "requests", where=lambda i: f"{path}:{chunk.line(int(kept[i]))}")
 
-def _fold_chunk(parsed: Parsed, chunk: Chunk, path: Path, preset: Preset, acc: MinuteAccumulator,
-                report: IngestReport, on_error: OnError, last_ns: int) -> int:
-    """Add one parsed chunk's good rows; returns the time of its last row (for the order count)."""
-    keep = _handle_bad(parsed, chunk, path, on_error, report)
-    keep &= ~parsed.blank
-    report.blank_intervals += int(parsed.blank.sum())
-    ns = parsed.ns[keep]
-    report.rows += len(parsed.ns)
-    if len(ns):
-        report.out_of_order += int((np.diff(ns) < 0).sum()) + int(ns[0] < last_ns)
-        last_ns = int(ns[-1])
-        if preset.kind == "counts":
-            report.duplicate_times += len(ns) - len(np.unique(ns))
-    minutes = np.floor_divide(ns, 60_000_000_000)
-    pick = (lambda a: None if a is None else a[keep])
-    acc.add(minutes, parsed.count[keep], pick(parsed.inp), pick(parsed.out), preset.kind == "requests")
-    return last_ns
+    def finish(self, requests_log: bool) -> tuple[pd.DataFrame, IngestReport]:
+        acc, report = self.acc, self.report
+        self._refuse_too_old()
+        has_tokens = any(b["input_tokens"].any() or b["output_tokens"].any() for b in acc.days.values())
+        if requests_log:
+            report.long_gaps = acc.fill_request_span()
+        self._drop_partial_last_minute(requests_log)
+        frame = acc.frame(has_tokens)
+        report.finish(frame)
+        return frame, report
+
+    def _refuse_too_old(self) -> None:
+        """Rows retention would delete at once (counted from the newest accepted row) are refused."""
+        last = self.acc.last_minute()
+        cut = None if last is None else self.window.cutoff_day(last // 1440)
+        if cut is None or min(self.acc.days) > cut:
+            return
+        reason = self.window.too_old_reason(last // 1440)
+        rows, where = self.acc.drop_days_through(cut)
+        if self.on_error == "fail":
+            raise InputError(f"{where}: {reason}. Nothing was stored; fix the row or pass --on-error skip "
+                             "to drop such rows.")
+        self.report.skipped += rows
+        self.report.problems.append(f"{where} and {rows - 1:,} more rows: {reason}")
+
+    def _drop_partial_last_minute(self, requests_log: bool) -> None:
+        """The minute a log ends in is usually partial (the log stops mid-minute); stored, it would
+        be the newest, far too low value a forecast starts from.  A request log cannot say whether
+        traffic went on, so its last minute is always dropped; a count series' only when its last
+        interval ends before the minute does."""
+        last = self.acc.last_minute()
+        if last is None:
+            return
+        if not requests_log:
+            covered_to = self.max_ns + self.step_ns
+            if self.step_ns >= NS_PER_MIN or covered_to >= (last + 1) * NS_PER_MIN:
+                return
+        self.report.partial_minute = pd.Timestamp(last * NS_PER_MIN)
+        self.report.partial_requests = self.acc.drop_minute(last)
 
 
 def _progress(path: Path, enabled: bool):
@@ -108,16 +167,15 @@ def _handle_bad(parsed: Parsed, chunk: Chunk, path: Path, on_error: OnError, rep
         return keep
     parsed.bad.sort(key=lambda b: b[0])
     row, col, why, value = parsed.bad[0]
-    line = chunk.first_line + row
     if on_error == "fail":
         shown = f" (value {value!r})" if value not in ("", None) else ""
-        raise InputError(f"{path}:{line}: column {col!r}: {why}{shown}. Nothing was stored; "
+        raise InputError(f"{path}:{chunk.line(row)}: column {col!r}: {why}{shown}. Nothing was stored; "
                          "fix the row or pass --on-error skip to drop bad rows.")
     rows = np.unique([b[0] for b in parsed.bad])
     keep[rows] = False
     report.skipped += len(rows)
     for row, col, why, value in parsed.bad[: max(0, 5 - len(report.problems))]:
-        report.problems.append(f"{path}:{chunk.first_line + row}: column {col!r}: {why} ({value!r})")
+        report.problems.append(f"{path}:{chunk.line(row)}: column {col!r}: {why} ({value!r})")
     return keep
 
 

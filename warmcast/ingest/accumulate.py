@@ -15,27 +15,34 @@ _CTX_RATIO = 1.1  # log-spaced histogram bins: p95 within ~5%
 _CTX_BINS = int(np.ceil(np.log(MAX_TOKENS + 1) / np.log(_CTX_RATIO))) + 1
 
 
+MAX_ZERO_GAP_MIN = 1440  # a longer silence in a request log is read as the log not covering it
+
+
 class MinuteAccumulator:
-    """Sums per minute, held in one block per UTC day so sparse spans stay small."""
+    """Sums per minute, held in one block per UTC day that has rows, so sparse spans stay small:
+    work and memory grow with the days that hold rows, never with the span between them."""
 
     def __init__(self) -> None:
         self.days: dict[int, dict[str, np.ndarray]] = {}
-        self.any_count_nan: dict[int, np.ndarray] = {}
+        self.origin: dict[int, str] = {}  # day -> "file:line" of its first row, for errors
 
     def _block(self, day: int, with_hist: bool) -> dict[str, np.ndarray]:
         b = self.days.get(day)
         if b is None:
-            b = {s: np.zeros(1440) for s in ("requests", "input_tokens", "output_tokens", "seen", "ctx_max")}
+            b = {s: np.zeros(1440) for s in ("requests", "input_tokens", "output_tokens", "seen", "blank")}
             if with_hist:
                 b["hist"] = np.zeros((1440, _CTX_BINS), dtype=np.uint32)
             self.days[day] = b
         return b
 
     def add(self, minutes: np.ndarray, requests: np.ndarray, inp: np.ndarray | None,
-            out: np.ndarray | None, with_hist: bool) -> None:
+            out: np.ndarray | None, with_hist: bool, where=None) -> None:
+        """Fold rows in; ``where(i)`` names row i ("file:line") for the first row of a new day."""
         days = minutes // 1440
         for day in np.unique(days):
             sel = days == day
+            if where is not None and int(day) not in self.origin:
+                self.origin[int(day)] = where(int(np.argmax(sel)))
             mod = (minutes[sel] - day * 1440).astype(np.int64)
             b = self._block(int(day), with_hist)
             b["seen"] += np.bincount(mod, minlength=1440)
@@ -48,27 +55,60 @@ class MinuteAccumulator:
             if out is not None:
                 b["output_tokens"] += np.bincount(mod, weights=out[sel], minlength=1440)
 
-    def fill_request_span(self) -> None:
-        """In a request log, a minute inside the log's span with no request had zero load."""
-        if not self.days:
-            return
-        first, last = min(self.days), max(self.days)
-        lo, hi = self._span()
-        for day in range(first, last + 1):
-            b = self._block(day, "hist" in next(iter(self.days.values())))
-            idx = np.arange(1440) + day * 1440
-            b["seen"][(idx >= lo) & (idx <= hi) & (b["seen"] == 0)] = -1  # -1: observed zero
+    def mark_blank(self, minutes: np.ndarray) -> None:
+        """A blank sub-interval leaves its whole minute missing: a partial sum is not the minute's load."""
+        days = minutes // 1440
+        for day in np.unique(days):
+            mod = (minutes[days == day] - day * 1440).astype(np.int64)
+            self._block(int(day), False)["blank"] += np.bincount(mod, minlength=1440)
 
-    def _span(self) -> tuple[int, int]:
-        firsts = [d * 1440 + int(np.flatnonzero(b["seen"] > 0)[0]) for d, b in self.days.items() if (b["seen"] > 0).any()]
-        lasts = [d * 1440 + int(np.flatnonzero(b["seen"] > 0)[-1]) for d, b in self.days.items() if (b["seen"] > 0).any()]
-        return min(firsts), max(lasts)
+    def fill_request_span(self) -> int:
+        """In a request log, a minute with no request between two that have one had zero load, if
+        the silence lasts at most a day; a longer one is read as the log not covering it (kept
+        missing).  Returns the number of such long gaps."""
+        seen = self._seen_minutes()
+        if len(seen) < 2:
+            return 0
+        for day, b in self.days.items():
+            idx = np.arange(1440) + day * 1440
+            pos = np.searchsorted(seen, idx)
+            inside = (pos > 0) & (pos < len(seen))
+            gap = np.zeros(1440, np.int64)
+            gap[inside] = seen[pos[inside]] - seen[pos[inside] - 1]
+            b["seen"][inside & (gap <= MAX_ZERO_GAP_MIN) & (b["seen"] == 0)] = -1  # -1: observed zero
+        return int((np.diff(seen) > MAX_ZERO_GAP_MIN).sum())
+
+    def _seen_minutes(self) -> np.ndarray:
+        parts = [np.flatnonzero(self.days[d]["seen"] > 0) + d * 1440 for d in sorted(self.days)]
+        return np.concatenate(parts) if parts else np.array([], np.int64)
+
+    def last_minute(self) -> int | None:
+        seen = self._seen_minutes()
+        return int(seen[-1]) if len(seen) else None
+
+    def drop_minute(self, minute: int) -> float:
+        """Forget one minute; returns the requests it held."""
+        b = self.days[minute // 1440]
+        m = minute % 1440
+        held = float(b["requests"][m])
+        for key in b:
+            b[key][m] = 0
+        return held
+
+    def drop_days_through(self, cutoff_day: int) -> tuple[int, str | None]:
+        """Forget every day up to cutoff_day; returns the rows they held and the first one's place."""
+        old = sorted(d for d in self.days if d <= cutoff_day)
+        rows = sum(int(self.days[d]["seen"].clip(0).sum()) for d in old)
+        where = self.origin.get(old[0]) if old else None
+        for d in old:
+            del self.days[d]
+        return rows, where
 
     def frame(self, has_tokens: bool) -> pd.DataFrame:
         parts = []
         for day in sorted(self.days):
             b = self.days[day]
-            keep = b["seen"] != 0
+            keep = (b["seen"] != 0) & (b["blank"] == 0)
             if not keep.any():
                 continue
             idx = (np.flatnonzero(keep) + day * 1440).astype("int64") * 60_000_000_000

@@ -1,6 +1,7 @@
 """Log formats: where each supported log keeps its fields, and telling them apart."""
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,21 +51,41 @@ def detect_format(path: Path) -> str:
                      "pass --format and, if needed, --time-col/--input-col/--output-col/--count-col")
 
 
+MAX_HEADER_BYTES = 1 << 20
+
+
 def peek_columns(path: Path) -> list[str]:
+    """Column names from the header (CSV), the first record (JSONL) or the schema (Parquet)."""
     kind = file_kind(path)
     if kind == "parquet":
-        import pyarrow.parquet as pq
-        return pq.ParquetFile(path).schema_arrow.names
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        first = fh.readline().strip()
+        return open_parquet(path).schema_arrow.names
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:  # -sig: a BOM is not part of a name
+        first = fh.readline(MAX_HEADER_BYTES)
+        while kind == "jsonl" and first and not first.strip():
+            first = fh.readline(MAX_HEADER_BYTES)
+    if len(first) >= MAX_HEADER_BYTES:
+        raise InputError(f"{path}:1: first line is longer than {MAX_HEADER_BYTES:,} characters; "
+                         "this is not a log warmcast reads (CSV with a header, JSON lines or Parquet)")
     if kind == "jsonl":
         try:
             return list(pd.json_normalize(json.loads(first)).columns)
-        except (json.JSONDecodeError, AttributeError):
-            raise InputError(f"{path}:1: first line is not a JSON object") from None
-    import csv
+        except (json.JSONDecodeError, AttributeError, TypeError):
+            raise InputError(f"{path}:1: first record is not a JSON object") from None
+    try:
+        return [c.strip() for c in next(csv.reader([first.strip()]), [])]
+    except csv.Error as err:
+        raise InputError(f"{path}:1: header is not readable CSV ({err})") from None
 
-    return [c.strip() for c in next(csv.reader([first]), [])]
+
+def open_parquet(path: Path):
+    """The file as a ParquetFile; InputError when it is not one (truncated, another format)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{path}: not a readable Parquet file ({err}); is it truncated or another format?") from None
 
 
 def file_kind(path: Path) -> str:

@@ -11,8 +11,13 @@ import pyarrow.compute as pc
 from warmcast.ingest.accumulate import MAX_TOKENS
 from warmcast.ingest.formats import Preset
 from warmcast.ingest.readers import Chunk
+from warmcast.ingest.window import TimeWindow
 
 MAX_COUNT = 1e9  # requests in one interval
+NAT = np.iinfo(np.int64).min  # not a timestamp
+# Times pandas cannot hold in nanoseconds are clipped to these, so the time window refuses them.
+TOO_LATE = np.iinfo(np.int64).max
+TOO_EARLY = NAT + 1
 
 
 @dataclass
@@ -38,12 +43,17 @@ def _numbers(arr: pa.Array) -> np.ndarray:
 
 
 def parse_times(arr: pa.Array, preset: Preset, tz: str, epoch_ns: int) -> np.ndarray:
-    """Any timestamp column to int64 ns since the epoch, UTC; NaT -> INT64 min."""
+    """Any timestamp column to int64 ns since the epoch, UTC; NAT where it does not parse,
+    TOO_LATE / TOO_EARLY where it parses but lies outside what nanoseconds hold."""
     if preset.time_unit != "datetime":
         scale = 1e9 if preset.time_unit == "s" else 1e6
-        vals = _numbers(arr)
-        ns = np.where(np.isfinite(vals), vals * scale, np.nan)
-        return np.where(np.isfinite(ns), ns + epoch_ns, np.iinfo(np.int64).min).astype(np.int64)
+        ns = _numbers(arr) * scale + epoch_ns
+        with np.errstate(invalid="ignore"):
+            out = np.where(np.isfinite(ns), np.clip(ns, -9.2e18, 9.2e18), 0).astype(np.int64)
+        out[ns >= 9.2e18] = TOO_LATE
+        out[ns <= -9.2e18] = TOO_EARLY
+        out[np.isnan(ns)] = NAT
+        return out
     if pa.types.is_timestamp(arr.type):
         s = pd.Series(arr.to_pandas())
         s = s.dt.tz_localize(tz) if s.dt.tz is None else s
@@ -65,21 +75,30 @@ def _mixed_times(raw: pd.Series, tz: str) -> np.ndarray:
     one are read in ``tz``; what does not parse becomes NaT and is reported as bad."""
     text = raw.astype(str)
     has_offset = text.str.contains(r"(?:[+-]\d\d:?\d\d|Z)$", regex=True) & raw.notna()
-    out = pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
     aware = pd.to_datetime(text[has_offset], format="ISO8601", errors="coerce", utc=True)
     naive = pd.to_datetime(text[~has_offset], format="ISO8601", errors="coerce")
-    out[has_offset] = aware
-    out[~has_offset] = naive.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
-    return _utc_ns(out)
+    naive = naive.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
+    out = np.full(len(raw), NAT, np.int64)
+    out[has_offset.to_numpy()] = _utc_ns(aware)
+    out[~has_offset.to_numpy()] = _utc_ns(naive)
+    return out
 
 
 def _utc_ns(s: pd.Series) -> np.ndarray:
+    """Nanoseconds of a datetime series at any resolution, without pandas' overflow error
+    (a year-9999 time read at microsecond resolution does not fit in nanoseconds)."""
     if getattr(s.dt, "tz", None) is not None:
         s = s.dt.tz_convert("UTC").dt.tz_localize(None)
-    nat = s.isna().to_numpy()
-    ns = s.astype("datetime64[ns]").to_numpy().astype(np.int64)
-    ns[nat] = np.iinfo(np.int64).min
-    return ns
+    vals = s.to_numpy()
+    unit, _ = np.datetime_data(vals.dtype)
+    per = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[unit]
+    raw = vals.astype(np.int64)
+    nat = np.isnat(vals)
+    out = raw * per if per == 1 else np.clip(raw, NAT // per + 1, TOO_LATE // per) * per
+    out[raw > TOO_LATE // per] = TOO_LATE
+    out[raw < NAT // per + 1] = TOO_EARLY
+    out[nat] = NAT
+    return out
 
 
 def _check(values: np.ndarray, raw: pa.Array, name: str, upper: float, bad: list, allow_blank: bool) -> np.ndarray:
@@ -97,14 +116,28 @@ def _check(values: np.ndarray, raw: pa.Array, name: str, upper: float, bad: list
     return blank
 
 
-def parse_chunk(chunk: Chunk, preset: Preset, tz: str, epoch_ns: int) -> Parsed:
+def _check_times(ns: np.ndarray, raw: pa.Array, name: str, window: TimeWindow | None, bad: list) -> None:
+    """Flag times that do not parse and, given a window, times it refuses."""
+    wrong = ns == NAT
+    for i in np.flatnonzero(wrong)[:1000]:
+        bad.append((int(i), name, "not a timestamp", raw[int(i)].as_py()))
+    if window is None:
+        return
+    outside = window.outside(ns) & ~wrong
+    for i in np.flatnonzero(outside)[:1000]:
+        bad.append((int(i), name, window.why(int(ns[i])), raw[int(i)].as_py()))
+    if outside.sum() > 1000:  # keep memory bounded; the rows are still rejected
+        bad.extend((int(i), name, "outside the time window", "") for i in np.flatnonzero(outside)[1000:])
+
+
+def parse_chunk(chunk: Chunk, preset: Preset, tz: str, epoch_ns: int, window: TimeWindow | None = None) -> Parsed:
     bad: list[tuple[int, str, str, str]] = []
     if "__bad__" in chunk.columns:
-        for i in np.flatnonzero(~chunk.columns["__bad__"].is_null().to_numpy(zero_copy_only=False)):
-            bad.append((int(i), "(line)", "not valid JSON", ""))
+        reasons = chunk.columns["__bad__"]
+        for i in np.flatnonzero(~reasons.is_null().to_numpy(zero_copy_only=False)):
+            bad.append((int(i), "(line)", reasons[int(i)].as_py(), ""))
     ns = parse_times(chunk.columns[preset.time], preset, tz, epoch_ns)
-    for i in np.flatnonzero(ns == np.iinfo(np.int64).min):
-        bad.append((int(i), preset.time, "not a timestamp", chunk.columns[preset.time][int(i)].as_py()))
+    _check_times(ns, chunk.columns[preset.time], preset.time, window, bad)
     n = len(ns)
     blank = np.zeros(n, bool)
     if preset.kind == "counts":

@@ -1,4 +1,8 @@
-"""Readers: a file in, chunks of raw columns out, each with the file line of its first row."""
+"""Readers: a file in, chunks of raw columns out, each row with its line in the file.
+
+Blank lines are dropped here but still counted, so an error names the line an editor
+shows.  A UTF-8 byte-order mark and CRLF line ends are read like plain UTF-8 and LF.
+"""
 from __future__ import annotations
 
 import io
@@ -7,11 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from warmcast.errors import InputError
-from warmcast.ingest.formats import file_kind, peek_columns
+from warmcast.ingest.formats import file_kind, open_parquet, peek_columns
+
+CSV_BLOCK_BYTES = 16 << 20
+BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
@@ -20,9 +28,15 @@ class Chunk:
 
     columns: dict[str, pa.Array]
     first_line: int  # file line number of the chunk's first row
+    lines: np.ndarray | None = None  # each row's line, when blank lines were dropped in between
+
+    def line(self, row: int) -> int:
+        return int(self.lines[row]) if self.lines is not None else self.first_line + row
 
 
-CSV_BLOCK_BYTES = 16 << 20
+def read_chunks(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
+    readers = {"csv": _iter_csv, "jsonl": _iter_jsonl, "parquet": _iter_parquet}
+    return readers[file_kind(path)](path, cols, chunk_rows)
 
 
 def _iter_csv(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
@@ -37,41 +51,69 @@ def _iter_csv(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
     opts = pv.ConvertOptions(include_columns=cols, column_types={c: pa.string() for c in cols},
                              strings_can_be_null=True)
     read = pv.ReadOptions(column_names=header, use_threads=True, block_size=1 << 22)
+    # Empty lines come back as all-null rows, so row i of a block is its line i.
+    parse = pv.ParseOptions(ignore_empty_lines=False)
     line = 2
     with open(path, "rb") as fh:
         fh.readline()
         while block := fh.read(CSV_BLOCK_BYTES):
             block += fh.readline()  # finish the last line of the block
             try:
-                table = pv.read_csv(io.BytesIO(block), read_options=read, convert_options=opts)
+                table = pv.read_csv(io.BytesIO(block), read_options=read, parse_options=parse,
+                                    convert_options=opts)
             except pa.ArrowInvalid as err:
                 raise InputError(f"{path}: unreadable CSV after line {line}: {err}") from None
-            yield Chunk({c: table.column(c).combine_chunks() for c in cols}, line)
-            line += table.num_rows
+            yield _without_blank_lines({c: table.column(c).combine_chunks() for c in cols}, block, line)
+            line += block.count(b"\n")
+
+
+def _without_blank_lines(columns: dict[str, pa.Array], block: bytes, line: int) -> Chunk:
+    """Drop the rows that are empty lines, keeping each remaining row's line number."""
+    maybe = np.ones(len(next(iter(columns.values()))), bool)
+    for arr in columns.values():
+        maybe &= arr.is_null().to_numpy(zero_copy_only=False)
+    if not maybe.any():
+        return Chunk(columns, line)
+    ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 10)
+    starts = np.concatenate([[0], ends + 1])[: len(maybe)]
+    ends = np.concatenate([ends, [len(block)]])[: len(maybe)]
+    length = ends - starts
+    carriage = np.array([block[s:s + 1] == b"\r" for s in starts[maybe]])
+    blank = np.zeros(len(maybe), bool)
+    blank[maybe] = (length[maybe] == 0) | ((length[maybe] == 1) & carriage)
+    keep = pa.array(~blank)
+    return Chunk({c: a.filter(keep) for c, a in columns.items()}, line, line + np.flatnonzero(~blank))
 
 
 def _iter_jsonl(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
     line = 1
-    with open(path, encoding="utf-8") as fh:
+    with open(path, "rb") as fh:
         while True:
-            lines = [ln for _, ln in zip(range(chunk_rows), fh)]
-            if not lines:
+            raw = [ln for _, ln in zip(range(chunk_rows), fh)]
+            if not raw:
                 return
-            yield Chunk(_json_columns(path, lines, cols, line), line)
-            line += len(lines)
+            if line == 1 and raw[0].startswith(BOM):
+                raw[0] = raw[0][len(BOM):]
+            rows = [(line + i, text) for i, text in enumerate(raw) if text.strip()]
+            numbers = np.array([n for n, _ in rows], np.int64)
+            yield Chunk(_json_columns(path, [t for _, t in rows], cols), line, numbers)
+            line += len(raw)
 
 
-def _json_columns(path: Path, lines: list[str], cols: list[str], line0: int) -> dict[str, pa.Array]:
-    records = []
-    for i, text in enumerate(lines):
-        if not text.strip():
-            records.append({})
-            continue
-        try:
-            records.append(json.loads(text))
-        except json.JSONDecodeError as err:
-            records.append({"__bad__": f"{path}:{line0 + i}: not valid JSON ({err.msg})"})
-    flat = pd.json_normalize(records)
+def _json_record(text: bytes) -> dict:
+    """One line as a record; a line that is not one becomes {'__bad__': why}."""
+    try:
+        rec = json.loads(text.decode("utf-8"))
+    except UnicodeDecodeError:
+        return {"__bad__": "not UTF-8 text"}
+    except json.JSONDecodeError as err:
+        return {"__bad__": f"not valid JSON ({err.msg})"}
+    return rec if isinstance(rec, dict) else {"__bad__": f"not a JSON object (a {type(rec).__name__})"}
+
+
+def _json_columns(path: Path, lines: list[bytes], cols: list[str]) -> dict[str, pa.Array]:
+    records = [_json_record(text) for text in lines]
+    flat = pd.json_normalize(records) if records else pd.DataFrame()
     out = {}
     for c in cols:
         vals = flat[c] if c in flat.columns else pd.Series([None] * len(records))
@@ -82,20 +124,19 @@ def _json_columns(path: Path, lines: list[str], cols: list[str], line0: int) -> 
 
 
 def _iter_parquet(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
-    import pyarrow.parquet as pq
-
-    pf = pq.ParquetFile(path)
+    pf = open_parquet(path)
     missing = [c for c in cols if c not in pf.schema_arrow.names]
     if missing:
         raise InputError(f"{path}: missing column(s) {missing}; the file has {pf.schema_arrow.names}")
     line = 1
-    for batch in pf.iter_batches(batch_size=chunk_rows, columns=cols):
+    batches = pf.iter_batches(batch_size=chunk_rows, columns=cols)
+    while True:
+        try:
+            batch = next(batches, None)
+        except (pa.ArrowException, OSError) as err:
+            raise InputError(f"{path}: unreadable Parquet after row {line - 1} ({err}); "
+                             "the file is truncated or corrupt") from None
+        if batch is None:
+            return
         yield Chunk({c: batch.column(c) for c in cols}, line)
         line += batch.num_rows
-
-
-_READERS = {"csv": _iter_csv, "jsonl": _iter_jsonl, "parquet": _iter_parquet}
-
-
-def read_chunks(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
-    return _READERS[file_kind(path)](path, cols, chunk_rows)

@@ -23,6 +23,9 @@ class IngestReport:
     duplicate_times: int = 0
     first: pd.Timestamp | None = None
     last: pd.Timestamp | None = None
+    long_gaps: int = 0  # silences over a day in a request log, kept missing
+    partial_minute: pd.Timestamp | None = None  # the minute the log ends in, not stored
+    partial_requests: float = 0.0  # what that minute held
     problems: list[str] = field(default_factory=list)  # first few skipped-row messages
 
     def summary(self) -> str:
@@ -37,8 +40,13 @@ class IngestReport:
             (self.blank_intervals, "blank intervals kept as missing"),
             (self.out_of_order, "rows out of time order (aggregated anyway)"),
             (self.duplicate_times, "intervals repeated (summed)"),
+            (self.long_gaps, "silences over a day between requests kept missing (the log does not cover them)"),
         ]
         lines += [f"  {n:,} {what}" for n, what in notes if n]
+        if self.partial_minute is not None:
+            lines.append(f"  last minute {self.partial_minute:%Y-%m-%d %H:%M} not stored: the log ends inside it "
+                         f"({self.partial_requests:,.0f} requests seen); pass the log that continues it in the "
+                         "same call to store it whole")
         lines += [f"  skipped: {p}" for p in self.problems]
         return "\n".join(lines)
 

@@ -187,7 +187,7 @@ def vllm_python(explicit: str | None = None) -> Path:
 
 def _flag(key: str) -> str:
     k = key[2:] if key.startswith("--") else key
-    if not _KEY_RE.match(k):
+    if not _KEY_RE.fullmatch(k):
         raise EngineArgsError(f"engine argument name {key!r} is not a CLI option name")
     return "--" + k.replace("_", "-")
 
