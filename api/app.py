@@ -41,13 +41,14 @@ def create_app(settings: Settings | None = None, config: ApiConfig | None = None
     from api.gpu_plan import router as gpu_plan_router
     from api.routes import hot, read, write
 
+    # Routes are matched in the order they are added, one by one: the ones pollers hit come first.
+    _health_routes(app, ctx)
+    app.include_router(metrics_router(ctx))
+    app.include_router(keda_router(ctx))
     app.include_router(hot)
     app.include_router(read)
     app.include_router(write)
-    app.include_router(keda_router(ctx))
     app.include_router(gpu_plan_router)
-    app.include_router(metrics_router(ctx))
-    _health_routes(app, ctx)
     _dashboard_routes(app)
     _docs_routes(app)
     app.router.on_startup.append(_freeze_heap)

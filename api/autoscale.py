@@ -23,13 +23,18 @@ from api.routes import READ_ERR
 from api.schemas import KedaOut
 from warmcast.state import forecast_from_dict
 
+KEDA_TTL_S = 5.0
 _BEARER = {"security": [{"HTTPBearer": []}]}  # hot routes check the token by hand; the schema still says so
 
 
 def keda_router(ctx: ApiContext) -> APIRouter:
-    """``/v1/keda/{deployment}``: a hot route (see api/hot.py), answers at most a second old."""
+    """``/v1/keda/{deployment}``: a hot route (see api/hot.py).
+
+    An answer is reused for KEDA_TTL_S: its render (forecast, plan, pause state, peak search)
+    costs as much CPU as hundreds of cached answers, while KEDA polls every 30 s by default
+    and the workers write forecasts and plans once a minute."""
     r = APIRouter(tags=["autoscalers"])
-    bodies = Rendered()
+    bodies = Rendered(ttl_s=KEDA_TTL_S, stale_s=3 * KEDA_TTL_S)
 
     @r.get("/v1/keda/{deployment}", response_model=KedaOut, responses=READ_ERR, openapi_extra=_BEARER,
            summary="KEDA metrics-api scaler: desiredReplicas and forecastDemandRpm")
