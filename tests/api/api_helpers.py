@@ -32,11 +32,7 @@ def stored_forecast(origin: pd.Timestamp = END, level: float = 600.0) -> Forecas
 
 
 def missing_tool(what: str) -> None:
-    """A tool a test needs is absent: a failure on CI (env CI set), a skip on a developer's machine."""
-    import os
-
+    """A tool a test needs is absent: a skip, which tests/conftest.py turns into a failure on CI."""
     import pytest
 
-    if os.environ.get("CI"):
-        pytest.fail(f"{what} is missing on CI (bash scripts/test installs it)")
     pytest.skip(f"{what} is not installed (bash scripts/test installs it)")
