@@ -65,3 +65,36 @@ def test_by_minute_spreads_a_span_over_minutes_and_keeps_the_total():
     c = count({A: R(590.0, 0)}, {A: R(680.0, 90)})
     per = by_minute(c.spans, default_start=590.0)
     assert per == {9: pytest.approx(10), 10: pytest.approx(60), 11: pytest.approx(20)}
+
+
+def test_ingest_stores_counts_with_coverage_and_the_forecaster_skips_incomplete_minutes(
+        tmp_path, redis_client, key_prefix, redis_server_url):
+    import math
+    import time as _time
+
+    from forecaster.base import target_series
+    from loophelpers import SIM_DEPLOYMENTS
+    from warmcast.settings import load_settings
+    from workers.context import Ctx
+    from workers.options import WorkerOptions
+    from workers.steps import ingest
+    from workers.steps.signals import record_arrivals
+
+    deps = tmp_path / "deployments.yaml"
+    deps.write_text(SIM_DEPLOYMENTS.format(cold=0.5))
+    ctx = Ctx(load_settings(redis_url=redis_server_url, key_prefix=key_prefix, deployments_file=deps,
+                            state_dir=tmp_path / "state"), WorkerOptions(simulate=False), redis_client)
+    m = int(_time.time() // 60) - 5
+    rounds = [{"by_minute": {}, "minute": m, "expected": 2, "missed": 2, "held_since": None},  # baseline only
+              {"by_minute": {str(m + 1): 12.0}, "minute": m + 1, "expected": 2, "missed": 0, "held_since": None},
+              {"by_minute": {str(m + 2): 5.0}, "minute": m + 2, "expected": 2, "missed": 1, "held_since": (m + 2) * 60},
+              {"by_minute": {str(m + 2): 6.0, str(m + 3): 11.0}, "minute": m + 3, "expected": 2, "missed": 0,
+               "held_since": None}]
+    for r in rounds:
+        record_arrivals(ctx, "simdep", r)
+    assert ingest.step(ctx, "simdep").minutes == 4
+    frame = ctx.store.frame("simdep")
+    assert math.isnan(frame["requests"].iloc[0]) and frame["coverage"].iloc[0] == 0  # not a zero
+    assert list(frame["requests"].iloc[1:]) == [12.0, 11.0, 11.0]
+    assert list(frame["coverage"].iloc[1:]) == [1.0, 0.5, 1.0]
+    assert target_series(frame).isna().tolist() == [True, False, True, False]

@@ -54,5 +54,8 @@ def _arrival_minutes(ctx: Ctx, dep: str, start: int, end: int) -> dict[int, dict
         if expected is None:
             continue
         coverage = 1.0 if expected == 0 else 1.0 - rounds.get(f"{m}:missed", 0) / expected
-        out[m] = {"requests": arrived.get(m, 0.0), "coverage": coverage}
+        if m in arrived or coverage == 1.0:  # a minute nothing was counted in is not a zero unless all answered
+            out[m] = {"requests": arrived.get(m, 0.0), "coverage": coverage}
+        else:
+            out[m] = {"coverage": coverage}
     return out
