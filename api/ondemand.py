@@ -196,12 +196,13 @@ def _trained_at(ctx: ApiContext, version: str) -> str | None:
 
 
 def _fitted_model(ctx: ApiContext, dep: str, frame: pd.DataFrame):
-    """The champion wrapped in the fallback rules, fitted once per (deployment, newest minute).
+    """The resolved model (forecaster.resolver, as the CLI and the workers) wrapped in the
+    fallback rules, fitted once per (deployment, newest minute); the note says why it was chosen.
 
     Fitting the fallback baselines costs seconds; asking the fitted model for other
     quantiles or horizons costs milliseconds, so the fitted object is what is cached."""
-    from forecaster.fallback import FallbackForecaster
     from forecaster.registry import Registry
+    from forecaster.resolver import resolve_forecaster
 
     key = ("model", dep, str(frame.index[-1]))
     hit = ctx.cache.get(key)
@@ -209,9 +210,6 @@ def _fitted_model(ctx: ApiContext, dep: str, frame: pd.DataFrame):
         return hit[1]
     for k in [k for k in list(ctx.cache) if isinstance(k, tuple) and k[:2] == ("model", dep)]:
         ctx.cache.pop(k, None)  # one fitted model per deployment is enough
-    model, note = Registry(ctx.settings.models_dir).serving_model(dep)
-    fb = FallbackForecaster(model, primary_missing_reason=note or "no trained model")
-    if fb.why_not_primary(frame) is not None:
-        fb.fit(frame, rank_hours=2)  # ranking over 2 h keeps an on-demand fit to seconds
-    ctx.cache[key] = (time.monotonic(), (fb, note))
-    return fb, note
+    fb, resolution = resolve_forecaster(Registry(ctx.settings.models_dir), dep, frame)
+    ctx.cache[key] = (time.monotonic(), (fb, resolution.why))
+    return fb, resolution.why

@@ -4,7 +4,7 @@ Protocol: each model is fitted on the minutes before ``test_start``; then at
 origins every ``step`` minutes from ``test_start`` on, it forecasts leads
 1..``horizon`` from the minutes strictly before that origin (``predict_origins``
 receives the whole frame but each origin's forecast may only read what precedes
-it; ``tests/forecaster/test_backtest.py`` checks this).  Origins run while the
+it; ``tests/forecaster/test_forecast_backtest.py::test_no_leakage`` checks this).  Origins run while the
 last lead still lies inside the log.
 
 Outputs (``write_outputs``): ``forecasts.csv`` (origin,target,model,p10,p50,p90),
@@ -127,6 +127,41 @@ def _r(x: float, nd: int = 4):
     return None if x is None or not np.isfinite(x) else round(float(x), nd)
 
 
+def _model_metrics(name: str, p: np.ndarray, res: BacktestResult, maes: dict[str, float]) -> dict:
+    """The metrics of one model's predictions ``p`` (n_origins, horizon, 3)."""
+    y = res.actual
+    m_ok = np.isfinite(y) & np.isfinite(p).all(axis=2)
+    e = np.where(m_ok, np.abs(p[..., 1] - y), np.nan)
+    mae = maes[name]
+    yy = np.where(m_ok, y, np.nan)
+    inside = (p[..., 0] <= y) & (y <= p[..., 2])
+    below90 = y <= p[..., 2]
+    pin = {f"p{int(q * 100)}": float(np.nanmean(np.where(m_ok, _pinball(y, p[..., i], q), np.nan)))
+           for i, q in enumerate(LEVELS)}
+    n = int(m_ok.sum())
+    rel = {b: _r(mae / maes[b]) if b in maes else None for b in ("seasonal_naive_day", "persistence")}
+    d = {
+        "mae": _r(mae, 3),
+        "mae_by_lead": [_r(x, 3) for x in np.nanmean(e, axis=0)],
+        "mase_seasonal_naive": _r(mae / res.train_scale.get("seasonal_naive_day", np.nan)),
+        "mase_persistence": _r(mae / res.train_scale.get("persistence", np.nan)),
+        "rel_mae_seasonal_naive": rel["seasonal_naive_day"],
+        "rel_mae_persistence": rel["persistence"],
+        "wape": _r(float(np.nansum(e) / np.nansum(np.abs(yy)))),
+        "coverage_p10_p90": _r(float(inside[m_ok].mean())) if n else None,
+        "coverage_p90": _r(float(below90[m_ok].mean())) if n else None,
+        "pinball": _r(float(np.mean(list(pin.values()))), 3),
+        "pinball_by_level": {k: _r(v, 3) for k, v in pin.items()},
+        "fit_seconds": _r(res.fit_seconds.get(name, float("nan")), 3),
+        "predict_seconds": _r(res.predict_seconds.get(name, float("nan")), 3),
+        "predict_ms_per_forecast": _r(1000 * res.predict_seconds.get(name, float("nan")) / max(len(res.origins), 1), 3),
+        "points": n,
+    }
+    if name in res.notes:
+        d["note"] = res.notes[name]
+    return d
+
+
 def compute_metrics(res: BacktestResult) -> dict:
     """Metrics per model over every (origin, lead) with a known actual.
 
@@ -136,49 +171,24 @@ def compute_metrics(res: BacktestResult) -> dict:
     (Hyndman's MASE); ``rel_mae_seasonal_naive`` / ``rel_mae_persistence``: MAE
     divided by that baseline's MAE on the same test points; ``wape``; coverage of
     the P10-P90 band and of P90; pinball loss (mean over P10/P50/P90, and per
-    level); fit and predict seconds.
+    level); fit and predict seconds.  ``winner``: the model with the lowest MAE;
+    ``best_baseline``: the lowest-MAE model that is not an LSTM.
     """
-    y = res.actual
-    ok = np.isfinite(y)
+    ok = np.isfinite(res.actual)
     out: dict = {"test_start": res.test_start.strftime(TIME_FMT), "origins": len(res.origins),
                  "horizon": res.horizon, "points": int(ok.sum()), "models": {}}
     maes = {}
     for name, p in res.preds.items():
         m_ok = ok & np.isfinite(p).all(axis=2)
-        e = np.abs(p[..., 1] - y)
-        maes[name] = float(np.nanmean(np.where(m_ok, e, np.nan)))
+        mae = float(np.nanmean(np.where(m_ok, np.abs(p[..., 1] - res.actual), np.nan))) if m_ok.any() else math.nan
+        if np.isfinite(mae):  # a model with no finite forecast has no MAE (and wins nothing)
+            maes[name] = mae
     for name, p in res.preds.items():
-        m_ok = ok & np.isfinite(p).all(axis=2)
-        e = np.where(m_ok, np.abs(p[..., 1] - y), np.nan)
-        mae = maes[name]
-        by_lead = np.nanmean(e, axis=0)
-        yy = np.where(m_ok, y, np.nan)
-        inside = (p[..., 0] <= y) & (y <= p[..., 2])
-        below90 = y <= p[..., 2]
-        pin = {f"p{int(q * 100)}": float(np.nanmean(np.where(m_ok, _pinball(y, p[..., i], q), np.nan)))
-               for i, q in enumerate(LEVELS)}
-        n = int(m_ok.sum())
-        d = {
-            "mae": _r(mae, 3),
-            "mae_by_lead": [_r(x, 3) for x in by_lead],
-            "mase_seasonal_naive": _r(mae / res.train_scale.get("seasonal_naive_day", np.nan)),
-            "mase_persistence": _r(mae / res.train_scale.get("persistence", np.nan)),
-            "rel_mae_seasonal_naive": _r(mae / maes["seasonal_naive_day"]) if "seasonal_naive_day" in maes else None,
-            "rel_mae_persistence": _r(mae / maes["persistence"]) if "persistence" in maes else None,
-            "wape": _r(float(np.nansum(e) / np.nansum(np.abs(yy)))),
-            "coverage_p10_p90": _r(float(inside[m_ok].mean())) if n else None,
-            "coverage_p90": _r(float(below90[m_ok].mean())) if n else None,
-            "pinball": _r(float(np.mean(list(pin.values()))), 3),
-            "pinball_by_level": {k: _r(v, 3) for k, v in pin.items()},
-            "fit_seconds": _r(res.fit_seconds.get(name, float("nan")), 3),
-            "predict_seconds": _r(res.predict_seconds.get(name, float("nan")), 3),
-            "predict_ms_per_forecast": _r(1000 * res.predict_seconds.get(name, float("nan")) / max(len(res.origins), 1), 3),
-            "points": n,
-        }
-        if name in res.notes:
-            d["note"] = res.notes[name]
-        out["models"][name] = d
+        out["models"][name] = _model_metrics(name, p, res, {**maes, name: maes.get(name, math.nan)})
     out["skipped"] = dict(res.skipped)
+    if maes:
+        win = min(maes, key=maes.get)
+        out["winner"] = {"model": win, "mae": _r(maes[win], 3)}
     baselines = {k: v for k, v in maes.items() if not k.startswith("lstm")}
     if baselines:
         best = min(baselines, key=baselines.get)
@@ -188,6 +198,23 @@ def compute_metrics(res: BacktestResult) -> dict:
                 out["models"][name]["improvement_vs_best_baseline"] = _r(1 - maes[name] / baselines[best])
     out["train_scale"] = {k: _r(v, 3) for k, v in res.train_scale.items()}
     return out
+
+
+def summary(metrics: dict) -> str:
+    """Which model won and by how much, read from the metrics (the numbers in metrics.json)."""
+    win = metrics.get("winner")
+    if not win:
+        return "no model produced a finite forecast"
+    lines = [f"lowest MAE: {win['model']} (MAE {win['mae']:.3f})"]
+    bb = metrics.get("best_baseline")
+    for name, m in sorted(metrics["models"].items()):
+        if not name.startswith("lstm") or m.get("mae") is None or not bb:
+            continue
+        diff = m["mae"] / bb["mae"] - 1 if bb["mae"] else math.nan
+        word = "lower" if diff < 0 else "higher"
+        lines.append(f"{name} MAE {m['mae']:.3f} is {abs(diff) * 100:.1f}% {word} than the best baseline "
+                     f"{bb['model']} (MAE {bb['mae']:.3f})")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- outputs
@@ -234,71 +261,71 @@ def write_outputs(res: BacktestResult, out_dir: str | Path) -> dict[str, Path]:
 
 def plot(res: BacktestResult, path: str | Path) -> None:
     """Top: a sample test day, actual vs P50 10-20 min ahead (tiled) with the P10-P90
-    band of the LSTM and of the best baseline. Bottom: MAE by lead, every model."""
+    band of the LSTM and of the best baseline. Bottom: MAE by lead, every model with an MAE
+    (a model that was skipped or has no finite forecast is simply not drawn)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    H = res.horizon
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(13, 8.5), gridspec_kw={"height_ratios": [3, 2]})
-    models = res.metrics.get("models", {})
+    models = {n: m for n, m in res.metrics.get("models", {}).items() if m.get("mae") is not None}
     best = res.metrics.get("best_baseline", {}).get("model")
-    lstm = next((m for m in res.preds if m.startswith("lstm")), None)
+    lstm = next((m for m in models if m.startswith("lstm")), None)
+    colours = {lstm: "tab:blue", best: "tab:orange"}
+    _plot_day(ax1, res, [n for n in (best, lstm) if n in models], models, colours)
+    _plot_leads(ax2, res.horizon, models, colours, lstm, best)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_day(ax, res: BacktestResult, names: list[str], models: dict, colours: dict) -> None:
+    H = res.horizon
     # sample day: the first full calendar day of the test part, else its first 24 hours
     start = res.origins[0].normalize()
     if start < res.origins[0]:
         start += pd.Timedelta(days=1)
     if start + pd.Timedelta(days=1) > res.origins[-1]:
         start = res.origins[0]
-    end = start + pd.Timedelta(days=1)
-    sel = (res.origins >= start) & (res.origins < end)
+    sel = (res.origins >= start) & (res.origins < start + pd.Timedelta(days=1))
     step = int((res.origins[1] - res.origins[0]) / pd.Timedelta(minutes=1)) if len(res.origins) > 1 else H
     lo = min(10, max(H - step, 0))
     leads = np.arange(lo, min(lo + step, H))
     oi = np.flatnonzero(sel)
     t = (res.origins[oi].to_numpy()[:, None] + leads[None, :].astype("timedelta64[m]")).ravel()
-    act = res.actual[oi][:, leads].ravel()
-    ax1.plot(t, act, color="0.55", lw=0.7, label="actual")
-    colours = {lstm: "tab:blue", best: "tab:orange"}
-    for name in [best, lstm]:
-        if name is None or name not in res.preds:
-            continue
+    ax.plot(t, res.actual[oi][:, leads].ravel(), color="0.55", lw=0.7, label="actual")
+    for name in names:
         p = res.preds[name][oi][:, leads]
         c = colours[name]
-        ax1.fill_between(t, p[..., 0].ravel(), p[..., 2].ravel(), color=c, alpha=0.18, lw=0,
-                         label=f"{name} P10-P90")
-        ax1.plot(t, p[..., 1].ravel(), color=c, lw=1.2,
-                 label=f"{name} P50 (MAE {models.get(name, {}).get('mae', float('nan')):.1f})")
-    ax1.set_title(f"{start:%Y-%m-%d}: actual vs forecast {leads[0] + 1}-{leads[-1] + 1} min ahead "
-                  f"(origins every {step} min)")
-    ax1.set_ylabel("requests / min")
-    ax1.legend(loc="upper left", fontsize=8, ncol=2)
-    ax1.grid(alpha=0.3)
+        ax.fill_between(t, p[..., 0].ravel(), p[..., 2].ravel(), color=c, alpha=0.18, lw=0, label=f"{name} P10-P90")
+        ax.plot(t, p[..., 1].ravel(), color=c, lw=1.2, label=f"{name} P50 (MAE {models[name]['mae']:.1f})")
+    ax.set_title(f"{start:%Y-%m-%d}: actual vs forecast {leads[0] + 1}-{leads[-1] + 1} min ahead "
+                 f"(origins every {step} min)")
+    ax.set_ylabel("requests / min")
+    ax.legend(loc="upper left", fontsize=8, ncol=2)
+    ax.grid(alpha=0.3)
+
+
+def _plot_leads(ax, H: int, models: dict, colours: dict, lstm: str | None, best: str | None) -> None:
     palette = iter(["tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray", "tab:olive"])
-    maes = {n: models[n]["mae"] for n in res.preds if models.get(n, {}).get("mae") is not None}
     # keep the scale readable: a model far worse than the rest is drawn off scale, and said so
-    top = 1.6 * float(np.median(list(maes.values()))) if maes else None
-    for name in res.preds:
-        by_lead = models.get(name, {}).get("mae_by_lead")
-        if not by_lead:
-            continue
+    top = 1.6 * float(np.median([m["mae"] for m in models.values()])) if models else None
+    for name, m in models.items():
         c = colours.get(name) or next(palette, None)
-        style = dict(lw=2.6) if name == lstm else dict(lw=1.6 if name == best else 1.1, ls="-" if name == best else "--")
-        off = top is not None and maes[name] > top
-        label = (f"{name}: MAE {models[name]['mae']:.1f}, P90 cov {models[name]['coverage_p90']:.2f}"
-                 + (" (off scale)" if off else ""))
-        ax2.plot(np.arange(1, H + 1), [np.nan if v is None else v for v in by_lead], color=c, label=label, **style)
+        style = dict(lw=2.6) if name == lstm else dict(lw=1.6 if name == best else 1.1,
+                                                      ls="-" if name == best else "--")
+        cov = "-" if m.get("coverage_p90") is None else f"{m['coverage_p90']:.2f}"
+        label = f"{name}: MAE {m['mae']:.1f}, P90 cov {cov}" + (" (off scale)" if m["mae"] > top else "")
+        ax.plot(np.arange(1, H + 1), [np.nan if v is None else v for v in m["mae_by_lead"]], color=c,
+                label=label, **style)
     if top is not None:
-        ax2.set_ylim(0, top * 1.05)
-    ax2.set_xlabel("lead (minutes)")
-    ax2.set_ylabel("MAE (requests / min)")
-    ax2.set_title("error by lead (P50), all models")
-    ax2.grid(alpha=0.3)
-    ax2.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        ax.set_ylim(0, top * 1.05)
+    ax.set_xlabel("lead (minutes)")
+    ax.set_ylabel("MAE (requests / min)")
+    ax.set_title("error by lead (P50), all models")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, ncol=2)
 
 
 def table(metrics: dict) -> str:

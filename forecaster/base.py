@@ -16,7 +16,9 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 import pandas as pd
 
-DEFAULT_QUANTILES: tuple[float, ...] = (0.1, 0.5, 0.9)
+# The levels every live forecast carries, and so the only levels a policy may provision
+# for (a configured level outside them is refused when the configuration is loaded).
+DEFAULT_QUANTILES: tuple[float, ...] = (0.1, 0.5, 0.9, 0.95, 0.99)
 
 
 @dataclass(frozen=True)
@@ -45,14 +47,14 @@ class Forecast:
         return pd.date_range(self.origin, periods=self.horizon, freq="min")
 
     def quantile(self, q: float) -> np.ndarray:
-        """The forecast at level q, interpolated between stored levels if needed."""
+        """The forecast at level q, interpolated between stored levels if needed; a level
+        outside the stored ones is refused (never clamped to the nearest)."""
         if q in self.quantiles:
             return self.quantiles[q]
         levels = sorted(self.quantiles)
-        if not levels:
-            raise ValueError("forecast has no quantiles")
-        q = min(max(q, levels[0]), levels[-1])
-        stack = np.vstack([self.quantiles[lv] for lv in levels])
+        if not levels or not levels[0] <= q <= levels[-1]:
+            raise ValueError(f"forecast by {self.model} has levels {levels}: level {q} is outside them")
+        stack = np.vstack([self.quantiles[level] for level in levels])
         return np.array([np.interp(q, levels, stack[:, i]) for i in range(stack.shape[1])])
 
 
@@ -133,11 +135,6 @@ def tokens_series(history: pd.Series | pd.DataFrame) -> pd.Series | None:
     return tok
 
 
-def next_origin(history: pd.Series | pd.DataFrame) -> pd.Timestamp:
-    """The first minute after a history: where its forecast starts."""
-    return pd.Timestamp(target_series(history).index[-1]) + MINUTE
-
-
 def monotone_quantiles(quantiles: dict[float, np.ndarray]) -> dict[float, np.ndarray]:
     """Sort quantile arrays level by level so that they never cross."""
     levels = sorted(quantiles)
@@ -153,6 +150,7 @@ class BaseForecaster:
     name: str = "base"
     version: str = "0"
     min_history: int = 1  # minutes of history needed to answer
+    levels: tuple[float, ...] | None = None  # the levels it can produce (None: any level)
 
     def predict_origins(
         self,
@@ -169,12 +167,3 @@ class BaseForecaster:
             out.append(self.predict(history.iloc[:pos], horizon=horizon, quantiles=quantiles))  # type: ignore[attr-defined]
         return out
 
-
-def calendar_features(times: pd.DatetimeIndex | np.ndarray) -> np.ndarray:
-    """sin/cos of minute of day and of day of week: shape (n, 4)."""
-    t = pd.DatetimeIndex(times)
-    mod = (t.hour * 60 + t.minute).to_numpy(dtype=float)
-    dow = t.day_of_week.to_numpy(dtype=float) + mod / DAY
-    a = 2 * np.pi * mod / DAY
-    b = 2 * np.pi * dow / 7
-    return np.stack([np.sin(a), np.cos(a), np.sin(b), np.cos(b)], axis=1)

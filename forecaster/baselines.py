@@ -20,91 +20,24 @@ that zero-load minutes are fine.
 """
 from __future__ import annotations
 
-import time
 import warnings
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from forecaster.bands import MAX_LEAD, EmpiricalBands, ffill, lead_errors, sample_origins
 from forecaster.base import (
     DAY,
     DEFAULT_QUANTILES,
     MINUTE,
-    InsufficientHistory,
     WEEK,
     BaseForecaster,
     Forecast,
+    InsufficientHistory,
     minute_series,
     monotone_quantiles,
 )
-
-_GRID = np.linspace(0.01, 0.99, 99)  # quantile levels of the stored error distributions
-MAX_LEAD = 60
-
-
-
-def _ffill(v: np.ndarray) -> np.ndarray:
-    """Forward-fill NaN (leading NaN stay NaN)."""
-    mask = np.isfinite(v)
-    if mask.all():
-        return v
-    idx = np.where(mask, np.arange(len(v)), 0)
-    np.maximum.accumulate(idx, out=idx)
-    return v[idx]  # leading NaN stay NaN (v[0] is NaN there)
-
-
-class _EmpiricalBands:
-    """Per-lead quantiles of log errors (log1p(actual) - log1p(point))."""
-
-    def __init__(self) -> None:
-        self.table: np.ndarray | None = None  # (len(_GRID), MAX_LEAD)
-
-    def fit(self, errors: np.ndarray) -> None:
-        """errors: (n_origins, MAX_LEAD) with NaN where unknown."""
-        table = np.zeros((len(_GRID), errors.shape[1]))
-        for h in range(errors.shape[1]):
-            e = errors[:, h]
-            e = e[np.isfinite(e)]
-            table[:, h] = np.quantile(e, _GRID) if len(e) >= 20 else _GRID * 0 + np.nan
-        # leads without enough samples borrow from the previous lead; none at all -> +-10 %
-        for h in range(table.shape[1]):
-            if not np.isfinite(table[:, h]).all():
-                table[:, h] = table[:, h - 1] if h else np.log(1 + (_GRID - 0.5) * 0.4)
-        # centred on the point forecast: P50 is the model's own point, the band its error spread
-        self.table = table - table[len(_GRID) // 2][None, :]
-
-    def apply(self, point: np.ndarray, quantiles: Sequence[float]) -> dict[float, np.ndarray]:
-        H = len(point)
-        lp = np.log1p(np.maximum(point, 0.0))
-        table = self.table if self.table is not None else np.log(1 + (_GRID - 0.5) * 0.4)[:, None]
-        cols = np.minimum(np.arange(H), table.shape[1] - 1)
-        out = {}
-        for q in quantiles:
-            if q == 0.5 and self.table is None:
-                off = np.zeros(H)
-            else:
-                off = np.array([np.interp(q, _GRID, table[:, c]) for c in cols])
-            out[float(q)] = np.maximum(np.expm1(lp + off), 0.0)
-        return monotone_quantiles(out)
-
-
-def _sample_origins(n: int, start: int, max_origins: int = 4000) -> np.ndarray:
-    if n - MAX_LEAD <= start:
-        return np.array([], dtype=int)
-    o = np.arange(start, n - 1)
-    if len(o) > max_origins:
-        o = np.linspace(start, n - 2, max_origins).astype(int)
-    return o
-
-
-def _lead_errors(lv: np.ndarray, origins: np.ndarray, point_log: np.ndarray) -> np.ndarray:
-    """(n_origins, MAX_LEAD) log errors; point_log has the same shape."""
-    n = len(lv)
-    idx = origins[:, None] + np.arange(MAX_LEAD)[None, :]
-    act = np.where(idx < n, lv[np.minimum(idx, n - 1)], np.nan)
-    return act - point_log
-
 
 # ----------------------------------------------------------------------- naive
 class Persistence(BaseForecaster):
@@ -115,15 +48,15 @@ class Persistence(BaseForecaster):
     min_history = 1
 
     def __init__(self) -> None:
-        self.bands = _EmpiricalBands()
+        self.bands = EmpiricalBands()
 
     def fit(self, history):
         v = minute_series(history).to_numpy(dtype=float)
-        lv = np.log1p(np.maximum(v, 0))
-        last = _ffill(lv)
-        o = _sample_origins(len(lv), 1)
+        logv = np.log1p(np.maximum(v, 0))
+        last = ffill(logv)
+        o = sample_origins(len(logv), 1)
         if len(o):
-            self.bands.fit(_lead_errors(lv, o, np.repeat(last[o - 1][:, None], MAX_LEAD, axis=1)))
+            self.bands.fit(lead_errors(logv, o, np.repeat(last[o - 1][:, None], MAX_LEAD, axis=1)))
         return self
 
     @staticmethod
@@ -150,7 +83,7 @@ class SeasonalNaive(BaseForecaster):
         self.name = "seasonal_naive_day" if period == DAY else ("seasonal_naive_week" if period == WEEK
                                                                  else f"seasonal_naive_{period}")
         self.min_history = self.period
-        self.bands = _EmpiricalBands()
+        self.bands = EmpiricalBands()
 
     def _points(self, v: np.ndarray, ends: np.ndarray, horizon: int) -> np.ndarray:
         """Point forecasts for histories v[:e] (e in ends): (len(ends), horizon)."""
@@ -173,10 +106,10 @@ class SeasonalNaive(BaseForecaster):
 
     def fit(self, history):
         v = minute_series(history).to_numpy(dtype=float)
-        o = _sample_origins(len(v), self.period)
+        o = sample_origins(len(v), self.period)
         if len(o):
             pts = self._points(v, o, MAX_LEAD)
-            self.bands.fit(_lead_errors(np.log1p(np.maximum(v, 0)), o, np.log1p(np.maximum(pts, 0))))
+            self.bands.fit(lead_errors(np.log1p(np.maximum(v, 0)), o, np.log1p(np.maximum(pts, 0))))
         return self
 
     def predict(self, history, horizon=30, quantiles=DEFAULT_QUANTILES):
@@ -253,7 +186,7 @@ class HoltWinters(_Stateful):
     def __init__(self, max_days: int = 7, season: int = DAY) -> None:
         self.max_days = max_days
         self.m = season
-        self.bands = _EmpiricalBands()
+        self.bands = EmpiricalBands()
 
     def fit(self, history):
         from statsmodels.tsa.holtwinters import ExponentialSmoothing
@@ -286,20 +219,20 @@ class HoltWinters(_Stateful):
             season[mod_of[: self.m]] = init
         state0 = (float(p["initial_level"]), float(p.get("initial_trend") or 0.0), season)
         # run the recursions over the fit data, collecting log errors per lead
-        lv = ls.to_numpy(dtype=float)
+        logv = ls.to_numpy(dtype=float)
         errs = []
         st = state0
         mods = (s.index.hour * 60 + s.index.minute).to_numpy()
         warm = 2 * self.m if seasonal else 60
-        sample_every = max(1, (len(lv) - warm) // 2000)
-        for i in range(len(lv)):
-            if i >= warm and (i - warm) % sample_every == 0 and i + 1 < len(lv):
+        sample_every = max(1, (len(logv) - warm) // 2000)
+        for i in range(len(logv)):
+            if i >= warm and (i - warm) % sample_every == 0 and i + 1 < len(logv):
                 fc = self._path(st, mods[i], MAX_LEAD)
-                act = lv[i:i + MAX_LEAD]
+                act = logv[i:i + MAX_LEAD]
                 e = np.full(MAX_LEAD, np.nan)
                 e[: len(act)] = act - fc[: len(act)]
                 errs.append(e)
-            st = self._step(st, lv[i], mods[i])
+            st = self._step(st, logv[i], mods[i])
         if errs:
             self.bands.fit(np.array(errs))
         self._fit_time = s.index[-1]
@@ -332,9 +265,9 @@ class HoltWinters(_Stateful):
         return lvl + damp * tr + sea
 
     def _advance(self, st, new: pd.Series):
-        lv = np.log1p(np.maximum(new.to_numpy(dtype=float), 0))
+        logv = np.log1p(np.maximum(new.to_numpy(dtype=float), 0))
         mods = (new.index.hour * 60 + new.index.minute).to_numpy()
-        for y, m in zip(lv, mods):
+        for y, m in zip(logv, mods):
             st = self._step(st, y, m)
         return st
 
@@ -424,13 +357,3 @@ class UCFourier(_Stateful):
         qs = {float(q): np.maximum(np.expm1(m + norm.ppf(q) * sd), 0) for q in quantiles}
         return point, qs
 
-
-def all_baselines() -> list[BaseForecaster]:
-    """A fresh instance of every baseline, cheapest first."""
-    return [Persistence(), SeasonalNaive(DAY), SeasonalNaive(WEEK), HoltWinters(), UCFourier()]
-
-
-def timed_fit(model, history) -> float:
-    t = time.perf_counter()
-    model.fit(history)
-    return time.perf_counter() - t

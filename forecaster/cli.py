@@ -48,7 +48,7 @@ def backtest_forecast(
     """Rolling-origin backtest: fit before --test-start, forecast leads 1..30 every 10 minutes."""
     import pandas as pd
 
-    from forecaster.backtest import run_backtest, table, write_outputs
+    from forecaster.backtest import run_backtest, summary, table, write_outputs
     from warmcast.ingest import load_minute_frame
 
     if not log.exists():
@@ -69,11 +69,7 @@ def backtest_forecast(
         raise InputError(str(err)) from None
     paths = write_outputs(res, out)
     typer.echo(table(res.metrics))
-    bb = res.metrics.get("best_baseline")
-    if bb and "lstm" in res.metrics["models"]:
-        imp = res.metrics["models"]["lstm"].get("improvement_vs_best_baseline")
-        typer.echo(f"lstm vs best baseline ({bb['model']}, MAE {bb['mae']}): {imp * 100:+.1f}% lower MAE"
-                   if imp is not None else "")
+    typer.echo(summary(res.metrics))
     typer.echo("wrote " + ", ".join(str(p) for p in paths.values()))
 
 

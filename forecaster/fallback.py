@@ -36,8 +36,9 @@ class FallbackForecaster(BaseForecaster):
 
     def __init__(self, primary=None, baselines: Sequence[BaseForecaster] | None = None,
                  min_history: int = DAY, max_age: pd.Timedelta | None = pd.Timedelta(days=14),
-                 primary_missing_reason: str = "no trained model") -> None:
+                 primary_missing_reason: str = "no trained model", primary_note: str = "") -> None:
         self.primary = primary
+        self.primary_note = primary_note  # said on every answer of the primary (why it was chosen)
         self.baselines = list(baselines) if baselines is not None else default_fallbacks()
         self.min_history = min_history
         self.max_age = max_age
@@ -110,7 +111,7 @@ class FallbackForecaster(BaseForecaster):
             try:
                 f = self.primary.predict(history, horizon=horizon, quantiles=quantiles)
                 if np.isfinite(f.mean).all() and all(np.isfinite(v).all() for v in f.quantiles.values()):
-                    return f
+                    return Forecast(f.origin, f.mean, f.quantiles, f.model, f.version, note=f.note or self.primary_note)
                 reason = "model returned non-finite values"
             except Exception as err:  # noqa: BLE001 - any model failure falls back, and says so
                 reason = f"model failed ({type(err).__name__}: {err})"

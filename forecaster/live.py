@@ -51,6 +51,7 @@ def train_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, v
     champion and the baselines on that window (origins every 10 minutes); save it and
     promote it only if it beats both."""
     from forecaster.backtest import run_backtest
+    from forecaster.resolver import AsFitted
     from forecaster.baselines import HoltWinters, Persistence, SeasonalNaive, UCFourier
     from forecaster.lstm import LSTMConfig, LSTMForecaster
 
@@ -68,10 +69,7 @@ def train_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, v
     note = ""
     if champion_version:
         try:
-            champ = registry.load(deployment, champion_version)
-            champ.name = "lstm_champion"
-            champ.fit = lambda history: champ  # already trained: the window only scores it
-            models.append(champ)
+            models.append(AsFitted(registry.load(deployment, champion_version), "lstm_champion"))
         except ArtifactError as err:
             note = f"current champion {champion_version} is unusable ({err}); scoring without it"
             champion_version = None
@@ -86,23 +84,20 @@ def train_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, v
     best = min(base, key=base.get) if base else None
     decision = registry.consider(deployment, version, maes["lstm"], maes.get("lstm_champion"),
                                  base.get(best) if best else None, best or "best baseline")
+    fired = challenger.meta.get("time_budget", {}).get("fired")
+    if fired:  # the model's metadata has it too; the report (and the retrain audit) says so
+        note = "; ".join(x for x in (note, f"training stopped by its time budget "
+                                           f"({challenger.cfg.time_budget_s:g} s): {', '.join(fired)}") if x)
     return TrainReport(deployment, version, decision, (str(start), str(s.index[-1])), maes,
                        challenger.fit_seconds, note)
 
 
 def forecast_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, horizon: int = 30) -> Forecast:
-    """The champion's forecast (or the shipped default's) through the fallback rules."""
-    from forecaster.fallback import FallbackForecaster
+    """The resolved model's forecast (forecaster.resolver) through the fallback rules."""
+    from forecaster.resolver import resolve_forecaster
 
-    model, note = registry.serving_model(deployment)
-    # the shipped default is a generic model: its training dates say nothing about staleness
-    generic = model is not None and str(getattr(model, "version", "")).startswith("default/")
-    fb = FallbackForecaster(model, primary_missing_reason=note or "no trained model",
-                            max_age=None if generic else pd.Timedelta(days=14))
-    f = fb.predict(frame, horizon=horizon)
-    if note and not f.note:
-        f = Forecast(f.origin, f.mean, f.quantiles, f.model, f.version, note=note)
-    return f
+    fb, _ = resolve_forecaster(registry, deployment, frame)
+    return fb.predict(frame, horizon=horizon)
 
 
 def forecast_table(f: Forecast) -> pd.DataFrame:

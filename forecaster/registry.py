@@ -1,10 +1,10 @@
-"""Versioned model artifacts under ``models/`` with champion/challenger promotion.
+"""Versioned model artifacts with champion/challenger promotion.
 
-Layout::
+Layout (under ``Settings.models_dir``, by default ``<state dir>/models``)::
 
-    models/<deployment>/registry.json      {"champion": "v0003", "history": [...], "versions": {...}}
-    models/<deployment>/v0003/weights.pt   tensors only (torch.save of a name -> tensor dict)
-    models/<deployment>/v0003/meta.json    training range, features, config, metrics,
+    <root>/<deployment>/registry.json      {"champion": "v0003", "history": [...], "versions": {...}}
+    <root>/<deployment>/v0003/weights.pt   tensors only (torch.save of a name -> tensor dict)
+    <root>/<deployment>/v0003/meta.json    training range, features, config, metrics,
                                            library versions, sha256 of weights.pt
 
 * Weights are plain tensors loaded with ``torch.load(weights_only=True)``; the
@@ -17,9 +17,12 @@ Layout::
 * :meth:`Registry.consider` promotes a challenger only if it beats the current
   champion *and* the best baseline on the same recent validation window; a
   challenger that does not load is refused and the champion stays.
-* :meth:`Registry.serving_model` loads the champion; if its artifact is corrupt it
-  walks back through earlier champions, then to the shipped default model
-  (``models/default``), and says so in the returned note.
+* :meth:`Registry.champion_model` loads the champion; if its artifact is corrupt it
+  walks back through earlier champions and says so.  Which model then serves a
+  deployment (its champion, the shipped default, a baseline) is
+  :func:`forecaster.resolver.resolve`'s answer.
+* The root is the user's state directory (``Settings.models_dir``); the shipped default
+  model is read-only package data under :data:`SHIPPED_DIR`.
 """
 from __future__ import annotations
 
@@ -44,6 +47,9 @@ DEFAULT_DEPLOYMENT = "default"
 _VERSION_RE = re.compile(r"\Av(\d{4,})\Z")
 # Names no deployment may train into: the shipped fallback model lives under "default".
 RESERVED_NAMES = frozenset({DEFAULT_DEPLOYMENT})
+# The shipped default model: read-only package data, never written by train or retrain
+# (those write under the user's state directory, Settings.models_dir).
+SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
 
 
 class ArtifactError(WarmcastError):
@@ -107,7 +113,7 @@ class Registry:
     def _writable_dir(self, deployment: str, shipped: bool) -> Path:
         if deployment in RESERVED_NAMES and not shipped:
             raise InputError(f"deployment name {deployment!r} is reserved for the shipped fallback model "
-                             f"(models/{deployment}); rename the deployment to train a model for it")
+                             f"(forecaster/shipped/{deployment}); rename the deployment to train a model for it")
         return self._dir(deployment)
 
     def index(self, deployment: str) -> dict:
@@ -256,28 +262,19 @@ class Registry:
         return Decision(True, reason, challenger, before)
 
     # -------------------------------------------------------------- serving
-    def serving_model(self, deployment: str):
-        """(model or None, note): the champion, else the last champion that loads, else the
-        shipped default; the note says why when it is not this deployment's champion."""
-        problems = []
+    def champion_model(self, deployment: str):
+        """(model or None, problems): the champion, else the last earlier champion that loads;
+        ``problems`` says what was skipped and why (see forecaster.resolver for the rest)."""
+        problems: list[str] = []
         try:
             idx = self.index(deployment)
-            for v in [idx.get("champion")] + list(idx.get("history", [])):
-                if not v:
-                    continue
-                try:
-                    model = self.load(deployment, v)
-                    note = "" if not problems else f"serving {deployment}/{v}: " + "; ".join(problems)
-                    return model, note
-                except ArtifactError as err:
-                    problems.append(str(err))
         except ArtifactError as err:
-            problems.append(str(err))
-        if deployment != DEFAULT_DEPLOYMENT:
+            return None, [str(err)]
+        for v in [idx.get("champion")] + list(idx.get("history", [])):
+            if not v:
+                continue
             try:
-                model = self.load(DEFAULT_DEPLOYMENT)
-                why = "; ".join(problems) if problems else f"no trained model for {deployment!r}"
-                return model, f"serving the shipped default model: {why}"
-            except (ArtifactError, NotFoundError) as err:
+                return self.load(deployment, v), problems
+            except ArtifactError as err:
                 problems.append(str(err))
-        return None, "; ".join(problems) or f"no model for {deployment!r}"
+        return None, problems

@@ -34,7 +34,9 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     key_prefix: str = Field("wc", min_length=1, description="prefix of every Redis key")
     state_dir: Path = Field(default_factory=default_state_dir)
-    models_dir: Path = Field(default_factory=lambda: Path(__file__).resolve().parent.parent / "models")
+    # trained models and their registry: user state, never the checkout (the shipped default
+    # model is read-only package data, forecaster.registry.SHIPPED_DIR)
+    models_dir: Path = Field(default_factory=lambda data: Path(data["state_dir"]) / "models")
     deployments_file: Path | None = None
     retention_days: int = Field(90, ge=1, le=3650, description="load-store retention")
     # Forecast-only mode: every decision is computed and recorded, nothing is applied.

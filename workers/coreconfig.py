@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any
 
+from forecaster.base import DEFAULT_QUANTILES
 from warmcast.deployments import Deployment
 from warmcast.errors import InputError
 from warmup import adapters
@@ -37,6 +38,9 @@ def core_config(dep: Deployment, dry_run: bool = False, overrides: dict[str, Any
     unknown = sorted(set(ov) - {"scaling", "warmup", "switch"})
     if unknown:
         raise InputError(f"policy-config: unknown section(s) {unknown}; use scaling, warmup, switch")
-    return replace(base, scaling=_override(base.scaling, ov.get("scaling", {}), "scaling"),
-                   warmup=_override(base.warmup, ov.get("warmup", {}), "warmup"),
+    scaling = _override(base.scaling, ov.get("scaling", {}), "scaling")
+    if scaling.quantile not in DEFAULT_QUANTILES:  # the live forecast carries these levels only
+        raise InputError(f"policy-config scaling.quantile: {scaling.quantile:g} is not a level the live forecast "
+                         f"carries; use one of {', '.join(f'{q:g}' for q in DEFAULT_QUANTILES)}")
+    return replace(base, scaling=scaling, warmup=_override(base.warmup, ov.get("warmup", {}), "warmup"),
                    switch=_override(base.switch, ov.get("switch", {}), "switch"))

@@ -1,11 +1,14 @@
-"""One contract, every model: the LSTM, each baseline and the fallback wrapper."""
+"""One contract, every model: the LSTM, each baseline and the fallback wrapper.
+
+``MODELS`` must name every model the CLI can run (``forecaster.cli.ALL_MODELS``): a model
+added there without an entry here fails ``test_every_model_is_under_contract``."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.base import DAY, WEEK, Forecast, ForecastModel
+from forecaster.base import DAY, DEFAULT_QUANTILES, WEEK, Forecast, ForecastModel
 from forecaster.baselines import HoltWinters, Persistence, SeasonalNaive, UCFourier
 from forecaster.fallback import FallbackForecaster
 from forecaster.lstm import LSTMConfig, LSTMForecaster
@@ -48,6 +51,29 @@ def _check(f: Forecast, origin, horizon, levels=(0.1, 0.5, 0.9)):
     assert isinstance(f.version, str)
 
 
+def test_every_model_is_under_contract():
+    from forecaster.cli import ALL_MODELS
+
+    assert set(ALL_MODELS) <= set(MODELS), f"models without a contract test: {set(ALL_MODELS) - set(MODELS)}"
+
+
+def test_every_provisioning_level_by_default(fitted):
+    """P10, P50, P90, P95 and P99: every level a policy may provision for."""
+    f = fitted.predict(HISTORY)
+    _check(f, HISTORY.index[-1] + pd.Timedelta(minutes=1), 30, levels=DEFAULT_QUANTILES)
+    assert f.quantiles[0.99].mean() > f.quantiles[0.9].mean(), "P99 lies above P90"
+
+
+def test_levels_it_cannot_produce_are_refused(fitted):
+    """A model that declares its levels refuses any other; the rest answer any level."""
+    if fitted.levels is None:
+        f = fitted.predict(HISTORY, quantiles=(0.05, 0.5, 0.975))
+        assert set(f.quantiles) >= {0.05, 0.975}
+    else:
+        with pytest.raises(ValueError):
+            fitted.predict(HISTORY, quantiles=(0.05, 0.5))
+
+
 def test_protocol_attributes(fitted):
     assert isinstance(fitted, ForecastModel)
     assert isinstance(fitted.name, str) and fitted.name
@@ -61,8 +87,9 @@ def test_predict_default_horizon(fitted):
 
 
 def test_predict_shorter_horizon_other_levels(fitted):
-    f = fitted.predict(HISTORY.iloc[:-100], horizon=12, quantiles=(0.05, 0.5, 0.95))
-    _check(f, HISTORY.index[-100], 12, levels=(0.05, 0.5, 0.95))
+    levels = (0.05, 0.5, 0.95) if fitted.levels is None else (0.5, 0.95)
+    f = fitted.predict(HISTORY.iloc[:-100], horizon=12, quantiles=levels)
+    _check(f, HISTORY.index[-100], 12, levels=levels)
 
 
 def test_predict_series_input_and_nan_tail(fitted):

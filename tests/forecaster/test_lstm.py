@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from forecaster.base import DAY
-from forecaster.lstm import LSTMConfig, LSTMForecaster, _make_net, build_features, n_static, pinball_loss
+from forecaster.lstm import LSTMConfig, LSTMForecaster
+from forecaster.lstm.features import build_features, n_static
+from forecaster.lstm.network import make_net, pinball_loss
 
 from fc_synth import synth_frame
 
@@ -19,10 +21,41 @@ def model():
     return LSTMForecaster(LSTMConfig.tiny(), progress=False).fit(FRAME.iloc[: int(2.5 * DAY)])
 
 
-def test_same_seed_same_model():
-    a = LSTMForecaster(LSTMConfig.tiny(), progress=False).fit(FRAME.iloc[:DAY + 600])
-    b = LSTMForecaster(LSTMConfig.tiny(), progress=False).fit(FRAME.iloc[:DAY + 600])
-    np.testing.assert_allclose(a.predict(FRAME).mean, b.predict(FRAME).mean, rtol=1e-6)
+def test_same_seed_same_model_bit_for_bit():
+    """Same data, seed and configuration: the same weights exactly, whatever torch's thread
+    setting was before fit (fit fixes its own) -- and no time budget unless one is set."""
+    torch.set_num_threads(1)
+    a = LSTMForecaster(LSTMConfig.tiny(threads=2), progress=False).fit(FRAME.iloc[:DAY + 600])
+    torch.set_num_threads(2)
+    b = LSTMForecaster(LSTMConfig.tiny(threads=2), progress=False).fit(FRAME.iloc[:DAY + 600])
+    ta, tb = a.to_artifact()[0], b.to_artifact()[0]
+    assert ta.keys() == tb.keys()
+    assert all(torch.equal(ta[k], tb[k]) for k in ta), "weights differ between two identical fits"
+    assert a.scale == b.scale
+    np.testing.assert_array_equal(a.predict(FRAME).mean, b.predict(FRAME).mean)
+    assert "time_budget" not in a.meta
+
+
+def test_a_time_budget_that_fires_is_recorded():
+    m = LSTMForecaster(LSTMConfig.tiny(time_budget_s=0.0, epochs=5), progress=False).fit(FRAME.iloc[:DAY + 600])
+    assert m.meta["time_budget"]["budget_s"] == 0.0
+    assert "member 0 early-stopping run" in m.meta["time_budget"]["fired"]
+    assert m.to_artifact()[1]["training"]["time_budget"]["fired"]
+
+
+def test_heads_for_every_provisioning_level_and_no_other(model):
+    """P95 and P99 come from heads trained for them (pinball loss), not extrapolated; a level
+    the model was not trained for is refused, never clamped or guessed."""
+    from forecaster.base import DEFAULT_QUANTILES
+
+    assert model.levels == (0.1, 0.5, 0.9, 0.95, 0.99) == DEFAULT_QUANTILES
+    assert make_net(model.cfg).head[-1].out_features == model.cfg.horizon * 5
+    f = model.predict(FRAME)
+    assert set(f.quantiles) == set(DEFAULT_QUANTILES)
+    assert (f.quantiles[0.99] >= f.quantiles[0.95]).all() and (f.quantiles[0.95] >= f.quantiles[0.9]).all()
+    assert set(model.meta["val_metrics"]) >= {"coverage_p95", "coverage_p99"}
+    with pytest.raises(ValueError, match="cannot produce"):
+        model.predict(FRAME, quantiles=(0.5, 0.975))
 
 
 def test_predict_many_matches_predict(model):
@@ -57,7 +90,7 @@ def test_tokens_are_used_when_present(model):
 def test_quantiles_never_cross_by_construction():
     cfg = LSTMConfig.tiny(levels=(0.05, 0.1, 0.5, 0.9, 0.95))
     torch.manual_seed(0)
-    net = _make_net(cfg)
+    net = make_net(cfg)
     for p in net.parameters():
         torch.nn.init.normal_(p, std=3.0)  # wild weights
     out = net(torch.randn(64, cfg.window, 8), torch.randn(64, n_static(cfg.horizon)))

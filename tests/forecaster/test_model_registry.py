@@ -100,8 +100,8 @@ def test_corrupted_challenger_refused_champion_keeps_serving(tmp_path, trained, 
     d = reg.consider("chat", v2, challenger_mae=1.0, champion_mae=5.0, best_baseline_mae=5.0)
     assert not d.promoted and "refused" in d.reason
     assert reg.champion("chat") == v1
-    model, note = reg.serving_model("chat")
-    assert model is not None and model.version == f"chat/{v1}" and note == ""
+    model, problems = reg.champion_model("chat")
+    assert model is not None and model.version == f"chat/{v1}" and problems == []
 
 
 def test_corrupted_champion_previous_serves(tmp_path, trained):
@@ -111,9 +111,9 @@ def test_corrupted_champion_previous_serves(tmp_path, trained):
     v2 = reg.save("chat", trained[1])
     reg.set_champion("chat", v2)
     _corrupt_bytes(tmp_path / "chat" / v2 / WEIGHTS)
-    model, note = reg.serving_model("chat")
+    model, problems = reg.champion_model("chat")
     assert model.version == f"chat/{v1}"
-    assert "checksum" in note and v2 in note
+    assert "checksum" in problems[0] and v2 in problems[0]
     f = forecast_deployment(FRAME, reg, "chat")
     assert f.model == "lstm" and f.version == f"chat/{v1}" and "checksum" in f.note
 
@@ -141,16 +141,6 @@ def test_atomic_writes(tmp_path, trained, monkeypatch):
     assert reg.load("chat").version == f"chat/{v1}"
 
 
-def test_no_model_uses_default_then_baseline(tmp_path, trained):
-    reg = Registry(tmp_path)
-    f = forecast_deployment(FRAME, reg, "newdep")
-    assert f.model != "lstm" and "fallback to" in f.note
-    v = reg.save("default", trained[0], shipped=True)
-    reg.set_champion("default", v, shipped=True)
-    f = forecast_deployment(FRAME, reg, "newdep")
-    assert f.model == "lstm" and "default" in f.note
-
-
 def test_train_deployment_promotes_then_guards(tmp_path):
     reg = Registry(tmp_path)
     frame = synth_frame(3, seed=8)
@@ -163,14 +153,15 @@ def test_train_deployment_promotes_then_guards(tmp_path):
 
 
 def test_shipped_default_model_loads_and_forecasts():
-    """models/default must match this code (rebuild it with python -m forecaster.default_model)."""
-    from pathlib import Path
+    """forecaster/shipped must match this code (rebuild it with python -m forecaster.default_model)."""
+    from forecaster.base import DEFAULT_QUANTILES
+    from forecaster.registry import SHIPPED_DIR
 
-    root = Path(__file__).resolve().parents[2] / "models"
-    reg = Registry(root)
+    reg = Registry(SHIPPED_DIR)
     model = reg.load("default")
     assert model.version.startswith("default/v")
-    weights = root / "default" / reg.champion("default") / WEIGHTS
+    weights = SHIPPED_DIR / "default" / reg.champion("default") / WEIGHTS
     assert weights.stat().st_size < 2_000_000
     f = model.predict(synth_frame(2, seed=3)[["requests"]])
     assert np.isfinite(f.mean).all() and f.horizon == 30
+    assert set(f.quantiles) == set(DEFAULT_QUANTILES)

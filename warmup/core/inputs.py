@@ -70,13 +70,19 @@ class ForecastInput:
     def horizon(self) -> int:
         return len(self.values[0])
 
+    def covers(self, q: float) -> bool:
+        """Is level q stored, or between two stored levels?"""
+        return self.levels[0] <= q <= self.levels[-1]
+
     def path(self, q: float) -> tuple[float, ...]:
-        """The path at level q, linearly interpolated between stored levels (clamped at the ends)."""
+        """The path at level q: a stored level exactly, else linearly interpolated between the
+        stored levels around it.  A level outside the stored ones is refused (ValueError), never
+        clamped to the nearest: a P95 policy must not run on a P90 path."""
         levels = self.levels
-        if q <= levels[0]:
-            return self.values[0]
-        if q >= levels[-1]:
-            return self.values[-1]
+        if not self.covers(q):
+            raise ValueError(f"forecast {self.model or ''} has levels {list(levels)}: level {q} is outside them")
+        if q in levels:
+            return self.values[levels.index(q)]
         j = next(i for i in range(1, len(levels)) if levels[i] >= q)
         lo, hi = levels[j - 1], levels[j]
         w = 0.0 if hi == lo else (q - lo) / (hi - lo)

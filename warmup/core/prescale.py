@@ -83,6 +83,9 @@ def forecast_need(cfg: ScalingConfig, fc: Optional[ForecastInput], now: datetime
     if not fc.usable():
         return None, Reason(ReasonCode.NO_FORECAST, f"forecast from {fc.model or 'model'} has non-finite "
                             "or negative values: ignored, reactive scaling only"), 0.0, 0
+    if not fc.covers(cfg.quantile):
+        return None, Reason(ReasonCode.NO_FORECAST, f"forecast from {fc.model or 'model'} has levels "
+                            f"{list(fc.levels)}, not P{cfg.quantile * 100:g}: reactive scaling only"), 0.0, 0
     age_s = (as_utc(now) - as_utc(fc.origin)).total_seconds()
     if age_s > cfg.max_forecast_age_s:
         return None, Reason(ReasonCode.STALE_FORECAST, f"forecast is {age_s / 60:.0f} min old "

@@ -39,7 +39,7 @@ def step(ctx: Ctx, deployment: str) -> ForecastOutcome:
     if frame.dropna(how="all").empty:
         return ForecastOutcome(deployment, None, None, "no stored load in the history window", None)
     _track_error(ctx, deployment, frame)
-    fb = _model_for(ctx, deployment)
+    fb = _model_for(ctx, deployment, frame)
     fc = fb.predict(frame, horizon=30)
     trained = getattr(getattr(fb, "primary", None), "meta", {}) or {}
     doc = ctx.state.put_forecast(deployment, fc, trained_at=trained.get("created_at") or trained.get("train_end"))
@@ -66,25 +66,22 @@ def forecast_input(doc: dict[str, Any] | None) -> ForecastInput | None:
                          values=tuple(tuple(float(x) for x in v) for _, v in qs), model=str(doc.get("model", "")))
 
 
-def _model_for(ctx: Ctx, dep: str):
-    """The serving model (cached per process and champion version) wrapped in the fallback rules."""
-    from forecaster.baselines import Persistence, SeasonalNaive
-    from forecaster.fallback import FallbackForecaster
+def _model_for(ctx: Ctx, dep: str, frame: pd.DataFrame):
+    """The resolved model (forecaster.resolver: the same answer and note as the CLI and the API),
+    wrapped in the fallback rules; cached per process and champion version for an hour."""
     from forecaster.registry import Registry
+    from forecaster.resolver import resolve_forecaster
 
     reg = ctx.cache.setdefault("registry", Registry(ctx.settings.models_dir))
     try:
         version = reg.champion(dep)
-    except Exception:  # noqa: BLE001 - an unreadable index is handled by serving_model below
+    except Exception:  # noqa: BLE001 - an unreadable index is resolved (and said) by the resolver below
         version = None
     key = ("model", dep)
     cached = ctx.cache.get(key)
     if cached and cached[0] == version and time.time() - cached[2] < 3600:
         return cached[1]
-    model, note = reg.serving_model(dep)
-    # Cheap baselines only: the fallback answers every minute and must not refit UC models each time.
-    fb = FallbackForecaster(model, baselines=[SeasonalNaive(), Persistence()],
-                            primary_missing_reason=note or "no trained model")
+    fb, _ = resolve_forecaster(reg, dep, frame)
     ctx.cache[key] = (version, fb, time.time())
     return fb
 

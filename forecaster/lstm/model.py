@@ -1,0 +1,232 @@
+"""The LSTM forecaster: next 30 minutes of load at P10, P50, P90, P95 and P99.
+
+Shape of the model
+------------------
+* **Per-series scaling** and **inputs**: see :mod:`forecaster.lstm.features`. An
+  LSTM reads the last ``window`` minutes (scaled load, missing mask, the day before,
+  tokens when the history has them); a head adds per-lead seasonal profiles (one
+  day and one week before, the mean of the last ``profile_days`` days), level
+  ratios, recent weighted levels and calendar features (day of week only when the
+  history spans ``dow_min_days`` = 14 days or more).
+* **Outputs**: a head per lead and trained level (:mod:`forecaster.lstm.network`),
+  non-crossing by construction, trained with pinball loss on the scaled log target.
+  Only the trained levels (``LSTMConfig.levels``) can be asked for: a level the
+  model was not trained for is refused, never extrapolated.
+* **Training** (:mod:`forecaster.lstm.training`): one origin per minute of the last
+  ``max_train_days``, a time-ordered split, an ensemble of ``members`` seeds with
+  early stopping, a refit on all origins for the chosen epoch count, then a
+  calibration factor per level on the validation split. Reproducible bit for bit.
+
+Online use
+----------
+``fit(history)`` then ``predict(history, horizon=30)``, ``predict_many({name:
+history})`` (one batched pass for many deployments) or ``predict_origins(history,
+origins)`` (many origins of one series, each from the minutes strictly before it).
+``to_artifact()`` / ``from_artifact()``: see :mod:`forecaster.lstm.artifact`.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from forecaster.base import DAY, DEFAULT_QUANTILES, MINUTE, BaseForecaster, Forecast, InsufficientHistory, minute_series
+from forecaster.lstm import artifact
+from forecaster.lstm.config import LSTMConfig
+from forecaster.lstm.features import build_features, lookback, series_arrays, training_set
+from forecaster.lstm.network import torch_module
+from forecaster.lstm.training import apply_scale, calibrate, log_metrics, reproducible, split, train_member
+
+
+class LSTMForecaster(BaseForecaster):
+    """Global LSTM with quantile heads; see the module docstring."""
+
+    name = "lstm"
+    min_history = 60
+
+    def __init__(self, config: LSTMConfig | None = None, progress: bool = True, **overrides) -> None:
+        cfg = copy.deepcopy(config) if config is not None else LSTMConfig()
+        if overrides:
+            cfg = LSTMConfig(**{**asdict(cfg), **overrides})
+        cfg.levels = tuple(sorted(float(q) for q in cfg.levels))
+        if 0.5 not in cfg.levels:
+            raise ValueError("levels must include 0.5")
+        self.cfg = cfg
+        self.progress = progress
+        self.nets: list = []
+        self.scale: dict[str, float] = {}  # calibration factor per level (see training.calibrate)
+        self.version = "0"
+        self.meta: dict = {}
+        self.fit_seconds = 0.0
+
+    @property
+    def levels(self) -> tuple[float, ...]:
+        """The only levels this model can produce: the ones its heads were trained for."""
+        return self.cfg.levels
+
+    # ------------------------------------------------------------ training
+    def fit(self, history) -> "LSTMForecaster":
+        from tqdm.auto import tqdm
+
+        torch = torch_module()
+        cfg = self.cfg
+        t_start = time.perf_counter()
+        with reproducible(cfg.threads):
+            cfg.use_dow = bool(len(minute_series(history)) / DAY >= cfg.dow_min_days)
+            ends, seq, static, target = training_set(history, cfg)
+            tr, va, val_start = split(ends, cfg)
+            tensors = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (seq, static, target))
+            budget = (None if cfg.time_budget_s is None
+                      else cfg.time_budget_s / max(cfg.members, 1) / (2 if cfg.refit_full else 1))
+            bar = tqdm(total=cfg.members * cfg.epochs, desc="training lstm", unit="epoch",
+                       disable=not self.progress, leave=False)
+            runs = [train_member(cfg.seed + m, tensors, tr, va, cfg, budget, bar=bar) for m in range(cfg.members)]
+            bar.close()
+            self.nets = [r.net for r in runs]
+            val_pred = self._forward(tensors[0][va], tensors[1][va])
+            self.scale = calibrate(val_pred, target[va], cfg.levels, cfg.cal_margin) if cfg.calibrate else {}
+            refits = []
+            if cfg.refit_full:  # the calibration factors stay those measured out of sample above
+                refits = [train_member(cfg.seed + m, tensors, np.arange(len(ends)), None, cfg, budget,
+                                       fixed_epochs=r.best_epoch) for m, r in enumerate(runs)]
+                self.nets = [r.net for r in refits]
+            s = minute_series(history)
+            self.meta = {
+                "train_start": str(s.index[0]), "train_end": str(s.index[-1]),
+                "train_origins": int(len(tr)), "val_origins": int(len(va)), "val_start": str(s.index[val_start]),
+                "members": [{"member": m, "best_val_pinball": r.best_val, "epochs": r.epochs,
+                             "best_epoch": r.best_epoch} for m, r in enumerate(runs)],
+                "val_metrics": log_metrics(apply_scale(val_pred, self.scale, cfg.levels), target[va], cfg.levels,
+                                           self.scale),
+                "has_tokens": bool(np.any(seq[:, :, 5])),
+                **self._budget_meta(runs, refits),
+            }
+        self.fit_seconds = time.perf_counter() - t_start
+        self.meta["fit_seconds"] = round(self.fit_seconds, 2)
+        self.version = self.version if self.version != "0" else "1"
+        return self
+
+    def _budget_meta(self, runs, refits) -> dict:
+        """Recorded only where a time budget was set; ``fired`` names the runs it cut short."""
+        if self.cfg.time_budget_s is None:
+            return {}
+        fired = ([f"member {m} early-stopping run" for m, r in enumerate(runs) if r.budget_fired]
+                 + [f"member {m} refit" for m, r in enumerate(refits) if r.budget_fired])
+        return {"time_budget": {"budget_s": self.cfg.time_budget_s, "fired": fired}}
+
+    def _forward(self, Xs, Xf) -> np.ndarray:
+        torch = torch_module()
+        with torch.inference_mode():
+            return torch.stack([net(Xs, Xf) for net in self.nets]).mean(0).numpy()
+
+    # ------------------------------------------------------------ inference
+    def _check(self, horizon: int, quantiles: Sequence[float]) -> None:
+        if not self.nets:
+            raise RuntimeError("LSTMForecaster is not fitted (call fit or load an artifact)")
+        if horizon > self.cfg.horizon:
+            raise ValueError(f"lstm was trained for {self.cfg.horizon} leads, asked for {horizon}")
+        missing = [float(q) for q in quantiles if float(q) not in self.cfg.levels]
+        if missing:
+            raise ValueError(f"lstm was trained for levels {list(self.cfg.levels)}; it cannot produce {missing}")
+
+    def _forecasts(self, seq, static, level, origins, horizon) -> list[Forecast]:
+        torch = torch_module()
+        levels = self.cfg.levels
+        pred = apply_scale(self._forward(torch.from_numpy(seq), torch.from_numpy(static)), self.scale, levels)
+        vals = np.maximum(np.expm1(pred[:, :horizon] + level[:, None, None]), 0.0)
+        mid = levels.index(0.5)
+        return [Forecast(pd.Timestamp(o), vals[i, :, mid].copy(), {q: vals[i, :, j] for j, q in enumerate(levels)},
+                         self.name, self.version) for i, o in enumerate(origins)]
+
+    def predict(self, history, horizon: int = 30, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> Forecast:
+        self._check(horizon, quantiles)
+        need = lookback(self.cfg)
+        h = history.iloc[-need:] if len(history) > need else history
+        s, logv, logtok = series_arrays(h)
+        if len(s) == 0:
+            raise InsufficientHistory("lstm: empty history")
+        origin = s.index[-1] + MINUTE
+        seq, static, level = build_features(logv, logtok, np.array([len(logv)]), pd.DatetimeIndex([origin]),
+                                            self.cfg)
+        if not np.isfinite(level).all():
+            raise InsufficientHistory("lstm: no observed minute in the last day")
+        return self._forecasts(seq, static, level, [origin], horizon)[0]
+
+    def predict_origins(self, history, origins, horizon: int = 30,
+                        quantiles: Sequence[float] = DEFAULT_QUANTILES) -> list[Forecast]:
+        """One forecast per origin, each from the minutes of ``history`` strictly before it,
+        in one batched pass."""
+        self._check(horizon, quantiles)
+        s, logv, logtok = series_arrays(history)
+        origins = pd.DatetimeIndex(origins)
+        ends = ((origins - s.index[0]) // MINUTE).to_numpy().astype(np.int64)
+        if (ends < 1).any():
+            raise InsufficientHistory("lstm: an origin has no history before it")
+        # an origin past the end of the history: pad NaN (never read past the origin anyway)
+        if ends.max() > len(logv):
+            pad = np.full(int(ends.max() - len(logv)), np.nan)
+            logv = np.concatenate([logv, pad])
+            logtok = None if logtok is None else np.concatenate([logtok, pad])
+        seq, static, level = build_features(logv, logtok, ends, origins, self.cfg)
+        if not np.isfinite(level).all():
+            raise InsufficientHistory("lstm: an origin has no observed minute in the day before it")
+        return self._forecasts(seq, static, level, origins, horizon)
+
+    def predict_many(self, histories: Mapping[str, pd.Series | pd.DataFrame], horizon: int = 30,
+                     quantiles: Sequence[float] = DEFAULT_QUANTILES) -> dict[str, Forecast]:
+        """Forecast many deployments in one batched forward pass.
+
+        A deployment whose history cannot be used (empty, no observed minute in the
+        last day) is left out of the answer; callers fall back for it.
+        """
+        self._check(horizon, quantiles)
+        need = lookback(self.cfg)
+        names, blocks, tblocks, origins = [], [], [], []
+        for name, hist in histories.items():
+            if len(hist) == 0:
+                continue
+            s, logv, logtok = series_arrays(hist.iloc[-need:])
+            blocks.append(_block(logv, need))
+            tblocks.append(None if logtok is None else _block(logtok, need))
+            names.append(name)
+            origins.append(s.index[-1] + MINUTE)
+        if not names:
+            return {}
+        # every series in its own block of `need` minutes, end to end: one feature pass
+        logtok_all = None
+        if any(t is not None for t in tblocks):
+            logtok_all = np.concatenate([t if t is not None else np.full(need, np.nan) for t in tblocks])
+        ends = (np.arange(len(names)) + 1) * need
+        origins = pd.DatetimeIndex(origins)
+        seq, static, level = build_features(np.concatenate(blocks), logtok_all, ends, origins, self.cfg)
+        keep = np.flatnonzero(np.isfinite(level))  # no observed minute in the last day: left out
+        if not len(keep):
+            return {}
+        fcs = self._forecasts(seq[keep], static[keep], level[keep], origins[keep], horizon)
+        return {names[i]: f for i, f in zip(keep, fcs)}
+
+    # ------------------------------------------------------------ artifacts
+    def to_artifact(self) -> tuple[dict, dict]:
+        """(tensors, metadata): flat name -> tensor dict and JSON-able metadata."""
+        self._check(1, ())
+        return artifact.to_artifact(self)
+
+    @classmethod
+    def from_artifact(cls, tensors: Mapping, meta: Mapping) -> "LSTMForecaster":
+        model = cls(artifact.config_from_meta(meta), progress=False)
+        model.nets = artifact.load_nets(model.cfg, tensors, int(meta["members"]))
+        model.scale = {str(k): float(v) for k, v in dict(meta.get("band_scale", {})).items()}
+        model.meta = dict(meta.get("training", {}))
+        return model
+
+
+def _block(values: np.ndarray, need: int) -> np.ndarray:
+    """The last ``need`` values, NaN-padded in front to exactly ``need``."""
+    out = np.full(need, np.nan)
+    values = values[-need:]
+    out[need - len(values):] = values
+    return out

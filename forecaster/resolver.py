@@ -1,0 +1,136 @@
+"""Which model answers for a deployment: one resolver for the CLI, the API and the workers.
+
+In order:
+
+1. the deployment's champion (the registry walks back through earlier champions when an
+   artifact is corrupt);
+2. else the shipped default model (read-only package data), but only where it beats the
+   baselines on the deployment's own recent data: it is a pretrained model, judged by how
+   it forecasts this deployment, not by the calendar distance to its training data;
+3. else the baselines.
+
+The answer (:class:`Resolution`) says which and why; every forecast made through it
+carries that reason in its note, so the three callers answer the same with the same note.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from forecaster.base import DAY, minute_series
+from forecaster.fallback import FallbackForecaster
+from forecaster.registry import DEFAULT_DEPLOYMENT, SHIPPED_DIR, ArtifactError, Registry
+from warmcast.errors import NotFoundError
+
+JUDGE_HOURS = 6  # the shipped model is scored on the deployment's last hours...
+JUDGE_STEP_MIN = 30  # ...at origins this far apart, leads 1..30
+CHAMPION_MAX_AGE = pd.Timedelta(days=14)  # a deployment's own model older than this is stale
+
+
+@dataclass(frozen=True)
+class Resolution:
+    model: object | None  # the champion or the shipped model; None: baselines answer
+    source: str  # "champion", "shipped" or "baselines"
+    why: str  # said in the note of every forecast made through it
+
+
+class AsFitted:
+    """A trained model in a backtest: ``fit`` does nothing, the window only scores it."""
+
+    def __init__(self, model, name: str) -> None:
+        self.model, self.name = model, name
+
+    def fit(self, history) -> "AsFitted":
+        return self
+
+    def predict_origins(self, history, origins, horizon: int = 30, quantiles=(0.1, 0.5, 0.9)):
+        return self.model.predict_origins(history, origins, horizon=horizon, quantiles=quantiles)
+
+
+def judge_baselines() -> list:
+    """The baselines a pretrained model must beat, and that answer when none does: the cheap
+    ones (the workers forecast every minute and must not refit state-space models each time)."""
+    from forecaster.baselines import Persistence, SeasonalNaive
+
+    return [SeasonalNaive(DAY), Persistence()]
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_model():
+    """(the shipped default model or None, why not)."""
+    try:
+        return Registry(SHIPPED_DIR).load(DEFAULT_DEPLOYMENT), ""
+    except (ArtifactError, NotFoundError) as err:
+        return None, f"the shipped default model does not load ({err})"
+
+
+def judge(model, frame: pd.DataFrame) -> tuple[bool, str]:
+    """Does ``model`` beat the baselines on the last JUDGE_HOURS of ``frame``? (verdict, why)"""
+    from forecaster.backtest import run_backtest
+
+    s = minute_series(frame)
+    observed = int(np.isfinite(s.to_numpy(dtype=float)).sum())
+    need = DAY + JUDGE_HOURS * 60
+    if observed < need:
+        return False, (f"too little history to judge the shipped default model ({observed} observed minutes, "
+                       f"needs {need})")
+    start = s.index[-JUDGE_HOURS * 60]
+    res = run_backtest(frame, start, [AsFitted(model, "shipped"), *judge_baselines()], horizon=30,
+                       step=JUDGE_STEP_MIN, progress=False)
+    maes = {k: v["mae"] for k, v in res.metrics["models"].items() if v["mae"] is not None}
+    if "shipped" not in maes:
+        return False, f"the shipped default model cannot answer here ({res.skipped.get('shipped', 'no forecast')})"
+    others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(maes.items()) if k != "shipped")
+    wins = all(maes["shipped"] < v for k, v in maes.items() if k != "shipped")
+    verdict = "beats" if wins else "does not beat"
+    return wins, (f"the shipped default model's MAE on the last {JUDGE_HOURS} h ({maes['shipped']:.2f}) "
+                  f"{verdict} the baselines ({others})")
+
+
+_verdicts: dict[tuple, tuple[bool, str]] = {}
+
+
+def _judged(deployment: str, model, frame: pd.DataFrame) -> tuple[bool, str]:
+    """judge(), once per deployment and hour of its newest minute (the API resolves every minute)."""
+    end = frame.index[-1].floor("h") if len(frame) else None
+    key = (deployment, id(model), str(getattr(model, "version", "")), end)
+    if key not in _verdicts:
+        if len(_verdicts) > 256:
+            _verdicts.clear()
+        _verdicts[key] = judge(model, frame)
+    return _verdicts[key]
+
+
+def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=None) -> Resolution:
+    """Which model answers for ``deployment`` given its recent load ``frame``, and why.
+    ``shipped``: the pretrained model to judge (default: the shipped default model)."""
+    champ, problems = registry.champion_model(deployment)
+    skipped = f" (skipped: {'; '.join(problems)})" if problems else ""
+    if champ is not None:
+        return Resolution(champ, "champion", f"champion {champ.version}{skipped}")
+    why_not = ""
+    if shipped is None:
+        shipped, why_not = shipped_model()
+    if shipped is None:
+        return Resolution(None, "baselines", f"no trained model for {deployment!r}{skipped}; {why_not}")
+    wins, why = _judged(deployment, shipped, frame)
+    prefix = f"no trained model for {deployment!r}{skipped}; "
+    if wins:
+        return Resolution(shipped, "shipped", prefix + why)
+    return Resolution(None, "baselines", prefix + why)
+
+
+def resolve_forecaster(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=None
+                       ) -> tuple[FallbackForecaster, Resolution]:
+    """The resolved model wrapped in the fallback rules, its baselines fitted where they will
+    answer: what the CLI, the API and the workers forecast with."""
+    r = resolve(registry, deployment, frame, shipped)
+    fb = FallbackForecaster(r.model, baselines=judge_baselines(), primary_note=r.why,
+                            max_age=CHAMPION_MAX_AGE if r.source == "champion" else None,
+                            primary_missing_reason=r.why)
+    if fb.why_not_primary(frame) is not None:
+        fb.fit(frame, rank_hours=2)
+    return fb, r

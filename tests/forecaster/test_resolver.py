@@ -1,0 +1,83 @@
+"""One model resolver for the CLI, the API and the workers; state outside the checkout."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forecaster.base import DAY, Forecast
+from forecaster.live import forecast_deployment
+from forecaster.lstm import LSTMConfig, LSTMForecaster
+from forecaster.registry import SHIPPED_DIR, Registry
+from forecaster.resolver import judge, resolve, resolve_forecaster
+
+from fc_synth import synth_frame
+
+FRAME = synth_frame(2, seed=4)  # two days: enough to judge a pretrained model on the last 6 h
+
+
+class Scaled:
+    """A pretrained model for the judge: the true next minutes times ``factor``.  With 1.0 it
+    must beat every baseline, with 5.0 it must lose to them (the test builds both on purpose)."""
+
+    name = "scaled"
+    version = "test/v1"
+    levels = None
+
+    def __init__(self, truth: pd.Series, factor: float) -> None:
+        self.truth, self.factor = truth, factor
+
+    def predict(self, history, horizon=30, quantiles=(0.1, 0.5, 0.9)):
+        origin = history.index[-1] + pd.Timedelta(minutes=1)
+        v = self.truth.reindex(pd.date_range(origin, periods=horizon, freq="min")).to_numpy() * self.factor
+        v = np.nan_to_num(v)
+        return Forecast(origin, v, {float(q): v * (0.8 + 0.4 * q) for q in quantiles}, self.name, self.version)
+
+    def predict_origins(self, history, origins, horizon=30, quantiles=(0.1, 0.5, 0.9)):
+        return [self.predict(history.loc[history.index < o], horizon, quantiles) for o in origins]
+
+
+def test_the_shipped_model_is_judged_on_the_deployments_recent_data():
+    good, why_good = judge(Scaled(FRAME["requests"], 1.0), FRAME)
+    bad, why_bad = judge(Scaled(FRAME["requests"], 5.0), FRAME)
+    assert good and "beats the baselines" in why_good and "persistence" in why_good
+    assert not bad and "does not beat" in why_bad
+    short, why_short = judge(Scaled(FRAME["requests"], 1.0), FRAME.iloc[:DAY])
+    assert not short and "too little history" in why_short
+
+
+def test_resolution_says_why_and_every_forecast_carries_it(tmp_path):
+    reg = Registry(tmp_path)
+    r = resolve(reg, "newdep", FRAME, shipped=Scaled(FRAME["requests"], 1.0))
+    assert r.source == "shipped" and "no trained model for 'newdep'" in r.why and "beats" in r.why
+    r = resolve(reg, "newdep", FRAME, shipped=Scaled(FRAME["requests"], 5.0))
+    assert r.source == "baselines" and r.model is None and "does not beat" in r.why
+    fb, r = resolve_forecaster(reg, "newdep", FRAME, shipped=Scaled(FRAME["requests"], 5.0))
+    f = fb.predict(FRAME)
+    assert f.model in ("seasonal_naive_day", "persistence") and r.why in f.note
+
+
+def test_a_champion_answers_first_and_cli_and_resolver_agree(tmp_path):
+    reg = Registry(tmp_path)
+    model = LSTMForecaster(LSTMConfig.tiny(), progress=False).fit(FRAME)
+    v = reg.save("chat", model)
+    reg.set_champion("chat", v)
+    fb, r = resolve_forecaster(reg, "chat", FRAME)
+    assert r.source == "champion" and r.why == f"champion chat/{v}"
+    cli = forecast_deployment(FRAME, reg, "chat")  # what `warmcast forecast` prints
+    direct = fb.predict(FRAME)
+    assert cli.model == direct.model == "lstm" and cli.note == direct.note == r.why
+    np.testing.assert_array_equal(cli.mean, direct.mean)
+
+
+def test_state_lives_under_the_state_dir_not_the_checkout(tmp_path, monkeypatch):
+    from warmcast.settings import load_settings
+
+    monkeypatch.delenv("WARMCAST_MODELS_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    s = load_settings()
+    checkout = Path(__file__).resolve().parents[2]
+    assert s.models_dir == s.state_dir / "models"
+    assert checkout not in s.models_dir.parents
+    assert (SHIPPED_DIR / "default").is_dir(), "the shipped model is package data"
