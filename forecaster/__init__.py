@@ -4,12 +4,14 @@ rolling backtest and a versioned model registry.
 * :mod:`forecaster.base` -- the one model protocol (:class:`Forecast`, ``fit`` /
   ``predict``) and helpers.
 * :mod:`forecaster.lstm` -- :class:`LSTMForecaster` (``predict``, ``predict_many``,
-  ``predict_origins``).
+  ``predict_origins``): a package of config, features, network, training, artifact.
 * :mod:`forecaster.baselines` -- persistence, seasonal naive (day/week),
-  Holt-Winters, UnobservedComponents with daily Fourier terms.
+  Holt-Winters, UnobservedComponents with daily Fourier terms; :mod:`forecaster.bands`
+  their empirical error bands.
 * :mod:`forecaster.fallback` -- :class:`FallbackForecaster`.
 * :mod:`forecaster.backtest` -- rolling-origin backtest, metrics, plot.
 * :mod:`forecaster.registry` -- versioned artifacts, champion/challenger.
+* :mod:`forecaster.resolver` -- which model answers a deployment, and why (CLI, API, workers).
 * :mod:`forecaster.live` -- train/forecast a stored deployment; :mod:`forecaster.cli`.
 
 Heavy imports (torch, statsmodels) happen inside the modules that need them.

@@ -150,7 +150,7 @@ class BaseForecaster:
     name: str = "base"
     version: str = "0"
     min_history: int = 1  # minutes of history needed to answer
-    levels: tuple[float, ...] | None = None  # the levels it can produce (None: any level)
+    levels: tuple[float, ...] | None = None  # trained levels; it refuses any outside them (None: any level)
 
     def predict_origins(
         self,

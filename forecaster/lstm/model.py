@@ -10,8 +10,8 @@ Shape of the model
   history spans ``dow_min_days`` = 14 days or more).
 * **Outputs**: a head per lead and trained level (:mod:`forecaster.lstm.network`),
   non-crossing by construction, trained with pinball loss on the scaled log target.
-  Only the trained levels (``LSTMConfig.levels``) can be asked for: a level the
-  model was not trained for is refused, never extrapolated.
+  A level between two trained levels (``LSTMConfig.levels``) is interpolated between
+  their heads; a level outside them is refused, never extrapolated.
 * **Training** (:mod:`forecaster.lstm.training`): one origin per minute of the last
   ``max_train_days``, a time-ordered split, an ensemble of ``members`` seeds with
   early stopping, a refit on all origins for the chosen epoch count, then a
@@ -65,7 +65,8 @@ class LSTMForecaster(BaseForecaster):
 
     @property
     def levels(self) -> tuple[float, ...]:
-        """The only levels this model can produce: the ones its heads were trained for."""
+        """The levels its heads were trained for: it answers these, and levels between them by
+        interpolation; it refuses any outside them."""
         return self.cfg.levels
 
     # ------------------------------------------------------------ training
@@ -129,17 +130,28 @@ class LSTMForecaster(BaseForecaster):
             raise RuntimeError("LSTMForecaster is not fitted (call fit or load an artifact)")
         if horizon > self.cfg.horizon:
             raise ValueError(f"lstm was trained for {self.cfg.horizon} leads, asked for {horizon}")
-        missing = [float(q) for q in quantiles if float(q) not in self.cfg.levels]
-        if missing:
-            raise ValueError(f"lstm was trained for levels {list(self.cfg.levels)}; it cannot produce {missing}")
+        lo, hi = self.cfg.levels[0], self.cfg.levels[-1]
+        outside = [float(q) for q in quantiles if not lo <= float(q) <= hi]
+        if outside:
+            raise ValueError(f"lstm was trained for levels {list(self.cfg.levels)}; it cannot produce {outside} "
+                             "(no extrapolation beyond the outer heads)")
 
-    def _forecasts(self, seq, static, level, origins, horizon) -> list[Forecast]:
+    def _forecasts(self, seq, static, level, origins, horizon, quantiles) -> list[Forecast]:
+        """Every trained level from its own head; a level between two heads (a simulator's
+        quantile sweep) interpolated between them in log space."""
         torch = torch_module()
         levels = self.cfg.levels
         pred = apply_scale(self._forward(torch.from_numpy(seq), torch.from_numpy(static)), self.scale, levels)
-        vals = np.maximum(np.expm1(pred[:, :horizon] + level[:, None, None]), 0.0)
-        mid = levels.index(0.5)
-        return [Forecast(pd.Timestamp(o), vals[i, :, mid].copy(), {q: vals[i, :, j] for j, q in enumerate(levels)},
+        pred = pred[:, :horizon] + level[:, None, None]
+        between = sorted({float(q) for q in quantiles} - set(levels))
+        out_levels = sorted(set(levels) | set(between))
+        if between:
+            grid = np.array(levels)
+            pred = np.stack([pred[..., levels.index(q)] if q in levels else _interp_level(pred, grid, q)
+                             for q in out_levels], axis=-1)
+        vals = np.maximum(np.expm1(pred), 0.0)
+        mid = out_levels.index(0.5)
+        return [Forecast(pd.Timestamp(o), vals[i, :, mid].copy(), {q: vals[i, :, j] for j, q in enumerate(out_levels)},
                          self.name, self.version) for i, o in enumerate(origins)]
 
     def predict(self, history, horizon: int = 30, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> Forecast:
@@ -154,7 +166,7 @@ class LSTMForecaster(BaseForecaster):
                                             self.cfg)
         if not np.isfinite(level).all():
             raise InsufficientHistory("lstm: no observed minute in the last day")
-        return self._forecasts(seq, static, level, [origin], horizon)[0]
+        return self._forecasts(seq, static, level, [origin], horizon, quantiles)[0]
 
     def predict_origins(self, history, origins, horizon: int = 30,
                         quantiles: Sequence[float] = DEFAULT_QUANTILES) -> list[Forecast]:
@@ -174,7 +186,7 @@ class LSTMForecaster(BaseForecaster):
         seq, static, level = build_features(logv, logtok, ends, origins, self.cfg)
         if not np.isfinite(level).all():
             raise InsufficientHistory("lstm: an origin has no observed minute in the day before it")
-        return self._forecasts(seq, static, level, origins, horizon)
+        return self._forecasts(seq, static, level, origins, horizon, quantiles)
 
     def predict_many(self, histories: Mapping[str, pd.Series | pd.DataFrame], horizon: int = 30,
                      quantiles: Sequence[float] = DEFAULT_QUANTILES) -> dict[str, Forecast]:
@@ -206,7 +218,7 @@ class LSTMForecaster(BaseForecaster):
         keep = np.flatnonzero(np.isfinite(level))  # no observed minute in the last day: left out
         if not len(keep):
             return {}
-        fcs = self._forecasts(seq[keep], static[keep], level[keep], origins[keep], horizon)
+        fcs = self._forecasts(seq[keep], static[keep], level[keep], origins[keep], horizon, quantiles)
         return {names[i]: f for i, f in zip(keep, fcs)}
 
     # ------------------------------------------------------------ artifacts
@@ -222,6 +234,13 @@ class LSTMForecaster(BaseForecaster):
         model.scale = {str(k): float(v) for k, v in dict(meta.get("band_scale", {})).items()}
         model.meta = dict(meta.get("training", {}))
         return model
+
+
+def _interp_level(pred: np.ndarray, grid: np.ndarray, q: float) -> np.ndarray:
+    """pred (n, H, len(grid)) at level q, linear between the two trained levels around it."""
+    j = int(np.searchsorted(grid, q))
+    w = (q - grid[j - 1]) / (grid[j] - grid[j - 1])
+    return pred[..., j - 1] + w * (pred[..., j] - pred[..., j - 1])
 
 
 def _block(values: np.ndarray, need: int) -> np.ndarray:

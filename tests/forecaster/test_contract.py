@@ -65,7 +65,7 @@ def test_every_provisioning_level_by_default(fitted):
 
 
 def test_levels_it_cannot_produce_are_refused(fitted):
-    """A model that declares its levels refuses any other; the rest answer any level."""
+    """A model that declares its trained levels refuses any outside them; the rest answer any level."""
     if fitted.levels is None:
         f = fitted.predict(HISTORY, quantiles=(0.05, 0.5, 0.975))
         assert set(f.quantiles) >= {0.05, 0.975}

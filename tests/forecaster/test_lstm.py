@@ -45,7 +45,7 @@ def test_a_time_budget_that_fires_is_recorded():
 
 def test_heads_for_every_provisioning_level_and_no_other(model):
     """P95 and P99 come from heads trained for them (pinball loss), not extrapolated; a level
-    the model was not trained for is refused, never clamped or guessed."""
+    between two heads is interpolated (a simulator's sweep), one outside them is refused."""
     from forecaster.base import DEFAULT_QUANTILES
 
     assert model.levels == (0.1, 0.5, 0.9, 0.95, 0.99) == DEFAULT_QUANTILES
@@ -54,8 +54,10 @@ def test_heads_for_every_provisioning_level_and_no_other(model):
     assert set(f.quantiles) == set(DEFAULT_QUANTILES)
     assert (f.quantiles[0.99] >= f.quantiles[0.95]).all() and (f.quantiles[0.95] >= f.quantiles[0.9]).all()
     assert set(model.meta["val_metrics"]) >= {"coverage_p95", "coverage_p99"}
+    g = model.predict(FRAME, quantiles=(0.5, 0.97))
+    assert (f.quantiles[0.95] <= g.quantiles[0.97]).all() and (g.quantiles[0.97] <= f.quantiles[0.99]).all()
     with pytest.raises(ValueError, match="cannot produce"):
-        model.predict(FRAME, quantiles=(0.5, 0.975))
+        model.predict(FRAME, quantiles=(0.5, 0.995))
 
 
 def test_predict_many_matches_predict(model):
