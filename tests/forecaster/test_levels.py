@@ -24,7 +24,7 @@ FRAME = synth_frame(2, seed=9)
 
 
 def _replicas_at(fi, quantile: float, capacity: float) -> int | None:
-    cfg = CoreConfig(scaling=ScalingConfig(capacity_rpm=capacity, max_replicas=100, quantile=quantile,
+    cfg = CoreConfig(scaling=ScalingConfig(capacity_rpm=capacity, max_replicas=100_000, quantile=quantile,
                                            cold_start_min=15))
     now = fi.origin.replace(tzinfo=timezone.utc)
     return decide(cfg, TickInput(now, (), 0.0, forecast=fi)).scale.forecast_replicas
@@ -37,7 +37,7 @@ def test_a_p95_policy_provisions_from_the_stored_p95_path(tmp_path):
     assert sorted(float(q) for q in doc["quantiles"]) == list(DEFAULT_QUANTILES)
     fi = forecast_input(forecast_from_dict(doc))
     assert fi.path(0.95) == tuple(doc["quantiles"]["0.95"])
-    cap = 10.0
+    cap = 1.0  # one replica per request/min: the levels' paths differ by more than that
     lead = 15 + 1  # the window read: now .. now + cold start
     want = {q: math.ceil(max(doc["quantiles"][str(q)][:lead]) / cap - 1e-9) for q in (0.9, 0.95, 0.99)}
     assert want[0.9] < want[0.95] < want[0.99], "the test needs distinct levels to tell them apart"
