@@ -46,8 +46,10 @@ def test_a_p95_policy_provisions_from_the_stored_p95_path(tmp_path):
 
 
 def test_a_level_outside_the_forecast_is_refused_not_clamped():
-    fc = forecast_from_dict(forecast_to_dict(resolve_forecaster(Registry("/nonexistent"), "x", FRAME)[0]
-                                             .predict(FRAME, quantiles=(0.1, 0.5, 0.9))))
+    from forecaster.baselines import Persistence
+
+    # a forecast stored with P10/P50/P90 only (as the worker stored them before)
+    fc = forecast_from_dict(forecast_to_dict(Persistence().fit(FRAME).predict(FRAME, quantiles=(0.1, 0.5, 0.9))))
     fi = forecast_input(fc)
     with pytest.raises(ValueError, match="outside"):
         fi.path(0.95)
