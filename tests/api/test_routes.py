@@ -38,7 +38,8 @@ def test_forecast_computed_on_demand_when_none_stored(client, store):
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["source"] == "computed" and body["origin"] == END.strftime("%Y-%m-%d %H:%M:%S")
-    assert "fallback" in body["note"]  # no trained model in this test's empty models dir: says so
+    # no trained model in this test's empty models dir: the note says so, and which model answers why
+    assert "no trained model for 'demo'" in body["note"] and "shipped default model" in body["note"]
     p10, p50, p90 = (np.array(body["quantiles"][k]) for k in ("0.1", "0.5", "0.9"))
     assert np.isfinite(p50).all() and (p10 <= p50).all() and (p50 <= p90).all()
     # the synthetic daily cycle is at its ~100 rpm trough at midnight: the forecast is there, not zero
