@@ -127,6 +127,11 @@ def _r(x: float, nd: int = 4):
     return None if x is None or not np.isfinite(x) else round(float(x), nd)
 
 
+def _ratio(a: float, b: float | None) -> float | None:
+    """a / b rounded; None where b is missing or zero (a series a baseline forecasts exactly)."""
+    return None if b is None or not b or not np.isfinite(b) else _r(a / b)
+
+
 def _model_metrics(name: str, p: np.ndarray, res: BacktestResult, maes: dict[str, float]) -> dict:
     """The metrics of one model's predictions ``p`` (n_origins, horizon, 3)."""
     y = res.actual
@@ -139,12 +144,12 @@ def _model_metrics(name: str, p: np.ndarray, res: BacktestResult, maes: dict[str
     pin = {f"p{int(q * 100)}": float(np.nanmean(np.where(m_ok, _pinball(y, p[..., i], q), np.nan)))
            for i, q in enumerate(LEVELS)}
     n = int(m_ok.sum())
-    rel = {b: _r(mae / maes[b]) if b in maes else None for b in ("seasonal_naive_day", "persistence")}
+    rel = {b: _ratio(mae, maes.get(b)) for b in ("seasonal_naive_day", "persistence")}
     d = {
         "mae": _r(mae, 3),
         "mae_by_lead": [_r(x, 3) for x in np.nanmean(e, axis=0)],
-        "mase_seasonal_naive": _r(mae / res.train_scale.get("seasonal_naive_day", np.nan)),
-        "mase_persistence": _r(mae / res.train_scale.get("persistence", np.nan)),
+        "mase_seasonal_naive": _ratio(mae, res.train_scale.get("seasonal_naive_day")),
+        "mase_persistence": _ratio(mae, res.train_scale.get("persistence")),
         "rel_mae_seasonal_naive": rel["seasonal_naive_day"],
         "rel_mae_persistence": rel["persistence"],
         "wape": _r(float(np.nansum(e) / np.nansum(np.abs(yy)))),
@@ -195,7 +200,8 @@ def compute_metrics(res: BacktestResult) -> dict:
         out["best_baseline"] = {"model": best, "mae": _r(baselines[best], 3)}
         for name in maes:
             if name.startswith("lstm"):
-                out["models"][name]["improvement_vs_best_baseline"] = _r(1 - maes[name] / baselines[best])
+                ratio = _ratio(maes[name], baselines[best])
+                out["models"][name]["improvement_vs_best_baseline"] = None if ratio is None else _r(1 - ratio)
     out["train_scale"] = {k: _r(v, 3) for k, v in res.train_scale.items()}
     return out
 
@@ -210,7 +216,10 @@ def summary(metrics: dict) -> str:
     for name, m in sorted(metrics["models"].items()):
         if not name.startswith("lstm") or m.get("mae") is None or not bb:
             continue
-        diff = m["mae"] / bb["mae"] - 1 if bb["mae"] else math.nan
+        if not bb["mae"]:
+            lines.append(f"{name} MAE {m['mae']:.3f}; the best baseline {bb['model']} is exact (MAE 0)")
+            continue
+        diff = m["mae"] / bb["mae"] - 1
         word = "lower" if diff < 0 else "higher"
         lines.append(f"{name} MAE {m['mae']:.3f} is {abs(diff) * 100:.1f}% {word} than the best baseline "
                      f"{bb['model']} (MAE {bb['mae']:.3f})")
