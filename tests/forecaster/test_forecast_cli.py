@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -108,6 +109,7 @@ def test_plot_draws_whatever_models_have_an_mae(tmp_path):
     assert paths["plot"].stat().st_size > 10_000
 
 
+@pytest.mark.timeout(1800)  # two trainings, the second beside a CPU burner: minutes on a loaded 2-core machine
 def test_backtest_forecasts_are_byte_identical_under_cpu_load(tmp_path):
     """Same data, seed and configuration: the same forecasts.csv, also with a process burning CPU
     beside the second run (no wall-clock stop inside training; fixed threads; deterministic kernels)."""
