@@ -38,6 +38,11 @@ class Computed:
     body: bytes               # shaped, rendered once
 
 
+def utcnow() -> pd.Timestamp:
+    """Now in UTC, naive, to the second: how stored documents stamp times."""
+    return pd.Timestamp.now(tz="UTC").tz_localize(None).floor("s")
+
+
 def shape(doc: dict[str, Any], dep: str, horizon: int, quantiles: Sequence[float]) -> dict[str, Any]:
     """A forecast document cut to ``horizon`` minutes and the requested levels (the route's answer)."""
     fc = forecast_from_dict(doc)
@@ -148,8 +153,6 @@ def _compute(ctx: ApiContext, dep: str, horizon: int, levels: tuple[float, ...],
 
     When no newer minute was stored since ``prev`` was computed, ``prev`` is still the answer
     (its created_at keeps telling its age): a refresh then reads one day, and fits nothing."""
-    from api.service import utcnow
-
     if prev is not None and _origin(_history(ctx, dep, days=1)) == prev.doc["origin"]:
         return Computed(time.monotonic(), prev.doc, prev.shaped, prev.body)
     frame = _history(ctx, dep)

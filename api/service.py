@@ -17,15 +17,11 @@ import pandas as pd
 
 from api import ondemand
 from api.deps import ApiContext
-from api.ondemand import TS, shape
+from api.ondemand import TS, shape, utcnow
 from forecaster.base import Forecast
 from warmcast.deployments import Deployment
 from warmcast.errors import InputError, NotFoundError
 from warmcast.state import forecast_from_dict
-
-
-def utcnow() -> pd.Timestamp:
-    return pd.Timestamp.now(tz="UTC").tz_localize(None).floor("s")
 
 
 def parse_quantiles(raw: str | None, field: str = "quantiles") -> tuple[float, ...]:

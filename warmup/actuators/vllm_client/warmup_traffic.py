@@ -8,17 +8,26 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from warmup.actuators.tokens import TokenDistribution
 from warmup.actuators.vllm_client.errors import InstanceError
 
-if TYPE_CHECKING:  # the client imports this module to delegate its ``warmup``
-    from warmup.actuators.vllm_client.client import VLLMClient
 
 MAX_ERRORS_KEPT = 5
+
+
+class WarmupTarget(Protocol):
+    """What warmup traffic needs of an instance (:class:`VLLMClient` is one): declared here so
+    the client can import this module to delegate its ``warmup`` without an import cycle."""
+
+    name: str
+
+    async def model_info(self) -> Any: ...
+
+    async def complete(self, prompt_tokens: int, max_tokens: int, **kwargs: Any) -> Any: ...
 
 
 class WarmupSpecLike(Protocol):
@@ -76,7 +85,7 @@ class _WarmupRun:
     """One warmup on one instance: a launcher keeps ``concurrency`` requests in flight until
     ``count`` are sent; :meth:`until_stopped` ends it at the duration or on ``abort``."""
 
-    def __init__(self, client: "VLLMClient", spec: WarmupSpec, dist: TokenDistribution,
+    def __init__(self, client: WarmupTarget, spec: WarmupSpec, dist: TokenDistribution,
                  rng: np.random.Generator, request_timeout_s: float) -> None:
         self.client, self.spec, self.dist, self.rng = client, spec, dist, rng
         self.request_timeout_s = request_timeout_s
@@ -149,7 +158,7 @@ class _WarmupRun:
         return self.result
 
 
-async def send_warmup(client: "VLLMClient", spec: WarmupSpecLike, tokens: TokenDistribution, *,
+async def send_warmup(client: WarmupTarget, spec: WarmupSpecLike, tokens: TokenDistribution, *,
                       abort: asyncio.Event | None = None, seed: int | None = None,
                       request_timeout_s: float = 120.0) -> WarmupResult:
     """Send warmup requests shaped like the deployment's traffic to ``client``.
