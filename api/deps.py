@@ -196,6 +196,17 @@ def check_known(deployment: str, ctx: ApiContext) -> str:
     return deployment
 
 
+async def check_known_async(deployment: str, ctx: ApiContext) -> str:
+    """``check_known`` for routes on the event loop: a name not seen within KNOWN_TTL_S is
+    checked in a thread (it may read Redis), so the loop never waits on Redis."""
+    seen = ctx.cache.get(("known", deployment))
+    if seen is not None and time.monotonic() - seen < KNOWN_TTL_S:
+        return deployment
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(check_known, deployment, ctx)
+
+
 async def configured_deployment(deployment: str, ctx: ApiContext = Depends(get_ctx)) -> Deployment:
     """Routes that act on a deployment need its configuration (profiles, capacity)."""
     dep = ctx.configured(deployment)

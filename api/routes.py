@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, Response, UploadFile
 
 from api import ondemand, service
-from api.deps import (ApiContext, check_known, check_read, configured_deployment, get_ctx, known_deployment, require_read,
+from api.deps import (ApiContext, check_known, check_known_async, check_read, configured_deployment, get_ctx, known_deployment, require_read,
                       require_write)
 from api.errors import FieldError
 from api.schemas import (ActionOut, AuditEntry, AuditOut, CapacityOut, DashboardOut, DeploymentOut, DeploymentsOut,
@@ -107,11 +107,11 @@ async def get_forecast(request: Request, deployment: str,
                        quantiles: Optional[str] = QuantilesQ) -> Any:
     ctx: ApiContext = request.app.state.ctx
     check_read(request, ctx)
-    dep = check_known(deployment, ctx)
+    dep = await check_known_async(deployment, ctx)
     levels = service.parse_quantiles(quantiles)
     # The stored forecast, or a computed one while it is fresh, answered on the event loop
     # from a body rendered once per document.
-    body = service.stored_forecast_bytes(ctx, dep, horizon, levels)
+    body = await service.stored_forecast_bytes(ctx, dep, horizon, levels)
     if body is None:
         hit = ondemand.cached(ctx, dep, horizon, levels)
         # Otherwise one computation from the load store (seconds of CPU, in its own thread),

@@ -7,6 +7,7 @@ forecast with the decision core's replica arithmetic.  No HTTP here.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
@@ -14,6 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+from starlette.concurrency import run_in_threadpool
 
 from api import ondemand
 from api.deps import ApiContext
@@ -60,13 +62,15 @@ def latest_forecast(ctx: ApiContext, dep: str, horizon: int = 30,
     return ondemand.computed(ctx, dep, horizon, quantiles).shaped
 
 
-def stored_forecast_bytes(ctx: ApiContext, dep: str, horizon: int, quantiles: Sequence[float]) -> bytes | None:
+async def stored_forecast_bytes(ctx: ApiContext, dep: str, horizon: int,
+                                quantiles: Sequence[float]) -> bytes | None:
     """The JSON body for a stored forecast, re-rendered only when the stored document changes.
 
-    One Redis GET per request (so the answer is always the workers' newest forecast);
-    the pandas/numpy work of shaping it runs once per new document, not per request.
-    Returns None when there is no stored forecast or it does not cover the request."""
-    raw = _stored_raw(ctx, dep)
+    The stored document is read from Redis at most once per RAW_TTL_S (so the answer is the
+    workers' newest forecast within a second); the pandas/numpy work of shaping it runs once
+    per new document, not per request. Returns None when there is no stored forecast or it
+    does not cover the request."""
+    raw = await _stored_raw(ctx, dep)
     if raw is None:
         return None
     key = ("body", dep, horizon, tuple(quantiles))
@@ -83,19 +87,34 @@ def stored_forecast_bytes(ctx: ApiContext, dep: str, horizon: int, quantiles: Se
     return body
 
 
-RAW_TTL_S = 1.0  # workers write once a minute: a copy at most this old is as good as a fresh read
+RAW_TTL_S = 1.0    # workers write once a minute: a copy at most this old is as good as a fresh read
+RAW_STALE_S = 5.0  # while a read is in flight, a copy up to this old is answered instead of waiting
 
 
-def _stored_raw(ctx: ApiContext, dep: str) -> bytes | None:
-    """The stored forecast's raw JSON, read from Redis at most once per RAW_TTL_S per deployment."""
+async def _stored_raw(ctx: ApiContext, dep: str) -> bytes | None:
+    """The stored forecast's raw JSON. The Redis read runs in a thread, never on the event loop:
+    on a busy machine it waits for the Redis process to be scheduled, and every open request
+    would wait with it. While one read is in flight, the previous copy is answered."""
     key = ("raw", dep)
     hit = ctx.cache.get(key)
-    now = time.monotonic()
-    if hit is not None and now - hit[0] < RAW_TTL_S:
+    age = time.monotonic() - hit[0] if hit is not None else None
+    if age is not None and age < RAW_TTL_S:
         return hit[1]
-    raw = ctx.redis.get(ctx.state.key("forecast", dep))
-    ctx.cache[key] = (now, raw)
-    return raw
+    task = ctx.inflight.get(key)
+    if task is None:
+        task = ctx.inflight[key] = asyncio.ensure_future(_read_raw(ctx, dep, key))
+    if age is not None and age < RAW_STALE_S:
+        return hit[1]
+    return await asyncio.shield(task)
+
+
+async def _read_raw(ctx: ApiContext, dep: str, key: tuple) -> bytes | None:
+    try:
+        raw = await run_in_threadpool(ctx.redis.get, ctx.state.key("forecast", dep))
+        ctx.cache[key] = (time.monotonic(), raw)
+        return raw
+    finally:
+        ctx.inflight.pop(key, None)
 
 
 def cached_or_stored(ctx: ApiContext, dep: str) -> dict[str, Any] | None:
