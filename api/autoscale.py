@@ -41,11 +41,11 @@ def keda_router(ctx: ApiContext) -> APIRouter:
     async def keda_metrics(request: Request, deployment: str,
                            quantile: float = Query(0.9, ge=0.01, le=0.99),
                            lead: Optional[int] = Query(None, ge=0, le=29,
-                                                       description="minutes ahead (default: cold start)"),
+                                                       description="minutes ahead (default: the planner's lead)"),
                            utilisation: float = Query(1.0, ge=0.01, le=1)) -> Response:
         check_read(request, ctx)
         dep = ctx.configured(deployment) or await configured_deployment(deployment, ctx)  # 404 says why
-        ahead = min(29, int(round(dep.cold_start_min))) if lead is None else lead
+        ahead = lead  # None: the core configuration's lead
 
         def render() -> bytes:
             return json.dumps(service.autoscaler_values(ctx, dep, quantile, ahead, utilisation)).encode()

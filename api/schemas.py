@@ -181,6 +181,7 @@ class KedaOut(_Out):
     leadMinutes: int
     utilisation: float
     capacityPerInstanceRpm: float
+    profile: str
     peakAt: Optional[str]
     forecastOrigin: str
     forecastSource: str

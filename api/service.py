@@ -11,19 +11,20 @@ import asyncio
 import json
 import math
 import time
+from dataclasses import replace
 from typing import Any, Sequence
 
-import numpy as np
 import pandas as pd
 from starlette.concurrency import run_in_threadpool
 
 from api import ondemand
 from api.deps import ApiContext
 from api.ondemand import TS, shape, utcnow
-from forecaster.base import Forecast
 from warmcast.deployments import Deployment
 from warmcast.errors import InputError, NotFoundError
 from warmcast.state import forecast_from_dict
+from warmup.adapters import core_config, forecast_input
+from warmup.core import CoreConfig, PlanStep, plan_replicas
 
 
 def parse_quantiles(raw: str | None, field: str = "quantiles") -> tuple[float, ...]:
@@ -135,39 +136,24 @@ def _capacity(dep: Deployment, profile: str | None = None) -> float:
     return dep.profiles.get(profile or dep.default_profile, dep.profiles[dep.default_profile]).capacity_rpm
 
 
-def replicas_needed(rpm: float, capacity_rpm: float, utilisation: float, dep: Deployment | None = None) -> int:
-    from warmup.core.prescale import replicas_for
-
-    n = replicas_for(rpm, capacity_rpm, utilisation)
-    if dep is not None:
-        n = min(max(n, dep.min_replicas), dep.max_replicas)
-    return n
-
-
-def demand_ahead(fc: Forecast, quantile: float, offset: int, lead_min: int) -> tuple[float, int]:
-    """Peak forecast demand (rpm) at ``quantile`` over minutes offset..offset+lead, and where."""
-    path = np.asarray(fc.quantile(quantile), float)
-    lo = min(max(offset, 0), len(path) - 1)
-    window = path[lo:min(lo + lead_min, len(path) - 1) + 1]
-    i = int(np.argmax(window))
-    return float(window[i]), lo + i
+def _core_plan(dep: Deployment, doc: dict[str, Any], quantile: float, utilisation: float, lead_min: float | None,
+               now: pd.Timestamp) -> tuple[CoreConfig, tuple[PlanStep, ...]]:
+    """The core's plan (:func:`warmup.core.plan_replicas`) for the forecast ``doc`` from ``now`` (data time)."""
+    cfg = core_config(dep)
+    lead = {} if lead_min is None else {"cold_start_min": float(lead_min), "margin_min": 0.0}
+    cfg = replace(cfg, scaling=replace(cfg.scaling, quantile=quantile, target_utilisation=utilisation, **lead))
+    fc = forecast_from_dict({"origin": doc["origin"], "mean": doc["mean"], "model": doc["model"],
+                             "quantiles": {str(quantile): doc["quantiles"][f"{quantile:g}"]}})
+    return cfg, plan_replicas(cfg, forecast_input(fc), now.tz_localize("UTC").to_pydatetime())
 
 
 def computed_plan(ctx: ApiContext, dep: Deployment, quantile: float = 0.9, utilisation: float = 1.0) -> dict[str, Any]:
-    """Desired replicas per minute for the next 30 minutes from the forecast (no stored plan yet)."""
+    """Desired replicas per minute from the forecast's origin (no stored plan yet), by the core's plan."""
     doc = latest_forecast(ctx, dep.name, 30, (0.1, 0.5, quantile))
-    fc = forecast_from_dict({"origin": doc["origin"], "mean": doc["mean"], "model": doc["model"],
-                             "quantiles": {str(quantile): doc["quantiles"][f"{quantile:g}"]}})
-    cap = _capacity(dep)
-    lead = int(math.ceil(dep.cold_start_min))
-    steps = []
-    for i, t in enumerate(doc["times"]):
-        peak, at = demand_ahead(fc, quantile, i, lead)
-        n = replicas_needed(peak, cap, utilisation, dep)
-        steps.append({"time": t, "desired": n, "demand_rpm": round(peak, 2),
-                      "reason": f"P{round(quantile * 100)} peak {peak:,.0f} rpm at {doc['times'][at]} "
-                                f"within the {lead}-min cold-start lead, {cap:g} rpm/instance at "
-                                f"{utilisation:.0%}, bounds [{dep.min_replicas}, {dep.max_replicas}]"})
+    _, plan = _core_plan(dep, doc, quantile, utilisation, None, pd.Timestamp(doc["origin"]))
+    steps = [{"time": p.time.strftime(TS), "desired": p.desired, "profile": p.profile,
+              "demand_rpm": None if p.demand_rpm is None else round(p.demand_rpm, 2), "reason": p.reason}
+             for p in plan]
     return {"deployment": dep.name, "source": "computed", "created_at": utcnow().strftime(TS),
             "forecast_model": doc["model"], "desired": steps[0]["desired"] if steps else dep.min_replicas,
             "steps": steps, "warmups": [], "switches": [],
@@ -208,25 +194,23 @@ def plan_desired(plan: dict[str, Any] | None) -> int | None:
 
 def autoscaler_values(ctx: ApiContext, dep: Deployment, quantile: float, lead_min: int | None,
                       utilisation: float) -> dict[str, Any]:
-    """What KEDA/HPA act on: desired replicas now and peak forecast demand over the lead."""
+    """What KEDA/HPA act on: desired replicas now and peak forecast demand over the lead (the core's plan)."""
     doc = latest_forecast(ctx, dep.name, 30, (quantile,))
-    fc = forecast_from_dict({"origin": doc["origin"], "mean": doc["mean"], "model": doc["model"],
-                             "quantiles": {str(quantile): doc["quantiles"][f"{quantile:g}"]}})
-    lead = int(math.ceil(dep.cold_start_min)) if lead_min is None else lead_min
     # Minutes since the forecast was made (wall clock), not since its origin (data time):
     # the two agree live, and a replayed or historic log still reads the right lead.
     age = forecast_age_s(doc) or 0.0
-    offset = max(0, int(age // 60))
-    peak, at = demand_ahead(fc, quantile, offset, lead)
-    cap = _capacity(dep)
-    forecast_replicas = replicas_needed(peak, cap, utilisation, dep)
+    now = pd.Timestamp(doc["origin"]) + pd.Timedelta(minutes=max(0, int(age // 60)))
+    cfg, plan = _core_plan(dep, doc, quantile, utilisation, lead_min, now)
+    first = plan[0]
     planned = plan_desired(ctx.state.get("plan", dep.name))
-    desired = forecast_replicas if planned is None else planned
+    desired = first.desired if planned is None else planned
+    peak_at = pd.Timestamp(first.time.replace(tzinfo=None)) + pd.Timedelta(minutes=first.peak_in_min)
     return {
-        "deployment": dep.name, "desiredReplicas": int(desired), "forecastDemandRpm": round(peak, 3),
-        "forecastReplicas": int(forecast_replicas), "plannedReplicas": planned,
-        "quantile": quantile, "leadMinutes": lead, "utilisation": utilisation,
-        "capacityPerInstanceRpm": cap, "peakAt": doc["times"][at] if doc["times"] else None,
+        "deployment": dep.name, "desiredReplicas": int(desired), "forecastDemandRpm": round(first.demand_rpm or 0.0, 3),
+        "forecastReplicas": int(first.desired), "plannedReplicas": planned,
+        "quantile": quantile, "leadMinutes": int(math.ceil(cfg.scaling.lead_min)), "utilisation": utilisation,
+        "capacityPerInstanceRpm": first.capacity_rpm, "profile": first.profile,
+        "peakAt": peak_at.strftime(TS) if first.demand_rpm is not None else None,
         "forecastOrigin": doc["origin"], "forecastSource": doc["source"], "model": doc["model"],
         "paused": ctx.state.paused(dep.name) is not None, "forecastAgeSeconds": round(age, 1),
     }

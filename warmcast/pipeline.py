@@ -2,7 +2,6 @@
 generate -> ingest -> summarise -> forecast -> plan (forecast-only mode)."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Callable
 
@@ -42,7 +41,7 @@ def replay_plans(settings: Settings, deployment: str, history: pd.DataFrame, sta
     from forecaster.registry import Registry
     from warmcast.deployments import demo_deployment
     from warmup.adapters import core_config, forecast_input
-    from warmup.core import Instance, InstanceState, TickInput
+    from warmup.core import Instance, InstanceState, TickInput, replicas_for
     from warmup.core.engine import decide, planning_capacity
     from warmup.core.switching import scheduled_profile
 
@@ -59,7 +58,7 @@ def replay_plans(settings: Settings, deployment: str, history: pd.DataFrame, sta
         now_rpm = float(past["requests"].iloc[-1])
         profile, _ = scheduled_profile(cfg.switch, origin.to_pydatetime())
         capacity = dep.profiles[profile].capacity_rpm
-        replicas = replicas or max(dep.min_replicas, math.ceil(now_rpm / capacity))
+        replicas = replicas or max(dep.min_replicas, replicas_for(now_rpm, capacity, 1.0))
         instances = tuple(Instance(f"i{i}", InstanceState.READY_BUSY, profile, now_rpm / replicas)
                           for i in range(replicas))
         out = decide(cfg, TickInput(now=origin.to_pydatetime(), instances=instances, observed_rpm=now_rpm,

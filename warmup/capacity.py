@@ -17,7 +17,6 @@ forecast): no clock, no I/O.  Method, so a planner can check it by hand:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
@@ -25,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from warmcast.errors import InputError
+from warmup.core import replicas_for
 
-_EPS = 1e-9
 Span = Literal["day", "week"]
 
 
@@ -93,7 +92,7 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
 
 
 def _replicas(rpm: float, req: CapacityRequest) -> int:
-    n = 0 if not rpm > 0 else int(math.ceil(rpm / (req.capacity_per_instance * req.utilisation) - _EPS))
+    n = replicas_for(rpm, req.capacity_per_instance, req.utilisation)
     n = max(n, req.min_replicas)
     return n if req.max_replicas is None else min(n, req.max_replicas)
 

@@ -8,12 +8,12 @@ simulated fleet receives minute by minute from now on.
 """
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
 import pandas as pd
 
+from warmup.core import replicas_for
 from workers.context import Ctx
 
 
@@ -41,6 +41,6 @@ def seed_deployment(ctx: Ctx, dep: str, mean_rpm: float | None = None, seed: int
     ctx.r.set(f"{ctx.prefix}:ingested:{dep}", int(now // 60) - 1)
     sim = ctx.sim(dep)
     sim.load_traffic(series[series.index >= cut - pd.Timedelta(minutes=5)])
-    replicas = max(d.min_replicas, math.ceil(float(history.iloc[-1]) / d.capacity_rpm))
+    replicas = max(d.min_replicas, replicas_for(float(history.iloc[-1]), d.capacity_rpm, 1.0))
     sim.reset(min(replicas, d.max_replicas), now)
     return {"history_minutes": len(history), "replicas": replicas, "mean_rpm": mean}

@@ -5,7 +5,7 @@ Trigger metadata (``scalerMetadata`` in the ScaledObject):
 - ``deployment``: warmcast deployment name (default: the ScaledObject's name)
 - ``metric``: ``desiredReplicas`` (default; target 1 per replica, so KEDA sets that
   many replicas) or ``forecastDemandRpm`` (target = capacity per replica x utilisation)
-- ``quantile`` (default 0.9), ``lead`` minutes (default: the deployment's cold start),
+- ``quantile`` (default 0.9), ``lead`` minutes (default: the planner's lead),
   ``utilisation`` (default 1.0)
 - ``streamIntervalSeconds`` for StreamIsActive (default 15)
 
@@ -55,8 +55,8 @@ class Query:
         if self.metric not in METRICS:
             raise InputError(f"scalerMetadata.metric: {self.metric!r} is not one of {list(METRICS)}")
         self.quantile = _float(meta, "quantile", 0.9, 0.01, 0.99)
-        lead = _float(meta, "lead", min(29.0, float(round(self.dep.cold_start_min))), 0, 29)
-        self.lead = int(lead)
+        # no lead given: the core configuration's lead (the planner's)
+        self.lead = int(_float(meta, "lead", 0.0, 0, 29)) if meta.get("lead") not in (None, "") else None
         self.utilisation = _float(meta, "utilisation", 1.0, 0.01, 1.0)
         self.interval = _float(meta, "streamIntervalSeconds", 15.0, 0.05, 3600)
 

@@ -91,7 +91,7 @@ def test_committed_modules_match_the_proto(tmp_path):
 def test_external_scaler_serves_the_forecast_numbers(generated, scaler, state):
     fc = stored_forecast()
     peak = float(max(fc.quantiles[0.9][:16]))  # P90 over the 15-minute cold-start lead of the demo deployment
-    replicas = int(np.ceil(peak / 300))
+    replicas = int(np.ceil(peak / 200))  # the forecast's 00:00 is in the night profile's window (200 rpm)
     demand_meta = {"deployment": "demo", "metric": "forecastDemandRpm", "utilisation": "0.8"}
     out = _call(generated, scaler, [
         {"rpc": "IsActive", "name": "demo"},
@@ -107,7 +107,7 @@ def test_external_scaler_serves_the_forecast_numbers(generated, scaler, state):
     assert out[3] == {"name": "s0-warmcast-demo-desiredReplicas", "value": float(replicas), "int": replicas}
     assert out[4]["target"] == pytest.approx(300 * 0.8) and out[4]["targetInt"] == 240
     assert out[5]["value"] == pytest.approx(peak, rel=1e-3)
-    assert out[6]["value"] == float(int(np.ceil(fc.quantiles[0.5][0] / 300)))
+    assert out[6]["value"] == float(int(np.ceil(fc.quantiles[0.5][0] / 200)))
     # the planner's stored number wins over the forecast arithmetic, as on the HTTP route
     state.put("plan", "demo", {"desired": 0})
     out = _call(generated, scaler, [{"rpc": "IsActive", "name": "demo"}, {"rpc": "GetMetrics", "name": "demo"}])

@@ -9,6 +9,9 @@ import pytest
 
 from api.hot import HOT_TTL_S
 from api_helpers import AUTH, END, stored_forecast, synthetic_frame
+from warmcast.deployments import demo_deployment
+from warmup.adapters import core_config, forecast_input
+from warmup.core import plan_replicas
 
 
 def test_list_deployments(client, seeded, store):
@@ -68,14 +71,29 @@ def test_unknown_deployment_is_404_everywhere(client, seeded):
 
 def test_plan_computed_from_forecast_then_stored_plan_wins(client, seeded, state):
     body = client.get("/v1/deployments/demo/plan").json()
-    assert body["source"] == "computed" and len(body["steps"]) == 30
-    # P90 of the stored forecast peaks within the 15-min lead at 600*1.2*(1+0.5*15/29): replicas of 300 rpm
+    # every planned minute sees its whole 15-min lead in the 30-min forecast
+    assert body["source"] == "computed" and len(body["steps"]) == 30 - 15
+    # P90 of the stored forecast peaks within the 15-min lead at 600*1.2*(1+0.5*15/29): replicas of
+    # 200 rpm, the night profile's (00:00 lies in the demo's 22:00-07:00 night window)
     peak = max(stored_forecast().quantiles[0.9][:16])
-    assert body["steps"][0]["desired"] == int(np.ceil(peak / 300)) and "P90" in body["steps"][0]["reason"]
+    assert body["steps"][0]["desired"] == int(np.ceil(peak / 200)) and "P90" in body["steps"][0]["reason"]
     state.put("plan", "demo", {"desired": 7, "steps": [{"time": "2024-01-08 00:00:00", "desired": 7}],
                                "warmups": [], "switches": [{"to": "night"}]})
     body = client.get("/v1/deployments/demo/plan").json()
     assert body["source"] == "stored" and body["desired"] == 7 and body["switches"] == [{"to": "night"}]
+
+
+def test_plan_at_night_uses_the_night_profile_and_is_the_cores_plan(client, seeded):
+    dep = demo_deployment()
+    core = plan_replicas(core_config(dep), forecast_input(stored_forecast(), (0.9,)), END.tz_localize("UTC"))
+    body = client.get("/v1/deployments/demo/plan").json()
+    assert [(s["time"], s["desired"], s["profile"]) for s in body["steps"]] == \
+        [(c.time.strftime("%Y-%m-%d %H:%M:%S"), c.desired, c.profile) for c in core]
+    assert {s["profile"] for s in body["steps"]} == {"night"} and core[0].capacity_rpm == 200
+    assert [s["demand_rpm"] for s in body["steps"]] == pytest.approx([c.demand_rpm for c in core], abs=0.01)
+    keda = client.get("/v1/keda/demo").json()  # the autoscalers read the same plan's present minute
+    assert keda["capacityPerInstanceRpm"] == 200 and keda["profile"] == "night"
+    assert keda["forecastReplicas"] == core[0].desired and keda["leadMinutes"] == 15
 
 
 def test_capacity_plan_route(client, seeded):
@@ -171,7 +189,8 @@ def test_keda_metrics_api_shape(client, seeded, state):
     body = client.get("/v1/keda/demo", params={"quantile": 0.9, "lead": 15}).json()
     peak = float(max(stored_forecast().quantiles[0.9][:16]))
     assert body["forecastDemandRpm"] == pytest.approx(peak, rel=1e-3)
-    assert body["desiredReplicas"] == body["forecastReplicas"] == int(np.ceil(peak / 300))
+    # 00:00 is in the demo's night window: replicas of the night profile's 200 rpm
+    assert body["desiredReplicas"] == body["forecastReplicas"] == int(np.ceil(peak / 200))
     state.put("plan", "demo", {"desired": 9})
     # answers are reused for up to a second (api/hot.py): ask a different lead for a fresh one
     body = client.get("/v1/keda/demo", params={"lead": 10}).json()
@@ -224,7 +243,7 @@ def test_dashboard_data(client, seeded, state):
     assert len(body["load"]["times"]) == 60 and body["forecast"]["source"] == "stored"
     assert body["replicas"] == [{"time": "2024-01-07 23:55:00", "desired": 3, "actual": 2}]
     assert [e["category"] for e in body["events"]] == ["warmup"]  # "hold" is not a marker
-    assert len(body["planned"]) == 30
+    assert len(body["planned"]) == 30 - 15  # the minutes whose whole lead the forecast covers
 
 
 def test_openapi_document_lists_every_route(client):

@@ -10,11 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from forecaster.base import Forecast
+
 from loophelpers import SIM_DEPLOYMENTS
 from warmcast.errors import InputError
 from warmcast.settings import load_settings
-from warmup.core import PolicyState, Reason, ReasonCode, SwitchPhase, SwitchState, Transition
-from workers import policy
+from warmup.core import PolicyState, plan_replicas, Reason, ReasonCode, SwitchPhase, SwitchState, Transition
+from workers import lead, policy
 from workers.steps import forecast, ingest, plan, retrain, switch
 from workers.context import Ctx
 from workers.coreconfig import core_config
@@ -157,6 +159,27 @@ def test_plan_is_idempotent_per_tick_and_audited_with_reason(ctx):
     assert plan.step(ctx, "simdep", tick="T2", run_id="task-b").desired == first.desired
     assert len(ctx.scaler("simdep").actions()) == 1
     assert len(ctx.state.audit_log("simdep", kind="scale")) == 2
+
+
+def test_plan_preview_is_the_cores_plan_to_the_horizon_with_the_reactive_floor(ctx):
+    seed_deployment(ctx, "simdep", mean_rpm=80)
+    now_min = int(time.time() // 60)
+    idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 5)], unit="s")
+    ctx.sim("simdep").load_traffic(pd.Series(350.0, index=idx))  # the load needs 4 of 100 req/min
+    ctx.sim("simdep").reset(1)
+    path = np.array([50.0] * 29 + [900.0])  # the forecast needs 1, then 9 at its last minute
+    ctx.state.put_forecast("simdep", Forecast(origin=pd.Timestamp(now_min * 60, unit="s"), mean=path, model="t",
+                                              version="v", quantiles={0.1: path, 0.5: path, 0.9: path}))
+    plan.step(ctx, "simdep", tick="T1", run_id="task-a")
+    journal = ctx.state.get("plan-journal", "simdep")
+    preview, load = journal["plan"], journal["inputs"]["observed_rpm"]
+    now = datetime.strptime(preview[0]["time"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
+    cfg, _ = lead.with_lead(ctx, "simdep", ctx.cfg("simdep"))
+    core = plan_replicas(cfg, forecast.stored(ctx, "simdep")[1], now, load, 0.0)
+    assert [(p["desired"], p["demand_rpm"]) for p in preview] == [(c.desired, c.demand_rpm) for c in core]
+    assert preview[0]["desired"] == 4 and "reactive" not in preview[1]["reason"]  # the floor, now only
+    assert preview[-1]["desired"] == 9 and preview[-1]["demand_rpm"] == 900.0  # the full lead at the horizon
+    assert len(preview) == 30 - (int(now.timestamp() // 60) - now_min) - 1  # lead 0.5 min: 1 minute ahead
 
 
 def test_policy_state_survives_in_redis_between_contexts(ctx, tmp_path):

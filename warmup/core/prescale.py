@@ -91,14 +91,29 @@ def forecast_need(cfg: ScalingConfig, fc: Optional[ForecastInput], now: datetime
         return None, Reason(ReasonCode.STALE_FORECAST, f"forecast is {age_s / 60:.0f} min old "
                             f"(limit {cfg.max_forecast_age_s / 60:.0f}): reactive scaling only"), 0.0, 0
     offset = max(0, int(math.floor(age_s / 60.0 + _EPS)))
-    last = offset + int(math.ceil(cfg.lead_min - _EPS))
-    path = _smooth(fc.path(cfg.quantile), cfg.forecast_smoothing_min)
+    path = planning_path(cfg, fc)
     if offset >= len(path):
         return None, Reason(ReasonCode.STALE_FORECAST, "forecast does not reach the present: reactive only"), 0.0, 0
+    peak, at, _ = peak_over_lead(cfg, path, offset)
+    return replicas_for(peak, capacity_rpm, cfg.target_utilisation), None, peak, at
+
+
+def planning_path(cfg: ScalingConfig, fc: ForecastInput) -> tuple[float, ...]:
+    """The forecast path the pre-scaler plans on: the configured quantile, smoothed."""
+    return _smooth(fc.path(cfg.quantile), cfg.forecast_smoothing_min)
+
+
+def lead_steps(cfg: ScalingConfig) -> int:
+    """Whole minutes of the lead window after the minute planned for."""
+    return int(math.ceil(cfg.lead_min - _EPS))
+
+
+def peak_over_lead(cfg: ScalingConfig, path: tuple[float, ...], offset: int) -> tuple[float, int, bool]:
+    """(peak, minutes from ``offset`` to it, window cut by the horizon) over ``path[offset .. offset + lead]``."""
+    last = offset + lead_steps(cfg)
     window = path[offset:min(last, len(path) - 1) + 1]
     peak = max(window)
-    at = window.index(peak)
-    return replicas_for(peak, capacity_rpm, cfg.target_utilisation), None, peak, at
+    return peak, window.index(peak), last > len(path) - 1
 
 
 # --------------------------------------------------------------------------- guardrails

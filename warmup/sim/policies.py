@@ -35,14 +35,9 @@ from warmup.core import (
     TickInput,
     WarmupAction,
     decide,
+    replicas_for,
 )
 from warmup.sim.fleet import Observation
-
-
-def _ceil_div(x: float, y: float) -> int:
-    if not (x > 0):
-        return 0
-    return int(math.ceil(x / y - 1e-9))
 
 
 @dataclass
@@ -66,7 +61,7 @@ class ReactiveHPA:
 
     def recommend(self, obs: Observation) -> int:
         load = obs.last_minute_rpm if math.isfinite(obs.last_minute_rpm) else 0.0
-        return _ceil_div(load, self.capacity_rpm * self.target_utilisation)
+        return replicas_for(load, self.capacity_rpm, self.target_utilisation)
 
     def decide(self, obs: Observation) -> int:
         rec = self.recommend(obs)
@@ -109,11 +104,11 @@ class QueueKEDA:
         load = obs.last_minute_rpm if math.isfinite(obs.last_minute_rpm) else 0.0
         if obs.queue_depth > self.target_waiting * max(obs.ready, 1):
             self._empty_for = 0
-            need = _ceil_div(load + obs.queue_depth / self.drain_min, self.capacity_rpm)
+            need = replicas_for(load + obs.queue_depth / self.drain_min, self.capacity_rpm, 1.0)
             return self._clamp(max(cur, need))
         self._empty_for = self._empty_for + 1 if obs.queue_depth <= 0.5 else 0
         if self._empty_for >= self.cooldown_min:
-            need = _ceil_div(load, self.capacity_rpm * self.scale_in_utilisation)
+            need = replicas_for(load, self.capacity_rpm, self.scale_in_utilisation)
             if need < cur:
                 return self._clamp(need)
         return self._clamp(cur)

@@ -17,16 +17,13 @@ Planning is exactly-once in effect, and a crash costs at most one tick:
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import pandas as pd
-
 from warmcast.state import StateStore
-from warmup.core import ForecastInput, PolicyState, decide_scale, planning_capacity, replicas_for
+from warmup.core import CoreConfig, ForecastInput, PolicyState, decide_scale, plan_replicas, planning_capacity
 from workers import apply, audit, lead, metrics, policy
 from workers.context import Ctx
 from workers.locks import Lease, lease
@@ -80,7 +77,7 @@ def _decide(ctx: Ctx, dep: str, tick: str, run_id: str, held: Lease) -> dict[str
         journal = {"tick": tick, "task_id": run_id, "status": "decided", "decided_at": time.time(),
                    "decision": to_json(dec), "apply": blocked is None, "blocked": blocked,
                    "inputs": {**_inputs(sig, fdoc, cap), "lead": lead_used.as_doc()},
-                   "plan": _plan_steps(cfg, fc, now, cap, dec.desired, lead_used.source),
+                   "plan": _plan_steps(cfg, fc, now, sig, lead_used.source),
                    "cooldowns_before": to_json(policy.without_scale_action(ps, PolicyState()))}
         new_doc = policy.document(new_ps if blocked is None else policy.without_scale_action(ps, new_ps), pdoc)
 
@@ -141,20 +138,10 @@ def _fault(name: str, ctx: Ctx) -> None:
         time.sleep(pause)
 
 
-def _plan_steps(cfg, fc: ForecastInput | None, now: datetime, cap: float, desired: int,
+def _plan_steps(cfg: CoreConfig, fc: ForecastInput | None, now: datetime, sig: dict[str, Any],
                 lead_source: str) -> list[dict[str, Any]]:
-    """Replicas the forecast needs minute by minute over the next 30 (what the API shows as the plan)."""
-    if fc is None or not fc.usable():
-        return [{"time": now.strftime(TS), "desired": desired, "demand_rpm": None, "reason": "no usable forecast"}]
-    s = cfg.scaling
-    path = fc.path(s.quantile)
-    lead = int(math.ceil(s.lead_min))
-    steps = []
-    for i in range(len(path)):
-        peak = max(path[i:i + lead + 1])
-        n = min(max(replicas_for(peak, cap, s.target_utilisation), s.min_replicas), s.max_replicas)
-        t = (fc.origin + pd.Timedelta(minutes=i)).strftime(TS)
-        steps.append({"time": t, "desired": n, "demand_rpm": round(float(path[i]), 2),
-                      "reason": f"P{s.quantile * 100:.0f} peak {peak:,.0f} req/min within the {lead}-min lead "
-                                f"(cold start from {lead_source})"})
-    return steps
+    """The core's plan (:func:`warmup.core.plan_replicas`) as the API shows it."""
+    steps = plan_replicas(cfg, fc, now, signals.value(sig, "observed_rpm"), signals.value(sig, "queue_depth", 0.0))
+    return [{"time": p.time.strftime(TS), "desired": p.desired, "profile": p.profile,
+             "demand_rpm": None if p.demand_rpm is None else round(p.demand_rpm, 2),
+             "reason": f"{p.reason} (cold start from {lead_source})"} for p in steps]
