@@ -143,6 +143,11 @@ class LockedFreshScaler:
     def profile_of(self) -> dict[str, str]:
         return self._call("profile_of")
 
+    def launch_times(self) -> dict[str, float | None]:
+        """Each server's URL and its launch time (wall clock), for launch-to-ready."""
+        with self.lock():
+            return {s.url: s.started_wall for s in self.make().servers}
+
     def set_profile(self, profile: str, share: float) -> Any:
         return self._call("set_profile", profile, share)
 

@@ -53,7 +53,8 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
     else:
         doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming, profiles=profiles, warmup_sent=sent)
     ctx.cache[("scrape", dep)] = snap
-    launched = {getattr(s, "url", ""): getattr(s, "started_wall", None) for s in getattr(scaler.inner, "servers", [])}
+    launch_times = getattr(scaler.inner, "launch_times", None)
+    launched = launch_times() if launch_times else {}
     for i in doc["instances"]:  # the launch time, where the scaler knows it: launch-to-ready from it
         i.setdefault("launched_at", launched.get(i["url"]))
     record_arrivals(ctx, dep, doc["arrivals"])
