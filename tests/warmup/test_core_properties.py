@@ -49,9 +49,12 @@ def states(draw):
     )
 
 
+LEVELS = (0.1, 0.5, 0.8, 0.9, 0.95)  # every level the configs draw: an absent one is refused, not clamped
+
+
 def forecast_of(p50: list[float], spread: float = 0.2) -> ForecastInput:
-    return ForecastInput(T0, (0.1, 0.5, 0.9), (tuple(x * (1 - spread) for x in p50), tuple(p50),
-                                                tuple(x * (1 + spread) for x in p50)))
+    scale = {0.1: 1 - spread, 0.5: 1.0, 0.8: 1 + spread / 2, 0.9: 1 + spread, 0.95: 1 + 1.5 * spread}
+    return ForecastInput(T0, LEVELS, tuple(tuple(x * scale[q] for x in p50) for q in LEVELS))
 
 
 @SETTINGS
