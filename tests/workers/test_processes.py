@@ -57,7 +57,8 @@ def test_loop_forecasts_plans_warms_and_audits(make_loop):
     assert warm["decision"].startswith("start") and "queue" in warm["reason"]
     assert ctx.r.xlen(f"{ctx.prefix}:sim-warmups:simdep") >= 1
     plan = ctx.state.get("plan", "simdep")
-    assert plan["desired"] >= 4 and len(plan["steps"]) == 30
+    # the preview runs while the forecast covers a step's whole lead window: fewer than 30 steps
+    assert plan["desired"] >= 4 and 1 <= len(plan["steps"]) < 30
     hist = ctx.state.fleet_history("simdep")
     assert len(hist) >= 2 and hist["desired"].max() >= 4
 
