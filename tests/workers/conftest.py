@@ -4,6 +4,9 @@ from __future__ import annotations
 import pytest
 
 from loophelpers import SIM_DEPLOYMENTS, Loop
+from warmcast.settings import load_settings
+from workers.context import Ctx
+from workers.options import WorkerOptions
 
 
 @pytest.fixture
@@ -24,3 +27,13 @@ def make_loop(tmp_path, redis_server_url, key_prefix):
     for loop in made:
         loop.stop_all()
 
+
+
+@pytest.fixture
+def ctx(tmp_path, redis_client, key_prefix, redis_server_url) -> Ctx:
+    """A workers context on the simulated fleet (no processes), for step-level tests."""
+    deps = tmp_path / "deployments.yaml"
+    deps.write_text(SIM_DEPLOYMENTS.format(cold=0.5))
+    settings = load_settings(redis_url=redis_server_url, key_prefix=key_prefix, deployments_file=deps,
+                             state_dir=tmp_path / "state")
+    return Ctx(settings, WorkerOptions(simulate=True), redis_client)

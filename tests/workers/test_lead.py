@@ -3,21 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from loophelpers import SIM_DEPLOYMENTS
-from warmcast.settings import load_settings
 from workers import lead
-from workers.context import Ctx
-from workers.options import WorkerOptions
 from workers.steps import plan
-
-
-@pytest.fixture
-def ctx(tmp_path, redis_client, key_prefix, redis_server_url) -> Ctx:
-    deps = tmp_path / "deployments.yaml"
-    deps.write_text(SIM_DEPLOYMENTS.format(cold=0.5))
-    settings = load_settings(redis_url=redis_server_url, key_prefix=key_prefix, deployments_file=deps,
-                             state_dir=tmp_path / "state")
-    return Ctx(settings, WorkerOptions(simulate=True), redis_client)
 
 
 def test_choose_prefers_measured_launches_then_the_record_then_the_file():

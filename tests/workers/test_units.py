@@ -12,9 +12,7 @@ import pytest
 
 from forecaster.base import Forecast
 
-from loophelpers import SIM_DEPLOYMENTS
 from warmcast.errors import InputError
-from warmcast.settings import load_settings
 from warmup.core import PolicyState, plan_replicas, Reason, ReasonCode, SwitchPhase, SwitchState, Transition
 from workers import lead, policy
 from workers.steps import forecast, ingest, plan, retrain, switch
@@ -25,15 +23,6 @@ from workers.options import WorkerOptions
 from workers.schedule import beat_schedule
 from workers.serde import policy_state_from_json, to_json
 from workers.simulate import seed_deployment
-
-
-@pytest.fixture
-def ctx(tmp_path, redis_client, key_prefix, redis_server_url) -> Ctx:
-    deps = tmp_path / "deployments.yaml"
-    deps.write_text(SIM_DEPLOYMENTS.format(cold=0.5))
-    settings = load_settings(redis_url=redis_server_url, key_prefix=key_prefix, deployments_file=deps,
-                             state_dir=tmp_path / "state")
-    return Ctx(settings, WorkerOptions(simulate=True), redis_client)
 
 
 def test_policy_state_round_trips_through_json():
