@@ -5,6 +5,10 @@ workers do, so the routes are tested on the same documents they serve live.
 """
 from __future__ import annotations
 
+import signal
+import subprocess
+import time
+
 import numpy as np
 import pandas as pd
 
@@ -36,3 +40,17 @@ def missing_tool(what: str) -> None:
     import pytest
 
     pytest.skip(f"{what} is not installed (bash scripts/test installs it)")
+
+
+def sigterm_stop_seconds(proc: subprocess.Popen, wait_s: float) -> float:
+    """Send SIGTERM to a served API and return how long it took to exit (at most ``wait_s``)."""
+    proc.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    proc.wait(timeout=wait_s)
+    return time.monotonic() - t0
+
+
+def kill_if_alive(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from api_helpers import stored_forecast
+from api_helpers import kill_if_alive, sigterm_stop_seconds, stored_forecast
 
 ROOT = Path(__file__).resolve().parents[2]
 KEDA_PROTO = Path(__file__).resolve().parent / "keda_upstream" / "externalscaler.proto"
@@ -183,7 +183,6 @@ def test_finding2_grpc_scaler_lives_as_long_as_the_process(generated, settings, 
     """A fresh `warmcast api serve --grpc-port N` answers IsActive 10 s and 60 s after start,
     and the process stops within a few seconds of SIGTERM."""
     import os
-    import signal
     import time
 
     from warmcast.runtime import free_loopback_port
@@ -201,11 +200,6 @@ def test_finding2_grpc_scaler_lives_as_long_as_the_process(generated, settings, 
             time.sleep(max(0.0, started + at - time.monotonic()))
             assert proc.poll() is None, proc.stdout.read()
             assert _call(generated, grpc_port, [{"rpc": "IsActive", "name": "demo"}]) == [{"result": True}], at
-        proc.send_signal(signal.SIGTERM)
-        t0 = time.monotonic()
-        proc.wait(timeout=15)
-        assert time.monotonic() - t0 < 8
+        assert sigterm_stop_seconds(proc, 15) < 8
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_if_alive(proc)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ import httpx
 import pandas as pd
 import pytest
 
-from api_helpers import AUTH, synthetic_frame
+from api_helpers import AUTH, kill_if_alive, sigterm_stop_seconds, synthetic_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -172,11 +171,6 @@ def test_finding3_api_stops_on_sigterm_during_a_long_request(settings, store, ke
 
         threading.Thread(target=ask, daemon=True).start()
         time.sleep(2)  # the request is in, waiting on the computation
-        proc.send_signal(signal.SIGTERM)
-        t0 = time.monotonic()
-        proc.wait(timeout=30)
-        assert time.monotonic() - t0 < 8
+        assert sigterm_stop_seconds(proc, 30) < 8
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_if_alive(proc)
