@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from warmcast.errors import InputError, NotFoundError
 from warmcast.pools_config import GpuSpec, PoolsSpec, check_against
+from warmcast.slo import SLO
 
 # Full match (\A..\Z, never ^..$: $ also matches before a final newline): a name becomes a
 # Redis key and a folder under models/, so nothing else may ride along.
@@ -122,6 +123,7 @@ class Deployment(_Strict):
     default_profile: str = "day"
     profiles: dict[str, Profile]
     schedule: Schedule = Field(default_factory=Schedule)
+    slo: SLO = Field(default_factory=SLO)  # what 'on time' means for this deployment (warmcast/slo.py)
     gpu: GpuSpec | None = None  # GPU types and memory need, for capacity plans by type
     pools: PoolsSpec | None = None  # hot and cold pools under shared limits
 
