@@ -35,11 +35,24 @@ def generate(
     seed: int = typer.Option(0),
     start: str = typer.Option("2024-01-01", help="First day (UTC)."),
     ramp: bool = typer.Option(False, help="Sharp 08:00 ramp instead of a smooth morning."),
+    context_shift: Optional[str] = typer.Option(
+        None, "--context-shift", metavar="HH:MM-HH:MM",
+        help="A sharp long-context window (UTC), e.g. 20:00-07:30, instead of the smooth day/night mix."),
 ) -> None:
     """Write a seeded synthetic request log (daily/weekly cycles, bursts, day/night context mix)."""
     from warmcast.generate import WorkloadSpec, write_request_log
 
-    rows = write_request_log(out, WorkloadSpec(days=days, start=start, mean_rpm=mean_rpm, seed=seed, ramp=ramp))
+    night = None
+    if context_shift:
+        parts = context_shift.split("-")
+        if len(parts) != 2:
+            raise InputError(f"--context-shift {context_shift!r} must be HH:MM-HH:MM, e.g. 20:00-07:30")
+        night = (parts[0], parts[1])
+    try:
+        spec = WorkloadSpec(days=days, start=start, mean_rpm=mean_rpm, seed=seed, ramp=ramp, night=night)
+    except ValueError as err:
+        raise InputError(f"--context-shift: {err}") from None
+    rows = write_request_log(out, spec)
     typer.echo(f"wrote {rows:,} requests over {days} days to {out}")
 
 

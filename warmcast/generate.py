@@ -9,7 +9,9 @@ autoscalers come late.
 
 Context lengths follow a day/night mix: short chats (~500 tokens) by day, long
 tickets (~8k tokens) dominating at night, so profile switching has something to
-switch on.  Everything depends only on the seed.
+switch on.  ``night=("20:00", "07:30")`` replaces that smooth mix with a sharp shift at known
+times (~75% long tickets inside the window, ~5% outside), the truth the profile advisor's
+windows are checked against.  Everything depends only on the seed.
 """
 from __future__ import annotations
 
@@ -31,6 +33,21 @@ class WorkloadSpec:
     bursts_per_day: float = 3.0
     chat_tokens: float = 500.0
     ticket_tokens: float = 8000.0
+    night: tuple[str, str] | None = None  # ("HH:MM", "HH:MM") UTC: sharp long-context window
+
+    def __post_init__(self) -> None:
+        if self.night is not None:
+            _minute_of(self.night[0]), _minute_of(self.night[1])  # refuse a bad time before writing
+
+
+def _minute_of(hhmm: str) -> int:
+    try:
+        h, m = (int(x) for x in hhmm.split(":"))
+    except ValueError:
+        raise ValueError(f"context-shift time {hhmm!r} must be HH:MM") from None
+    if not (0 <= h < 24 and 0 <= m < 60):
+        raise ValueError(f"context-shift time {hhmm!r} must be HH:MM within a day")
+    return h * 60 + m
 
 
 def _daily(minute_of_day: np.ndarray, ramp: bool) -> np.ndarray:
@@ -82,9 +99,17 @@ def iter_request_days(spec: WorkloadSpec) -> Iterator[pd.DataFrame]:
         yield _tokens(ts, rng, spec)
 
 
+def _shift_share(minute_of_day: np.ndarray, night: tuple[str, str]) -> np.ndarray:
+    """Share of long-context requests with a sharp night window (it may wrap past midnight)."""
+    a, b = _minute_of(night[0]), _minute_of(night[1])
+    inside = (minute_of_day >= a) & (minute_of_day < b) if a < b else (minute_of_day >= a) | (minute_of_day < b)
+    return np.where(inside, 0.75, 0.05)
+
+
 def _tokens(ts: np.ndarray, rng: np.random.Generator, spec: WorkloadSpec) -> pd.DataFrame:
     mod = (ts // 60_000_000_000) % 1440
-    ticket = rng.random(len(ts)) < _ticket_share(mod)
+    share = _ticket_share(mod) if spec.night is None else _shift_share(mod, spec.night)
+    ticket = rng.random(len(ts)) < share
     median = np.where(ticket, spec.ticket_tokens, spec.chat_tokens)
     inp = np.maximum(1, rng.lognormal(np.log(median), 0.6)).astype(np.int64)
     out = np.maximum(1, rng.lognormal(np.log(np.where(ticket, 400, 200)), 0.7)).astype(np.int64)

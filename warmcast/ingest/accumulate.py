@@ -1,15 +1,19 @@
 """Per-minute sums held in one block per UTC day, so sparse spans stay small.
 
 Signals per minute: ``requests``, ``input_tokens``, ``output_tokens``, ``ctx_mean``
-(mean input tokens per request) and ``ctx_p95`` (95th percentile of input tokens, from a
-log-spaced histogram: within about 5% of the exact value).
+(mean input tokens per request), ``ctx_p50`` and ``ctx_p95`` (median and 95th percentile of
+input tokens, from a log-spaced histogram: within about 5% of the exact value; the profile
+advisor reads where the context-length distribution shifts from them), and ``long_share``
+(share of requests whose prompt is long, from live vLLM prompt-token histograms; the
+context-mix trigger reads it).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-SIGNALS = ("requests", "input_tokens", "output_tokens", "ctx_mean", "ctx_p95", "coverage")
+SIGNALS = ("requests", "input_tokens", "output_tokens", "ctx_mean", "ctx_p95", "coverage", "ctx_p50",
+           "long_share")
 MAX_TOKENS = 10_000_000  # a single request above this is not a real request
 _CTX_RATIO = 1.1  # log-spaced histogram bins: p95 within ~5%
 _CTX_BINS = int(np.ceil(np.log(MAX_TOKENS + 1) / np.log(_CTX_RATIO))) + 1
@@ -128,6 +132,7 @@ def _token_columns(b: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, np.n
         ctx_mean = np.where(req > 0, inp / np.maximum(req, 1), np.nan)
     cols = {"input_tokens": inp, "output_tokens": b["output_tokens"][keep], "ctx_mean": ctx_mean}
     if "hist" in b:
+        cols["ctx_p50"] = _hist_quantile(b["hist"][keep], 0.50)
         cols["ctx_p95"] = _hist_quantile(b["hist"][keep], 0.95)
     return cols
 
