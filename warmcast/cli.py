@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "forecaster.cli",
     "warmup.cli",
     "warmup.pools_cli",
+    "warmup.advise_cli",
     "warmup.actuators.cli",
     "workers.cli",
     "api.cli",
