@@ -37,6 +37,7 @@ def create_app(settings: Settings | None = None, config: ApiConfig | None = None
     app.add_middleware(BodyLimitMiddleware, max_body=ctx.config.max_body_bytes, max_upload=ctx.config.max_upload_bytes)
     app.add_middleware(WriteGuard, ctx=ctx)  # added last = runs first: no token, no body read
 
+    from api.advice import router as advice_router
     from api.autoscale import keda_router, metrics_router
     from api.gpu_plan import router as gpu_plan_router
     from api.routes import hot, read, write
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None, config: ApiConfig | None = None
     app.include_router(read)
     app.include_router(write)
     app.include_router(gpu_plan_router)
+    app.include_router(advice_router)
     _dashboard_routes(app)
     _docs_routes(app)
     app.router.on_startup.append(_freeze_heap)

@@ -24,14 +24,14 @@ def profiles(
     """Find the daily windows where the context-length distribution shifts and propose a profile
     per window (block size, sequences, batched tokens, swap space) with the schedule and pre-warm
     times, as a deployments-file fragment with the reasons as comments."""
-    from warmcast.runtime import open_store
+    from warmcast.runtime import load_fleet, open_store
     from warmcast.settings import load_settings
     from warmup.advisor_io import advise, deployment_or_bare
     from warmup.advisor_render import plot as draw
 
     settings = load_settings(config)
     store = open_store(settings)
-    dep = deployment_or_bare(settings, deployment)
+    dep = deployment_or_bare(load_fleet(settings), deployment)
     advice = advise(store, dep, datetime.now(timezone.utc), memory_gb=memory_gb, weights_gb=weights_gb,
                     kv_bytes_per_token=kv_bytes)
     for r in advice.windows.reasons + advice.proposal.reasons:

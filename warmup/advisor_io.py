@@ -115,13 +115,11 @@ def advise(store: Any, dep: Deployment, now: datetime, *, memory_gb: float | Non
     return Advice(dep.name, windows, proposal, spec, render_fragment(dep, windows, proposal, spec, now))
 
 
-def deployment_or_bare(settings: Any, name: str) -> Deployment:
-    """The deployment of that name in the configured deployments file, else a bare one (the
-    store may hold a log ingested without a deployments file): one placeholder profile to replace."""
+def deployment_or_bare(fleet: Any, name: str) -> Deployment:
+    """The deployment of that name in the deployments file, else a bare one (the store may hold
+    a log ingested without a deployments file): one placeholder profile to replace."""
     from warmcast.deployments import Profile, check_deployment_name
-    from warmcast.runtime import load_fleet
 
-    fleet = load_fleet(settings)
     for d in fleet.deployments:
         if d.name == name:
             return d
