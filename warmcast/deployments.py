@@ -49,9 +49,20 @@ class ScheduleWindow(_Strict):
     end: time  # may be earlier than start: the window wraps past midnight
 
 
+class MixTriggerSpec(_Strict):
+    """Switch to ``profile`` while the live share of prompts longer than ``long_tokens`` holds at or
+    above ``share`` for ``sustain_min`` minutes (warmup/core/mix_trigger.py), whatever the clock says."""
+
+    profile: str
+    long_tokens: int = Field(4096, ge=1, le=10_000_000)
+    share: float = Field(0.3, gt=0, le=1)
+    sustain_min: int = Field(10, ge=1, le=1440)
+
+
 class Schedule(_Strict):
     timezone: str = "UTC"
     windows: list[ScheduleWindow] = Field(default_factory=list)
+    mix_trigger: MixTriggerSpec | None = None  # live context mix, checked every switch step
 
     @field_validator("timezone")
     @classmethod
@@ -145,6 +156,9 @@ class Deployment(_Strict):
         if pr and set(pr) != set(self.profiles):
             raise ValueError(f"scaler.profile_resources names {sorted(pr)}; it needs exactly the profiles "
                              f"{sorted(self.profiles)}")
+        mix = self.schedule.mix_trigger
+        if mix is not None and mix.profile not in self.profiles:
+            raise ValueError(f"schedule.mix_trigger profile {mix.profile!r} is not one of profiles {sorted(self.profiles)}")
         for w in self.schedule.windows:
             if w.profile not in self.profiles:
                 raise ValueError(f"schedule window profile {w.profile!r} is not one of profiles {sorted(self.profiles)}")

@@ -46,7 +46,7 @@ def core_config_from_values(values: Mapping[str, Any], tz: Optional[tzinfo] = No
     windows = tuple(ScheduleWindow(w["profile"], _as_time(w["start"]), _as_time(w["end"]))
                     for w in sched.get("windows", []))
     sw = SwitchConfig(
-        enabled=len(profiles) > 1 and bool(windows),
+        enabled=len(profiles) > 1 and (bool(windows) or bool(sched.get("mix_trigger"))),
         default_profile=default,
         profile_capacity=tuple((name, float(p["capacity_rpm"])) for name, p in profiles.items()),
         trigger="schedule",

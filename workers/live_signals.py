@@ -10,6 +10,7 @@ from typing import Any
 from warmcast.deployments import Deployment
 from warmcast.errors import InputError
 from workers import arrivals
+from workers.mix import DEFAULT_LONG_TOKENS, round_mix
 
 def _instance_state(waiting: float, running: float, max_seqs: int | None) -> str:
     if waiting > 0 or (max_seqs and running >= max_seqs):
@@ -47,7 +48,8 @@ def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, t
                 Reading(r.instance, r.value.waiting, r.value.running, r.value.counter("vllm:request_success_total"))
                 for r in (sig.instances if sig else [])]
     p99 = sig.ttft_quantile(0.99) if sig is not None else None
-    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "scrape", warmup_sent)
+    prompts = {r.instance: None if r.value is None else r.value.prompt_tokens for r in (sig.instances if sig else [])}
+    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "scrape", warmup_sent, prompts)
 
 
 def prometheus_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, warmed: set[str],
@@ -65,26 +67,29 @@ def prometheus_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | Non
 
     async def query():
         async with PrometheusSignals(spec.prometheus_url, spec.selector, token=token) as p:
-            return await asyncio.gather(p.per_instance(), p.ttft_quantile(0.99))
+            return await asyncio.gather(p.per_instance(), p.ttft_quantile(0.99), p.prompt_histograms())
 
-    per, p99 = asyncio.run(query())
+    per, p99, by_inst = asyncio.run(query())
     readings = [Reading(f"http://{inst}", v.get("waiting", 0.0), v.get("running", 0.0), v.get("success", 0.0))
                 for inst, v in sorted(per.items())]
     seen = {r.url for r in readings}
     readings += [Reading(u, error="not scraped by Prometheus yet") for u in urls if u not in seen]
-    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "prometheus", warmup_sent)
+    prompts = {f"http://{inst}": h for inst, h in by_inst.items()}
+    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "prometheus", warmup_sent, prompts)
 
 
 def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, prev: dict[str, Any] | None,
                 warmed: set[str], warming: set[str], profiles: dict[str, str] | None,
-                source: str, warmup_sent: dict[str, float] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                source: str, warmup_sent: dict[str, float] | None = None,
+                prompts: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(signals document, snapshot for the next call) from the instances' readings.
 
     Arrivals are counted per instance (``workers.arrivals``): reset-aware, queued requests counted
     when they arrive, warmcast's own warmup sends (``warmup_sent``: cumulative per URL) taken out,
     instances leaving or failing a scrape neither a drop nor, when back, a spike.  ``doc["arrivals"]``
     has them per minute with the round's coverage.  ``profiles`` names the profile each URL runs,
-    where the scaler knows it (the switch machine counts on it).
+    where the scaler knows it (the switch machine counts on it).  ``prompts``: each instance's
+    cumulative prompt-token histogram; ``doc["mix"]`` has the round's long and all prompts (``workers.mix``).
     """
     profiles = profiles or {}
 
@@ -117,7 +122,10 @@ def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, pre
            "instances": insts, "ready": len(answered), "provisioned": len(insts),
            "errors": {r.url: r.error for r in readings if r.error}, "requests_total": sum(r.done for r in answered),
            "arrivals": _arrivals_doc(counted, None if prev is None else float(prev["ts"]), now)}
-    return doc, {"ts": now, "carry": {u: asdict(v) for u, v in counted.carry.items()}}
+    mix_cfg = dep.schedule.mix_trigger
+    doc["mix"], prompt_carry = round_mix((prev or {}).get("prompts"), prompts or {},
+                                         mix_cfg.long_tokens if mix_cfg else DEFAULT_LONG_TOKENS, now)
+    return doc, {"ts": now, "carry": {u: asdict(v) for u, v in counted.carry.items()}, "prompts": prompt_carry}
 
 
 def _arrivals_doc(counted: arrivals.Count, prev_ts: float | None, now: float) -> dict[str, Any]:

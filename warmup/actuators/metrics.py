@@ -32,6 +32,7 @@ TTFT = ("vllm:time_to_first_token_seconds",)
 E2E = ("vllm:e2e_request_latency_seconds",)
 QUEUE_TIME = ("vllm:request_queue_time_seconds",)
 SUCCESS = ("vllm:request_success_total",)
+PROMPT_TOKENS = ("vllm:request_prompt_tokens",)  # prompt length per request: the live context mix
 DEFAULT_QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
 
 
@@ -127,6 +128,7 @@ class MetricsSnapshot:
     # Every counter (``*_total`` sample) summed across labels, e.g.
     # "vllm:request_success_total", "vllm:prompt_tokens_total".
     counters: Mapping[str, float] = field(default_factory=dict)
+    prompt_tokens: Histogram | None = None
 
     def counter(self, name: str) -> float:
         return float(self.counters.get(name, 0.0))
@@ -214,6 +216,7 @@ def parse_metrics(text: str, instance: str = "", taken_at: float | None = None) 
         e2e=first_hist(E2E),
         queue_time=first_hist(QUEUE_TIME),
         counters=counters,
+        prompt_tokens=first_hist(PROMPT_TOKENS),
     )
 
 

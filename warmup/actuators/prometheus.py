@@ -10,6 +10,7 @@ The queries (``{sel}`` is the deployment's label selector, e.g.
     max(vllm:kv_cache_usage_perc{sel}) or max(vllm:gpu_cache_usage_perc{sel})
     histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{sel}[1m])))
     histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket{sel}[1m])))
+    sum by (instance, le) (vllm:request_prompt_tokens_bucket{sel})      (the live context mix)
 
 With ``window=None`` the quantile is over the cumulative buckets (everything
 since each server started), which equals the scrape client's cumulative
@@ -26,7 +27,8 @@ from typing import Any
 import httpx
 
 from warmcast.errors import InputError, WarmcastError
-from warmup.actuators.metrics import DEFAULT_QUANTILES, E2E, KV_USAGE, RUNNING, SUCCESS, TTFT, WAITING
+from warmup.actuators.metrics import (DEFAULT_QUANTILES, E2E, KV_USAGE, PROMPT_TOKENS, RUNNING, SUCCESS, TTFT,
+                                      WAITING, Histogram)
 
 _WINDOW_UNITS = ("ms", "s", "m", "h", "d")
 
@@ -157,6 +159,18 @@ class PrometheusSignals:
             for inst, v in values.items():
                 out.setdefault(inst, {})[key] = v
         return out
+
+    async def prompt_histograms(self) -> dict[str, Histogram]:
+        """Each target's cumulative prompt-token histogram (``sum by (instance, le)`` of
+        ``vllm:request_prompt_tokens_bucket``), for the live context mix."""
+        promql = f"sum by (instance, le) ({PROMPT_TOKENS[0]}_bucket{_sel(self.selector)})"
+        data = _data(await self._payload(promql), promql, self.url, ("vector",))
+        by: dict[str, dict[float, float]] = {}
+        for r in data.get("result") or []:
+            v = float(r["value"][1])
+            if not math.isnan(v):
+                by.setdefault(r["metric"].get("instance", ""), {})[float(r["metric"].get("le", "+Inf"))] = v
+        return {inst: Histogram(tuple(sorted(b.items())), b.get(math.inf, 0.0), 0.0) for inst, b in by.items()}
 
     async def _payload(self, promql: str) -> dict[str, Any]:
         last = ""

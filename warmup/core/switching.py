@@ -28,6 +28,7 @@ from typing import Callable, Optional
 from warmup.core.config import SwitchConfig
 from warmup.core.decisions import Event, SwitchAction, SwitchDecision
 from warmup.core.inputs import ForecastInput, Instance, as_utc
+from warmup.core.mix_trigger import MixAsk
 from warmup.core.reasons import Reason, ReasonCode
 from warmup.core.state import SwitchPhase, SwitchState, Transition
 
@@ -271,8 +272,9 @@ PHASE_STEPS: dict[SwitchPhase, Callable[[SwitchTick], SwitchOutcome]] = {
 
 def decide_switch(cfg: SwitchConfig, now: datetime, instances: tuple[Instance, ...], p99_s: Optional[float],
                   forecast: Optional[ForecastInput], state: SwitchState, replicas: int,
-                  active_profile: str = "") -> SwitchOutcome:
-    """One tick of the state machine: the profiles asked for ahead and now, then the current phase's step."""
+                  active_profile: str = "", mix: Optional[MixAsk] = None) -> SwitchOutcome:
+    """One tick of the state machine: the profiles asked for ahead and now, then the current phase's step.
+    ``mix``: what the live context mix asks for (``mix_trigger.decide_mix``); an ask wins over the clock."""
     now = as_utc(now)
     active = state.active_profile or active_profile or cfg.default_profile
     state = replace(state, active_profile=active)
@@ -280,5 +282,7 @@ def decide_switch(cfg: SwitchConfig, now: datetime, instances: tuple[Instance, .
         return remain(state, ReasonCode.SWITCH_STEADY, f"profile switching disabled; {active} serves")
     ahead, why_ahead = asked_profile(cfg, forecast, now, cfg.prewarm_min, active)
     want, why_now = asked_profile(cfg, forecast, now, 0.0, active)
+    if mix is not None and mix.profile:  # the mix cannot see ahead: asked for now and within the pre-warm
+        (ahead, why_ahead), (want, why_now) = (mix.profile, mix.why), (mix.profile, mix.why)
     tick = SwitchTick(cfg, now, instances, p99_s, replicas, state, ahead, why_ahead, want, why_now)
     return PHASE_STEPS[state.phase](tick)

@@ -20,7 +20,7 @@ def step(ctx: Ctx, deployment: str) -> ExpireOutcome:
     cutoff_min = int(time.time() // 60) - 24 * 60
     dropped = 0
     for key in (f"{ctx.prefix}:arrivals:{deployment}", f"{ctx.prefix}:rounds:{deployment}",
-                f"{ctx.prefix}:sim-traffic:{deployment}"):
+                f"{ctx.prefix}:mix:{deployment}", f"{ctx.prefix}:sim-traffic:{deployment}"):
         old = [k for k in ctx.r.hkeys(key) if int(k.split(b":")[0]) < cutoff_min]
         for i in range(0, len(old), 1000):
             dropped += ctx.r.hdel(key, *old[i:i + 1000])

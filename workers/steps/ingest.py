@@ -48,6 +48,7 @@ def _arrival_minutes(ctx: Ctx, dep: str, start: int, end: int) -> dict[int, dict
     not answer in (its count is the gap's arrivals spread over it: the forecaster skips it)."""
     arrived = {int(k): float(v) for k, v in ctx.r.hgetall(f"{ctx.prefix}:arrivals:{dep}").items()}
     rounds = {k.decode(): int(v) for k, v in ctx.r.hgetall(f"{ctx.prefix}:rounds:{dep}").items()}
+    mix = {k.decode(): float(v) for k, v in ctx.r.hgetall(f"{ctx.prefix}:mix:{dep}").items()}
     out = {}
     for m in range(start, end):
         expected = rounds.get(f"{m}:expected")
@@ -58,4 +59,6 @@ def _arrival_minutes(ctx: Ctx, dep: str, start: int, end: int) -> dict[int, dict
             out[m] = {"requests": arrived.get(m, 0.0), "coverage": coverage}
         else:
             out[m] = {"coverage": coverage}
+        if mix.get(f"{m}:total", 0.0) > 0:  # the live context mix: share of prompts longer than the line
+            out[m]["long_share"] = min(1.0, mix.get(f"{m}:long", 0.0) / mix[f"{m}:total"])
     return out

@@ -58,7 +58,19 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
     for i in doc["instances"]:  # the launch time, where the scaler knows it: launch-to-ready from it
         i.setdefault("launched_at", launched.get(i["url"]))
     record_arrivals(ctx, dep, doc["arrivals"])
+    record_mix(ctx, dep, doc.get("mix"))
     return doc
+
+
+def record_mix(ctx: Ctx, dep: str, mix: dict[str, Any] | None) -> None:
+    """Add a round's long and all prompts to its minute (``<prefix>:mix:<dep>``: minute:long,
+    minute:total), for ingest to store as ``long_share``."""
+    if not mix or not mix.get("total"):
+        return
+    pipe = ctx.r.pipeline(transaction=True)
+    pipe.hincrbyfloat(f"{ctx.prefix}:mix:{dep}", f"{mix['minute']}:long", float(mix["long"]))
+    pipe.hincrbyfloat(f"{ctx.prefix}:mix:{dep}", f"{mix['minute']}:total", float(mix["total"]))
+    pipe.execute()
 
 
 def record_arrivals(ctx: Ctx, dep: str, arr: dict[str, Any]) -> None:

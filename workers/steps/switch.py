@@ -4,14 +4,18 @@ then the audit entry with the machine's events."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime, time as dtime, timezone
+from datetime import datetime, time as dtime, timedelta, timezone
 from typing import Any
 
 from warmup.core import ScheduleWindow, decide_switch
+from warmup.core.mix_trigger import MixAsk, MixTriggerConfig, decide_mix
 from workers import apply, audit, policy
 from workers.context import Ctx
 from workers.steps import forecast, signals
 from workers.steps.outcome import Outcome
+
+
+MIX_HISTORY_MIN = 6 * 60  # the last sustained run of the mix is looked for this far back
 
 
 @dataclass(frozen=True)
@@ -36,8 +40,9 @@ def step(ctx: Ctx, deployment: str) -> SwitchOutcome:
         if not cfg.switch.enabled:
             return SwitchOutcome(deployment, "none", "profile switching is off (no schedule windows)")
         p99 = None if sig.get("p99_s") is None else signals.value(sig, "p99_s")
+        mix = None if pdoc.get("manual_profile") else live_mix(ctx, deployment, now)  # a manual request wins
         dec, sstate, events = decide_switch(cfg.switch, now, insts, p99, fc, ps.switch, len(insts),
-                                            ps.switch.active_profile or cfg.switch.default_profile)
+                                            ps.switch.active_profile or cfg.switch.default_profile, mix=mix)
         ctx.state.put("policy", deployment, policy.document(replace(ps, switch=sstate), pdoc))
     blocked = policy.why_not_applied(ctx, deployment)
     applied, outcome = False, None
@@ -46,6 +51,18 @@ def step(ctx: Ctx, deployment: str) -> SwitchOutcome:
     audit.switch(ctx, deployment, dec, events, sig, blocked is None, applied, outcome)
     return SwitchOutcome(deployment, dec.action.value, str(dec.reason), dec.phase.value,
                          None if outcome is None else applied, outcome)
+
+
+def live_mix(ctx: Ctx, dep: str, now: datetime) -> MixAsk | None:
+    """What the stored live context mix asks for (``schedule.mix_trigger``), or None when not configured."""
+    spec = ctx.dep(dep).schedule.mix_trigger
+    if spec is None:
+        return None
+    cfg = MixTriggerConfig(spec.profile, spec.long_tokens, spec.share, spec.sustain_min)
+    start = now - timedelta(minutes=MIX_HISTORY_MIN)
+    s = ctx.store.series(dep, "long_share", start=start.replace(tzinfo=None), end=now.replace(tzinfo=None))
+    points = [(t.to_pydatetime().replace(tzinfo=timezone.utc), float(v)) for t, v in s.items()]
+    return decide_mix(cfg, points, now)
 
 
 def _with_manual_request(ctx: Ctx, dep: str, cfg: Any, pdoc: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
