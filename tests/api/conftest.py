@@ -1,6 +1,8 @@
 """API fixtures: a real Redis (the shared conftest's server and per-test prefix) and synthetic data."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -40,4 +42,16 @@ def client(settings):
     from api.app import create_app
 
     with TestClient(create_app(settings)) as c:
+        yield c
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "deployments.yaml"
+
+
+@pytest.fixture
+def example_client(settings):
+    """The API serving the shipped example deployments file."""
+    from api.app import create_app
+
+    with TestClient(create_app(settings.model_copy(update={"deployments_file": EXAMPLE}))) as c:
         yield c

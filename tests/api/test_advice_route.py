@@ -1,26 +1,20 @@
 """Contract tests of GET /v1/deployments/{deployment}/advice/profiles (real Redis, the example deployments)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from fastapi.testclient import TestClient
 
 from warmcast.deployments import parse_deployments
 from warmcast.generate import generate_minute_frame
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "deployments.yaml"
 URL = "/v1/deployments/{}/advice/profiles"
 
 
 @pytest.fixture
-def client(settings):
-    from api.app import create_app
-
-    with TestClient(create_app(settings.model_copy(update={"deployments_file": EXAMPLE}))) as c:
-        yield c
+def client(example_client):
+    return example_client
 
 
 def test_route_and_schema_are_in_the_openapi_document(client):

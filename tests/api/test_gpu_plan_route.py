@@ -15,11 +15,8 @@ URL = "/v1/deployments/{}/capacity/gpu-plan"
 
 
 @pytest.fixture
-def client(settings):
-    from api.app import create_app
-
-    with TestClient(create_app(settings.model_copy(update={"deployments_file": EXAMPLE}))) as c:
-        yield c
+def client(example_client):
+    return example_client
 
 
 @pytest.fixture

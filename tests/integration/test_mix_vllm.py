@@ -1,21 +1,20 @@
 """The live context mix from a REAL vLLM CPU server's ``vllm:request_prompt_tokens`` histogram, read
 through both signal sources (its /metrics and a real Prometheus), stored per minute as ``long_share``
-by the loop's signals and ingest steps, and read back by the switch step's mix trigger."""
+by the loop's signals and ingest steps, and read back by the switch step's mix trigger.  The server
+is the shared one (tests/integration/conftest.py)."""
 from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
 from warmcast.deployments import Deployment
 from warmcast.settings import load_settings
-from warmup.actuators.launch import default_vllm_python_path, write_tiny_llama
-from warmup.actuators.local import LocalServer, free_port, one_core_env
+from warmup.actuators.launch import default_vllm_python_path
+from warmup.actuators.local import free_port
 from workers.context import Ctx
 from workers.live_signals import prometheus_live, scrape_live
 from workers.options import WorkerOptions
@@ -38,22 +37,6 @@ deployments:
     profiles: {{day: {{capacity_rpm: 60}}, night: {{capacity_rpm: 30}}}}
     schedule: {{mix_trigger: {{profile: night, long_tokens: 500, share: 0.3, sustain_min: 1}}}}
 """
-
-
-@pytest.fixture(scope="module")
-def server():
-    tmp = Path(tempfile.mkdtemp(prefix="warmcast-mix-"))
-    args = {"load-format": "dummy", "skip-tokenizer-init": True, "enforce-eager": True, "max-num-seqs": 4,
-            "max-model-len": 2048, "kv-cache-memory-bytes": 128 * 1024 * 1024, "block-size": 32}
-    srv = LocalServer(write_tiny_llama(tmp / "model"), args, port=free_port(8460), python=VLLM_PY, log_dir=tmp,
-                      name="mix-server", env=one_core_env(0))
-    srv.start()
-    try:
-        srv.wait_healthy_sync(timeout_s=400)
-        yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, time as dtime, timedelta, timezone
 from typing import Any
 
+from warmcast.errors import NotFoundError
 from warmup.core import ScheduleWindow, decide_switch
 from warmup.core.mix_trigger import MixAsk, MixTriggerConfig, decide_mix
 from workers import apply, audit, policy
@@ -60,7 +61,10 @@ def live_mix(ctx: Ctx, dep: str, now: datetime) -> MixAsk | None:
         return None
     cfg = MixTriggerConfig(spec.profile, spec.long_tokens, spec.share, spec.sustain_min)
     start = now - timedelta(minutes=MIX_HISTORY_MIN)
-    s = ctx.store.series(dep, "long_share", start=start.replace(tzinfo=None), end=now.replace(tzinfo=None))
+    try:
+        s = ctx.store.series(dep, "long_share", start=start.replace(tzinfo=None), end=now.replace(tzinfo=None))
+    except NotFoundError:  # nothing stored for the deployment yet
+        return decide_mix(cfg, [], now)
     points = [(t.to_pydatetime().replace(tzinfo=timezone.utc), float(v)) for t, v in s.items()]
     return decide_mix(cfg, points, now)
 
