@@ -27,8 +27,10 @@ def profiles(
     from warmcast.runtime import load_fleet, open_store
     from warmcast.settings import load_settings
     from warmup.advisor_io import advise, deployment_or_bare
-    from warmup.advisor_render import plot as draw
+    from warmup.advisor_render import plot as draw, plot_path
 
+    if plot is not None:
+        plot_path(plot)  # a bad suffix is refused before any work
     settings = load_settings(config)
     store = open_store(settings)
     dep = deployment_or_bare(load_fleet(settings), deployment)

@@ -79,6 +79,14 @@ def _schedule(proposal: Proposal, windows: Windows) -> list[str]:
     return out
 
 
+def plot_path(path: str | Path) -> Path:
+    """The plot's path if its suffix names a format matplotlib writes; InputError otherwise."""
+    p = Path(path)
+    if p.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise InputError(f"{p}: the plot's format comes from its suffix: .png, .svg or .pdf")
+    return p
+
+
 def plot(windows: Windows, proposal: Proposal, path: str | Path, deployment: str) -> Path:
     """Mean and P95 context length by local hour, the proposed windows shaded."""
     import matplotlib
@@ -86,9 +94,7 @@ def plot(windows: Windows, proposal: Proposal, path: str | Path, deployment: str
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    p = Path(path)
-    if p.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise InputError(f"{p}: the plot's format comes from its suffix: .png, .svg or .pdf")
+    p = plot_path(path)
     fig, ax = plt.subplots(figsize=(9, 4))
     hours = [h + 0.5 for h in range(24)]
     ax.plot(hours, windows.hourly_mean, marker="o", label="mean prompt tokens")

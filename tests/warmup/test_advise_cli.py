@@ -109,3 +109,47 @@ def test_a_deployment_in_the_file_keeps_its_other_keys_and_time_zone(store, tmp_
     assert got.profiles["night"].capacity_rpm == dep.profiles["night"].capacity_rpm  # measured figure kept
     assert advice.as_doc()["windows"][1]["profile"] == "night"
 
+
+
+def test_ingest_stores_each_minutes_median_context_within_6_percent(store, shared_data):
+    import pandas as pd
+
+    path = shared_data / "azure2023_conv_requests.csv"
+    frame, _ = aggregate_file([path], fmt="azure")
+    store.upsert_frame("trace", frame)
+    stored = store.frame("trace")
+    raw = pd.read_csv(path)
+    minute = pd.to_datetime(raw["TIMESTAMP"]).dt.floor("min")
+    for m in minute.value_counts().index[:5]:  # the five busiest minutes
+        exact = raw.loc[minute == m, "ContextTokens"].median()
+        assert abs(stored.loc[m, "ctx_p50"] / exact - 1) < 0.06, (m, stored.loc[m, "ctx_p50"], exact)
+
+
+def test_minutes_stored_before_ctx_p50_existed_still_advise(store):
+    """Load stored by an older warmcast has ctx_mean and ctx_p95 but no ctx_p50: nothing to migrate."""
+    from datetime import datetime, timezone
+
+    from warmup.advisor_io import advise, deployment_or_bare
+    from warmcast.generate import generate_minute_frame
+
+    old = generate_minute_frame(days=2, mean_rpm=20, seed=4).drop(columns=["ctx_p50"])
+    store.upsert_frame("old", old)
+    advice = advise(store, deployment_or_bare(type("F", (), {"deployments": []})(), "old"),
+                    datetime(2024, 1, 5, tzinfo=timezone.utc))
+    assert advice.proposal.profiles and all(w["ctx_p50"] is None for w in advice.as_doc()["windows"])
+
+
+@pytest.mark.parametrize("shift,why", [("20:00", "must be HH:MM-HH:MM"), ("25:00-07:00", "within a day"),
+                                       ("20:00-7h", "must be HH:MM")])
+def test_a_bad_context_shift_is_refused_before_writing(env, tmp_path, shift, why):
+    out = tmp_path / "log.csv"
+    r = _run(["generate", "--out", str(out), "--days", "1", "--context-shift", shift], env, tmp_path)
+    assert r.returncode == 2 and "--context-shift" in r.stderr and why in r.stderr and not out.exists(), r.stderr
+
+
+def test_a_plot_with_an_unknown_suffix_is_refused(store, env, tmp_path):
+    from warmcast.generate import generate_minute_frame
+
+    store.upsert_frame("p", generate_minute_frame(days=1, mean_rpm=10))
+    r = _run(["advise", "profiles", "-d", "p", "--plot", str(tmp_path / "ctx.bmp")], env, tmp_path)
+    assert r.returncode == 2 and "ctx.bmp: the plot's format comes from its suffix" in r.stderr
