@@ -42,10 +42,7 @@ def render_fragment(dep: Deployment, windows: Windows, proposal: Proposal, spec:
     rest = dep.model_dump(mode="json", exclude_defaults=True, exclude=set(OWN_KEYS))
     rest["name"] = dep.name
     names = {p.name for p in proposal.profiles}
-    if set(rest.get("scaler", {}).get("profile_resources", {})) - names:  # one workload per old profile
-        del rest["scaler"]["profile_resources"]
-        lines.append("# scaler.profile_resources left out: it names the old profiles; give one workload per "
-                     f"new profile ({', '.join(sorted(names))}) to apply switches")
+    _drop_old_profile_refs(rest, names, lines)
     body = yaml.safe_dump([rest], sort_keys=False, default_flow_style=False, width=120).rstrip().splitlines()
     lines += ["deployments:"] + ["  " + b for b in body]
     lines.append(f"    default_profile: {proposal.default_profile}")
@@ -65,6 +62,18 @@ def render_fragment(dep: Deployment, windows: Windows, proposal: Proposal, spec:
     text = "\n".join(lines) + "\n"
     parse_deployments(yaml.safe_load(text), "the advised fragment")  # refuse to hand out what would not load
     return text
+
+
+def _drop_old_profile_refs(rest: dict[str, Any], names: set[str], lines: list[str]) -> None:
+    """Keys that name the old profiles would not load with the new ones: left out, and said so."""
+    if set(rest.get("scaler", {}).get("profile_resources", {})) - names:  # one workload per old profile
+        del rest["scaler"]["profile_resources"]
+        lines.append("# scaler.profile_resources left out: it names the old profiles; give one workload per "
+                     f"new profile ({', '.join(sorted(names))}) to apply switches")
+    if "pools" in rest:
+        del rest["pools"]
+        lines.append("# pools left out: they name the old profiles; assign the new ones "
+                     f"({', '.join(sorted(names))}) to the hot and cold pools")
 
 
 def _schedule(proposal: Proposal, windows: Windows) -> list[str]:

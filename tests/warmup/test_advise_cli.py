@@ -153,3 +153,17 @@ def test_a_plot_with_an_unknown_suffix_is_refused(store, env, tmp_path):
     store.upsert_frame("p", generate_minute_frame(days=1, mean_rpm=10))
     r = _run(["advise", "profiles", "-d", "p", "--plot", str(tmp_path / "ctx.bmp")], env, tmp_path)
     assert r.returncode == 2 and "ctx.bmp: the plot's format comes from its suffix" in r.stderr
+
+
+def test_keys_naming_the_old_profiles_are_left_out_and_said_so(store):
+    from datetime import datetime, timezone
+
+    from warmcast.deployments import parse_deployments
+    from warmcast.generate import generate_minute_frame
+    from warmup.advisor_io import advise
+
+    dep = load_deployments(ROOT / "examples" / "deployments.yaml").get("chat-pools")
+    store.upsert_frame(dep.name, generate_minute_frame(days=2, mean_rpm=20))
+    advice = advise(store, dep, datetime(2024, 1, 4, tzinfo=timezone.utc))
+    got = parse_deployments(yaml.safe_load(advice.fragment)).get("chat-pools")
+    assert got.pools is None and got.gpu == dep.gpu and "# pools left out" in advice.fragment
