@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -59,11 +59,12 @@ def minute_stats(frame: pd.DataFrame) -> tuple[MinuteStat, ...]:
     if "ctx_mean" not in frame or "requests" not in frame:
         return ()
     keep = frame[frame["ctx_mean"].notna() & (frame["requests"] > 0)]
-    times = keep.index.as_unit("ns").asi8
-    p50 = keep["ctx_p50"] if "ctx_p50" in keep else pd.Series(math.nan, index=keep.index)
-    p95 = keep["ctx_p95"] if "ctx_p95" in keep else pd.Series(math.nan, index=keep.index)
-    return tuple(MinuteStat(datetime.fromtimestamp(t / 1e9, timezone.utc), float(r), float(m), float(a), float(b))
-                 for t, r, m, a, b in zip(times, keep["requests"], keep["ctx_mean"], p50, p95))
+    times = keep.index.tz_localize("UTC").to_pydatetime()
+    nan = [math.nan] * len(keep)
+    p50 = keep["ctx_p50"].tolist() if "ctx_p50" in keep else nan
+    p95 = keep["ctx_p95"].tolist() if "ctx_p95" in keep else nan
+    return tuple(MinuteStat(t, float(r), float(m), float(a), float(b))
+                 for t, r, m, a, b in zip(times, keep["requests"].tolist(), keep["ctx_mean"].tolist(), p50, p95))
 
 
 def instance_spec(dep: Deployment, frame: pd.DataFrame, memory_gb: float | None, weights_gb: float | None,
