@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# Install the Prometheus server (Debian package) used by the live PromQL integration
-# test. Idempotent: does nothing when a `prometheus` binary is already on PATH.
+# Install the Prometheus server, promtool and Alertmanager (Debian packages) used by the live
+# PromQL and alert-response integration tests. Idempotent: installs only what is missing.
 set -euo pipefail
-if command -v prometheus >/dev/null 2>&1; then
-    echo "setup-prometheus: $(prometheus --version 2>&1 | head -1)"
-    exit 0
+need=()
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1 \
+    || need+=(prometheus-alertmanager)
+if [ "${#need[@]}" -gt 0 ]; then
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+    # another apt run (a parallel setup) may hold the lock: wait for it
+    for _ in $(seq 1 30); do
+        if $SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y \
+                --no-install-recommends "${need[@]}"; then
+            break
+        fi
+        sleep 10
+    done
+    # The packages may start system services; the tests run their own instances on free ports.
+    $SUDO systemctl disable --now prometheus prometheus-alertmanager >/dev/null 2>&1 || true
 fi
-SUDO=""
-if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-$SUDO apt-get update
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends prometheus
-# The package may start a system service; the tests run their own instance on a free port.
-$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
-prometheus --version 2>&1 | head -1
+echo "setup-prometheus: $(prometheus --version 2>&1 | head -1)"
+echo "setup-prometheus: $( (command -v prometheus-alertmanager || command -v alertmanager) )"

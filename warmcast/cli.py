@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "warmup.cli",
     "warmup.pools_cli",
     "warmup.advise_cli",
+    "warmup.alerts_cli",
     "warmup.actuators.cli",
     "workers.cli",
     "api.cli",

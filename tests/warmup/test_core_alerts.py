@@ -1,0 +1,141 @@
+"""The pure tier decisions of warmup.core.alerts: every tier, escalation, duplicates, reordering,
+and the guard (paused / forecast-only: recorded, not applied)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+import pytest
+
+from warmup.core.alerts import (AlertCode, AlertConfig, AlertNote, ProfileSpell, Tier, adjusted_seqs, decide_alert,
+                                last_stable_profile, variant_name)
+
+T0 = datetime(2026, 1, 5, 12, 0, 0)
+CFG = AlertConfig(windows={Tier.PRIMARY: timedelta(minutes=10), Tier.MEDIUM: timedelta(minutes=15)})
+
+
+def note(status: str = "firing", tier: Tier = Tier.PRIMARY, starts: datetime = T0, ends: datetime | None = None,
+         key: str = "{}:{deployment=\"d\"}", names: tuple[str, ...] = ("WarmcastTTFTHigh",)) -> AlertNote:
+    return AlertNote(key, "d", status, tier, names, starts, ends, "up")
+
+
+def kinds(dec) -> list[tuple[str, str]]:
+    return [(r.tier.name.lower(), r.kind) for r in dec.responses]
+
+
+def run(notes_at: list[tuple[AlertNote, datetime]], blocked: str | None = None):
+    """Feed notifications in order, storing each decision's episode as the receiver does."""
+    ep, out = None, []
+    for n, at in notes_at:
+        dec = decide_alert(n, ep, CFG, at, blocked)
+        ep = dec.episode or ep
+        out.append(dec)
+    return out, ep
+
+
+def test_primary_opens_with_report_and_adjustment():
+    dec = decide_alert(note(), None, CFG, T0 + timedelta(seconds=5))
+    assert kinds(dec) == [("primary", "report"), ("primary", "adjust")]
+    assert all(r.apply for r in dec.responses)
+    assert dec.reason.code == AlertCode.OPENED and "WarmcastTTFTHigh" in dec.reason.text
+    assert dec.episode.tier == Tier.PRIMARY and dec.episode.done == ("primary:report", "primary:adjust")
+
+
+def test_medium_opens_with_report_standby_and_rollback():
+    dec = decide_alert(note(tier=Tier.MEDIUM), None, CFG, T0)
+    assert kinds(dec) == [("medium", "report"), ("medium", "standby"), ("medium", "rollback")]
+
+
+def test_severe_opens_with_report_and_failover():
+    dec = decide_alert(note(tier=Tier.SEVERE), None, CFG, T0)
+    assert kinds(dec) == [("severe", "report"), ("severe", "failover")]
+
+
+def test_duplicate_and_repeated_firing_within_window_do_nothing():
+    decs, ep = run([(note(), T0), (note(), T0), (note(), T0 + timedelta(minutes=4))])
+    assert [len(d.responses) for d in decs] == [2, 0, 0]
+    assert decs[1].reason.code == AlertCode.DUPLICATE and decs[2].reason.code == AlertCode.WAITING
+    assert decs[1].episode is None and decs[2].episode is None  # nothing new to store
+    assert ep.tier == Tier.PRIMARY
+
+
+def test_escalates_to_medium_when_primary_did_not_clear_within_window_then_severe():
+    decs, ep = run([(note(), T0), (note(), T0 + timedelta(minutes=10)), (note(), T0 + timedelta(minutes=11)),
+                    (note(), T0 + timedelta(minutes=25))])
+    assert kinds(decs[1]) == [("medium", "standby"), ("medium", "rollback")]  # no second report
+    assert decs[1].reason.code == AlertCode.ESCALATED and "did not clear" in decs[1].reason.text
+    assert decs[2].responses == ()  # the medium window starts at the escalation
+    assert kinds(decs[3]) == [("severe", "failover")]
+    top = decide_alert(note(), ep, CFG, T0 + timedelta(hours=2))
+    assert top.responses == () and top.reason.code == AlertCode.TOP
+
+
+def test_a_higher_tier_alert_in_the_group_raises_at_once():
+    decs, ep = run([(note(), T0), (note(tier=Tier.MEDIUM, names=("WarmcastTTFTUsersAffected",)),
+                                   T0 + timedelta(minutes=1))])
+    assert kinds(decs[1]) == [("medium", "standby"), ("medium", "rollback")]
+    assert decs[1].reason.code == AlertCode.RAISED
+    assert ep.alertnames == ("WarmcastTTFTHigh", "WarmcastTTFTUsersAffected")
+
+
+def test_resolved_records_the_episode_and_late_copies_change_nothing():
+    end = T0 + timedelta(minutes=3)
+    decs, ep = run([(note(), T0), (note("resolved", ends=end), end + timedelta(seconds=2)),
+                    (note("resolved", ends=end), end + timedelta(seconds=9)),   # retried delivery
+                    (note(), end + timedelta(seconds=10))])                     # reordered: an old firing copy
+    assert decs[1].reason.code == AlertCode.RESOLVED and ep.resolved_at == end
+    assert "primary:report, primary:adjust" in decs[1].reason.text
+    assert decs[2].reason.code == AlertCode.DUPLICATE and decs[2].responses == ()
+    assert decs[3].reason.code == AlertCode.STALE and decs[3].responses == ()
+
+
+def test_a_new_firing_after_resolution_opens_a_new_episode():
+    end = T0 + timedelta(minutes=3)
+    later = T0 + timedelta(minutes=30)
+    decs, ep = run([(note(), T0), (note("resolved", ends=end), end), (note(starts=later), later)])
+    assert kinds(decs[2]) == [("primary", "report"), ("primary", "adjust")]
+    assert ep.resolved_at is None and ep.starts_at == later
+
+
+def test_resolved_arriving_before_its_firing_leaves_the_firing_stale():
+    end = T0 + timedelta(minutes=1)
+    decs, _ = run([(note("resolved", ends=end), end), (note(), end + timedelta(seconds=1))])
+    assert decs[0].reason.code == AlertCode.RESOLVED and "before any firing" in decs[0].reason.text
+    assert decs[1].responses == () and decs[1].reason.code == AlertCode.STALE
+
+
+@pytest.mark.parametrize("why", ["automatic actions paused by api: maintenance",
+                                 "forecast-only mode (dry_run): decision recorded, not applied"])
+def test_paused_or_dry_run_records_responses_as_not_applied_and_never_replays_them(why):
+    decs, ep = run([(note(), T0)], blocked=why)
+    assert kinds(decs[0]) == [("primary", "report"), ("primary", "adjust")]
+    assert not any(r.apply for r in decs[0].responses) and all(r.why_not == why for r in decs[0].responses)
+    assert "not applied" in decs[0].reason.text
+    again = decide_alert(note(), ep, CFG, T0 + timedelta(minutes=1))  # resumed: nothing replays
+    assert again.responses == ()
+
+
+def test_unknown_tier_label_is_a_clear_error():
+    with pytest.raises(ValueError, match="tier label 'critical'"):
+        Tier.parse("critical")
+    assert Tier.parse(None) == Tier.PRIMARY and Tier.parse("Severe") == Tier.SEVERE
+
+
+def test_adjustment_is_ten_percent_at_least_one_and_named_after_its_base():
+    assert adjusted_seqs(16, "up") == 18 and adjusted_seqs(16, "down") == 14
+    assert adjusted_seqs(4, "up") == 5 and adjusted_seqs(1, "down") == 1
+    assert variant_name("day", 18) == "day-seqs18" and variant_name("day-seqs18", 20) == "day-seqs20"
+
+
+def test_last_stable_profile_skips_profiles_an_alert_overlapped():
+    h = timedelta(hours=1)
+    spells = (ProfileSpell("day", T0 - 5 * h, T0 - 2 * h), ProfileSpell("night", T0 - 2 * h, T0 - h),
+              ProfileSpell("day-seqs18", T0 - h, None))
+    quiet, why = last_stable_profile(spells, (), timedelta(minutes=30), T0, "day-seqs18")
+    assert quiet == "night" and "held its SLO" in why
+    firing = ((T0 - 2 * h + timedelta(minutes=5), T0 - h - timedelta(minutes=50)),)  # night was noisy
+    assert last_stable_profile(spells, firing, timedelta(minutes=30), T0, "day-seqs18")[0] == "night"
+    firing = ((T0 - 2 * h + timedelta(minutes=20), T0 - h - timedelta(minutes=20)),)
+    assert last_stable_profile(spells, firing, timedelta(minutes=30), T0, "day-seqs18")[0] == "day"
+    none, why = last_stable_profile(spells[2:], (), timedelta(minutes=30), T0, "day-seqs18")
+    assert none is None and "no profile" in why

@@ -1,0 +1,235 @@
+"""Tiered responses to alerts (Alertmanager notifications), as pure decisions.
+
+One *episode* per alert group (Alertmanager's group key): opened by its first firing
+notification, resolved by a resolved one.  Each tier's responses are decided once per
+episode; a tier that did not clear the alert within its window escalates to the next:
+
+- primary (a signal past its threshold): diagnostic report, max-num-seqs +-10% as a derived profile
+- medium (users affected): a standby instance, roll back to the last stable profile
+- severe (service unavailable): fail over to the DR target and call the redeploy webhook
+
+Notifications arrive more than once (Alertmanager retries, repeats, several receivers) and
+out of order; a notification that changes nothing decides nothing, and says why.  While the
+deployment is paused or in forecast-only mode, responses are decided and recorded as not
+applied, and the episode counts them as done (nothing runs later by surprise).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import Enum, IntEnum
+
+
+class Tier(IntEnum):
+    NONE = 0
+    PRIMARY = 1
+    MEDIUM = 2
+    SEVERE = 3
+
+    @classmethod
+    def parse(cls, label: str | None) -> "Tier":
+        """The tier of an alert's ``tier`` label; an alert without one is primary."""
+        try:
+            return cls[(label or "primary").strip().upper()]
+        except KeyError:
+            raise ValueError(f"tier label {label!r} is not one of primary, medium, severe") from None
+
+
+RESPONSES: dict[Tier, tuple[str, ...]] = {
+    Tier.PRIMARY: ("adjust",),
+    Tier.MEDIUM: ("standby", "rollback"),
+    Tier.SEVERE: ("failover",),
+}
+
+
+class AlertCode(str, Enum):
+    OPENED = "alert_opened"            # first firing notification of a group: its tier's responses
+    RAISED = "alert_raised"            # a higher tier fired in an open episode
+    ESCALATED = "alert_escalated"      # the tier's window passed and the alert still fires
+    WAITING = "alert_waiting"          # firing, handled, its tier's window not over yet
+    TOP = "alert_top_tier"             # firing at the severe tier, everything done
+    RESOLVED = "alert_resolved"
+    DUPLICATE = "alert_duplicate"      # already seen: nothing new
+    STALE = "alert_stale"              # older than what the episode already knows (reordered)
+
+
+@dataclass(frozen=True, slots=True)
+class AlertReason:
+    code: AlertCode
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.code.value}: {self.text}"
+
+
+@dataclass(frozen=True)
+class AlertNote:
+    """One Alertmanager notification, reduced to what decides: group, status, highest tier."""
+
+    group_key: str
+    deployment: str
+    status: str                      # firing | resolved
+    tier: Tier
+    alertnames: tuple[str, ...]
+    starts_at: datetime              # earliest startsAt of the group's alerts
+    ends_at: datetime | None = None  # latest endsAt, for a resolved group
+    adjust: str = ""                 # up | down: which way a primary adjustment moves max-num-seqs
+
+
+@dataclass(frozen=True)
+class Episode:
+    group_key: str
+    deployment: str
+    starts_at: datetime
+    opened: datetime
+    tier: Tier = Tier.NONE           # highest tier whose responses were decided
+    tier_at: datetime | None = None  # when they were
+    done: tuple[str, ...] = ()       # "tier:response" decided (applied or recorded as not applied)
+    alertnames: tuple[str, ...] = ()
+    resolved_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    """How long a tier's responses get to clear the alert before the next tier's run."""
+
+    windows: dict[Tier, timedelta] = field(default_factory=lambda: {
+        Tier.PRIMARY: timedelta(minutes=10), Tier.MEDIUM: timedelta(minutes=15)})
+
+
+@dataclass(frozen=True)
+class Response:
+    kind: str        # report | adjust | standby | rollback | failover
+    tier: Tier
+    apply: bool      # False: paused or forecast-only; recorded, not run
+    why_not: str = ""
+
+
+@dataclass(frozen=True)
+class AlertDecision:
+    responses: tuple[Response, ...]
+    episode: Episode | None          # the episode to store (None: nothing to store)
+    reason: AlertReason
+    tier: Tier = Tier.NONE
+
+
+def decide_alert(note: AlertNote, episode: Episode | None, cfg: AlertConfig, now: datetime,
+                 blocked: str | None = None) -> AlertDecision:
+    """The responses ``note`` calls for, given the stored ``episode`` of its group (or None).
+
+    ``blocked``: why actions may not run now (paused, forecast-only), or None."""
+    stale = _stale(note, episode)
+    if stale is not None:
+        return AlertDecision((), None, stale, episode.tier if episode else Tier.NONE)
+    if note.status == "resolved":
+        return _resolve(note, episode, now)
+    if episode is None or episode.resolved_at is not None:  # first notification, or a new episode
+        episode = Episode(note.group_key, note.deployment, note.starts_at, now, alertnames=note.alertnames)
+    tier, reason = _target_tier(note, episode, cfg, now)
+    if tier <= episode.tier:
+        return AlertDecision((), None, reason, episode.tier)
+    return _respond(episode, tier, reason, note, now, blocked)
+
+
+def _stale(note: AlertNote, ep: Episode | None) -> AlertReason | None:
+    """Why ``note`` tells nothing new about a resolved episode, or None."""
+    if ep is None or ep.resolved_at is None:
+        return None
+    if note.status == "resolved":
+        return AlertReason(AlertCode.DUPLICATE, f"group already resolved at {ep.resolved_at:%H:%M:%S}")
+    if note.starts_at <= ep.starts_at or note.starts_at < ep.resolved_at:
+        return AlertReason(AlertCode.STALE, f"firing since {note.starts_at:%H:%M:%S}, but the group resolved at "
+                                            f"{ep.resolved_at:%H:%M:%S}: a late copy of an older notification")
+    return None
+
+
+def _resolve(note: AlertNote, ep: Episode | None, now: datetime) -> AlertDecision:
+    at = note.ends_at or now
+    if ep is None:
+        ep = Episode(note.group_key, note.deployment, note.starts_at, at, alertnames=note.alertnames)
+        text = "resolved before any firing notification reached warmcast: nothing was done"
+    else:
+        text = f"resolved after {_mins(at - ep.opened)} at tier {ep.tier.name.lower()} ({', '.join(ep.done) or 'no response'})"
+    return AlertDecision((), replace(ep, resolved_at=at), AlertReason(AlertCode.RESOLVED, text), ep.tier)
+
+
+def _target_tier(note: AlertNote, ep: Episode, cfg: AlertConfig, now: datetime) -> tuple[Tier, AlertReason]:
+    """The tier the episode should be at now: the notification's, or one above the handled tier
+    when that tier's window passed with the alert still firing."""
+    names = ", ".join(note.alertnames)
+    if ep.tier == Tier.NONE:
+        return note.tier, AlertReason(AlertCode.OPENED, f"{names} firing at tier {note.tier.name.lower()}")
+    if note.tier > ep.tier:
+        return note.tier, AlertReason(AlertCode.RAISED, f"{names} now at tier {note.tier.name.lower()} "
+                                                        f"(was {ep.tier.name.lower()})")
+    if ep.tier == Tier.SEVERE:
+        return ep.tier, AlertReason(AlertCode.TOP, "still firing at the severe tier; every response was decided")
+    window = cfg.windows.get(ep.tier, timedelta(minutes=10))
+    since = now - (ep.tier_at or ep.opened)
+    if since >= window:
+        nxt = Tier(ep.tier + 1)
+        return nxt, AlertReason(AlertCode.ESCALATED, f"{ep.tier.name.lower()} responses did not clear {names} within "
+                                                     f"{_mins(window)} ({_mins(since)}): tier {nxt.name.lower()}")
+    if note.starts_at < ep.starts_at:
+        return ep.tier, AlertReason(AlertCode.STALE, "an older notification of the open episode")
+    return ep.tier, AlertReason(AlertCode.WAITING if since > timedelta(0) else AlertCode.DUPLICATE,
+                                f"tier {ep.tier.name.lower()} handled {_mins(since)} ago; window {_mins(window)}")
+
+
+def _respond(ep: Episode, tier: Tier, reason: AlertReason, note: AlertNote, now: datetime,
+             blocked: str | None) -> AlertDecision:
+    """The responses of ``tier`` not decided yet (plus the report when the episode opens)."""
+    kinds = (("report",) if not ep.done else ()) + RESPONSES[tier]
+    todo = [k for k in kinds if f"{tier.name.lower()}:{k}" not in ep.done]
+    out = tuple(Response(k, tier, blocked is None, blocked or "") for k in todo)
+    done = ep.done + tuple(f"{tier.name.lower()}:{k}" for k in todo)
+    new = replace(ep, tier=tier, tier_at=now, done=done,
+                  alertnames=tuple(dict.fromkeys(ep.alertnames + note.alertnames)))
+    if blocked:
+        reason = AlertReason(reason.code, f"{reason.text}; not applied: {blocked}")
+    return AlertDecision(out, new, reason, tier)
+
+
+def _mins(d: timedelta) -> str:
+    s = d.total_seconds()
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+# --------------------------------------------------------------------------- response parameters
+
+def adjusted_seqs(current: int, direction: str, share: float = 0.1) -> int:
+    """max-num-seqs moved by ``share`` (at least one sequence) up or down, never below 1."""
+    step = max(1, round(current * share))
+    return current + step if direction == "up" else max(1, current - step)
+
+
+def variant_name(profile: str, seqs: int) -> str:
+    """The derived profile's name: the base profile's with the new max-num-seqs (day-seqs18)."""
+    root = profile.split("-seqs")[0]
+    return f"{root}-seqs{seqs}"
+
+
+@dataclass(frozen=True)
+class ProfileSpell:
+    """A profile the fleet ran from ``start`` to ``end`` (None: still running)."""
+
+    profile: str
+    start: datetime
+    end: datetime | None = None
+
+
+def last_stable_profile(spells: tuple[ProfileSpell, ...], firing: tuple[tuple[datetime, datetime | None], ...],
+                        settle: timedelta, now: datetime, current: str) -> tuple[str | None, str]:
+    """The newest profile other than ``current`` that ran ``settle`` long with no alert firing
+    (its SLO held), and why; None when there is none."""
+    for sp in sorted(spells, key=lambda s: s.start, reverse=True):
+        if sp.profile == current:
+            continue
+        end = sp.end or now
+        quiet = end - sp.start
+        for a, b in firing:
+            if a < end and (b or now) > sp.start:  # an alert overlapped the spell
+                quiet = min(quiet, max(a - sp.start, end - (b or now)))
+        if quiet >= settle:
+            return sp.profile, f"{sp.profile} held its SLO for {_mins(quiet)} (settle window {_mins(settle)})"
+    return None, f"no profile other than {current} held its SLO for a {_mins(settle)} settle window"
