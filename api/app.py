@@ -51,6 +51,10 @@ def create_app(settings: Settings | None = None, config: ApiConfig | None = None
     app.include_router(write)
     app.include_router(gpu_plan_router)
     app.include_router(advice_router)
+    from api.alerts import history as alert_history, receiver as alert_receiver
+
+    app.include_router(alert_receiver)
+    app.include_router(alert_history)
     _dashboard_routes(app)
     _docs_routes(app)
     app.router.on_startup.append(_freeze_heap)

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from warmcast.alerts_config import AlertSpec
 from warmcast.errors import InputError, NotFoundError
 from warmcast.pools_config import GpuSpec, PoolsSpec, check_against
 from warmcast.slo import SLO
@@ -137,6 +138,7 @@ class Deployment(_Strict):
     slo: SLO = Field(default_factory=SLO)  # what 'on time' means for this deployment (warmcast/slo.py)
     gpu: GpuSpec | None = None  # GPU types and memory need, for capacity plans by type
     pools: PoolsSpec | None = None  # hot and cold pools under shared limits
+    alerts: AlertSpec = Field(default_factory=AlertSpec)  # tiered alert responses (warmcast/alerts_config.py)
 
     @field_validator("name")
     @classmethod

@@ -20,7 +20,7 @@ from workers.options import WorkerOptions, load_options
 
 log = logging.getLogger("warmcast.workers")
 
-TASK_MODULES = ["workers.tasks"]
+TASK_MODULES = ["workers.tasks", "workers.alert_task"]
 
 
 def celery_config(settings, options: WorkerOptions) -> dict[str, Any]:

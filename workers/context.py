@@ -45,7 +45,14 @@ class Ctx:
             from warmcast.errors import NotFoundError
 
             raise NotFoundError(f"unknown deployment {name!r}; known: {sorted(self._deps)}")
-        return self._deps[name]
+        return self._effective(name)[0]
+
+    def _effective(self, name: str) -> tuple[Deployment, tuple]:
+        """The file's deployment with the profiles alert responses derived and, while failed over,
+        its DR scaler (workers/alert_state.py), and a signature of those changes."""
+        from workers.alert_state import effective
+
+        return effective(self.r, self.prefix, self._deps[name])
 
     def cfg(self, name: str):
         return core_config(self.dep(name), dry_run=self.settings.dry_run,
@@ -64,10 +71,13 @@ class Ctx:
         return self._sims[name]
 
     def scaler(self, name: str) -> RecordingScaler:
-        if name not in self._scalers:
-            inner = self.sim(name) if self.simulate else live_scaler(self.dep(name), self.r, self.prefix,
-                                                                          self.settings.state_dir)
+        dep = self.dep(name)
+        sig = self._effective(name)[1]
+        # Rebuilt when alert responses derived a profile or failed over to the DR target.
+        if name not in self._scalers or getattr(self._scalers[name], "sig", ()) != sig:
+            inner = self.sim(name) if self.simulate else live_scaler(dep, self.r, self.prefix, self.settings.state_dir)
             self._scalers[name] = RecordingScaler(inner, self.r, self.prefix, name)
+            self._scalers[name].sig = sig
         return self._scalers[name]
 
     def token(self, name: str) -> str | None:

@@ -1,0 +1,138 @@
+"""The alert step against the real Redis and a real HTTP sink, on the simulated fleet: each
+tier's responses through the actuators, once per group under duplicate and reordered
+deliveries, nothing applied while paused, resolution releasing the standby floor, failover."""
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from warmcast.settings import load_settings
+from workers import alert_state, alerts
+from workers.context import Ctx
+from workers.options import WorkerOptions
+from workers.steps import switch as switch_step
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from alertsink import Sink  # noqa: E402
+
+DEPLOYMENTS = """
+deployments:
+  - name: adep
+    min_replicas: 1
+    max_replicas: 4
+    cold_start_min: 0.5
+    profiles:
+      day: {{capacity_rpm: 100, engine_args: {{max-num-seqs: 4}}}}
+    alerts:
+      report_url: {sink}/report
+      primary_window_min: 10
+      medium_window_min: 15
+      failover:
+        scaler: {{kind: webhook, url: "{sink}/dr-scale"}}
+        redeploy_url: {sink}/redeploy
+"""
+T0 = datetime(2026, 1, 5, 12, 0, 0)
+
+
+@pytest.fixture
+def sink():
+    s = Sink()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def actx(tmp_path, redis_client, key_prefix, redis_server_url, sink) -> Ctx:
+    deps = tmp_path / "deployments.yaml"
+    deps.write_text(DEPLOYMENTS.format(sink=sink.url))
+    settings = load_settings(redis_url=redis_server_url, key_prefix=key_prefix, deployments_file=deps,
+                             state_dir=tmp_path / "state")
+    ctx = Ctx(settings, WorkerOptions(simulate=True), redis_client)
+    ctx.scaler("adep").scale_to(1, "test: one instance")
+    return ctx
+
+
+def note(status="firing", tier="primary", starts=T0, ends=None, names=("WarmcastTTFTHigh",)) -> dict:
+    return {"group_key": '{}:{deployment="adep"}', "deployment": "adep", "status": status, "tier": tier,
+            "alertnames": list(names), "starts_at": starts.isoformat(), "ends_at": ends and ends.isoformat(),
+            "adjust": "up"}
+
+
+def responses(ctx) -> list[tuple[str, bool]]:
+    return [(r["decision"], r["applied"]) for r in reversed(ctx.state.audit_log("adep", kind="alert-response"))]
+
+
+def test_primary_reports_and_adjusts_once_under_duplicate_deliveries(actx, sink):
+    for at in (T0, T0, T0 + timedelta(seconds=30)):  # a retry and a repeat
+        alerts.step(actx, "adep", note(), now=at)
+    assert responses(actx) == [("primary report", True), ("primary adjust", True)]
+    [report] = sink.bodies("/report")
+    assert report["tier"] == "primary" and report["alert"]["alertnames"] == ["WarmcastTTFTHigh"]
+    assert "[PRIMARY] adep: WarmcastTTFTHigh" in report["text"] and report["slo"]
+    assert alert_state.reports(actx.r, actx.prefix, "adep")[0]["text"] == report["text"]
+    # the derived profile: max-num-seqs 4 -> 5, known to the loop, requested through the switch
+    assert actx.dep("adep").profiles["day-seqs5"].engine_args["max-num-seqs"] == 5
+    assert actx.state.get("profile-request", "adep")["profile"] == "day-seqs5"
+    codes = [r["inputs"]["code"] for r in reversed(actx.state.audit_log("adep", kind="alert"))]
+    assert codes == ["alert_opened", "alert_duplicate", "alert_waiting"]
+
+
+def test_the_switch_machinery_takes_the_derived_profile(actx):
+    alerts.step(actx, "adep", note(), now=T0)
+    out = switch_step.step(actx, "adep")
+    assert out.applied and "day-seqs5" in (out.reason + str(out.outcome)), out
+
+
+def test_escalation_starts_a_standby_the_planner_keeps_until_resolved(actx):
+    alerts.step(actx, "adep", note(), now=T0)
+    alerts.step(actx, "adep", note(), now=T0 + timedelta(minutes=11))  # primary did not clear it
+    assert responses(actx)[2:] == [("medium standby", True), ("medium rollback", True)]
+    assert actx.scaler("adep").current() == 2
+    assert actx.cfg("adep").scaling.min_replicas == 2  # the planner's floor holds the standby
+    # rollback: no other profile held the SLO; the pending adjustment is withdrawn instead
+    rb = actx.state.audit_log("adep", kind="alert-response", limit=1)[0]
+    assert "withdrawn" in rb["outcome"] and actx.state.get("profile-request", "adep") is None
+    end = T0 + timedelta(minutes=12)
+    alerts.step(actx, "adep", note("resolved", ends=end), now=end)
+    assert actx.cfg("adep").scaling.min_replicas == 1
+    ep = alert_state.episodes(actx.r, actx.prefix, "adep")[0]
+    assert ep["resolved_at"] == end.isoformat() and ep["tier"] == "medium"
+    alerts.step(actx, "adep", note(), now=end + timedelta(seconds=5))  # a late copy of the firing
+    assert len(responses(actx)) == 4 and actx.scaler("adep").current() == 2
+
+
+def test_reordered_resolved_before_firing_runs_nothing(actx, sink):
+    end = T0 + timedelta(minutes=1)
+    alerts.step(actx, "adep", note("resolved", ends=end), now=end)
+    alerts.step(actx, "adep", note(), now=end + timedelta(seconds=2))
+    assert responses(actx) == [] and sink.posts == []
+
+
+def test_paused_records_responses_as_not_applied(actx, sink):
+    actx.state.set_paused("adep", True, by="test", reason="maintenance")
+    alerts.step(actx, "adep", note(tier="medium"), now=T0)
+    got = actx.state.audit_log("adep", kind="alert-response")
+    assert [(r["decision"], r["applied"]) for r in reversed(got)] == [
+        ("medium report", False), ("medium standby", False), ("medium rollback", False)]
+    assert all("paused by test: maintenance" in r["outcome"] for r in got)
+    assert sink.posts == [] and actx.scaler("adep").current() == 1
+
+
+def test_severe_fails_over_to_the_dr_target_and_calls_redeploy(actx, sink):
+    alerts.step(actx, "adep", note(tier="severe", names=("WarmcastNoInstance",)), now=T0)
+    assert responses(actx) == [("severe report", True), ("severe failover", True)]
+    assert actx.dep("adep").scaler.kind == "webhook"  # the loop now scales the DR target
+    assert [b["replicas"] for b in sink.bodies("/dr-scale")] == [1]
+    [redeploy] = sink.bodies("/redeploy")
+    assert redeploy["deployment"] == "adep" and redeploy["alerts"] == ["WarmcastNoInstance"]
+
+
+def test_unreachable_report_hook_is_recorded_not_raised(actx, sink):
+    sink.close()
+    out = alerts.step(actx, "adep", note(), now=T0)
+    rep = [r for r in out.responses if r["kind"] == "report"][0]
+    assert not rep["applied"] and "not delivered" in rep["outcome"] and "report kept" in rep["outcome"]
+    assert alert_state.reports(actx.r, actx.prefix, "adep")  # kept for the API all the same

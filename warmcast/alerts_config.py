@@ -1,0 +1,56 @@
+"""A deployment's ``alerts:`` key: where tiered alert responses go (see warmup/core/alerts.py).
+
+    alerts:
+      report_url: https://oncall.example/hooks/warmcast   # the diagnostic report is POSTed here
+      report_token_env: ONCALL_TOKEN                      # env var with its bearer token (optional)
+      primary_window_min: 10     # a primary response has this long to clear the alert, then medium
+      medium_window_min: 15      # ... then severe
+      standby: 1                 # instances a medium-tier alert adds (and the planner keeps until resolved)
+      settle_min: 30             # rollback target: the last profile that ran this long with no alert
+      failover:                  # severe tier: the disaster-recovery target and the redeploy pipeline
+        scaler: {kind: webhook, url: https://dr.example/scale}
+        redeploy_url: https://ci.example/hooks/redeploy
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _url(v: str | None) -> str | None:
+    if v is not None and not v.startswith(("http://", "https://")):
+        raise ValueError(f"{v!r} must be an http(s):// URL")
+    return v
+
+
+class FailoverSpec(_Strict):
+    # the DR target, as the deployment's own scaler: key (checked with the same rules)
+    scaler: dict[str, Any]
+    redeploy_url: str | None = None
+    redeploy_token_env: str | None = None
+
+    @field_validator("scaler")
+    @classmethod
+    def _scaler(cls, v: dict[str, Any]) -> dict[str, Any]:
+        from warmcast.deployments import ScalerSpec  # imported here: deployments imports this module
+
+        return ScalerSpec.model_validate(v).model_dump()
+
+    _redeploy = field_validator("redeploy_url")(classmethod(lambda cls, v: _url(v)))
+
+
+class AlertSpec(_Strict):
+    report_url: str | None = None
+    report_token_env: str | None = None
+    primary_window_min: float = Field(10.0, gt=0, le=24 * 60)
+    medium_window_min: float = Field(15.0, gt=0, le=24 * 60)
+    standby: int = Field(1, ge=1, le=64)
+    settle_min: float = Field(30.0, gt=0, le=7 * 24 * 60)
+    failover: FailoverSpec | None = None
+
+    _report = field_validator("report_url")(classmethod(lambda cls, v: _url(v)))

@@ -1,0 +1,70 @@
+"""The alert step: one Alertmanager notification (recorded by the API's receiver) in, the core's
+tier decision (``warmup.core.alerts``), the episode stored, each response applied and audited.
+
+Idempotent across retries, duplicate deliveries and worker restarts: the decision and the
+episode it moves to are made and stored under one lease per deployment before anything runs,
+so a second delivery of the same notification finds the tier already handled.  (A worker that
+dies between storing and applying loses that response rather than running it twice; the audit
+then shows the decision without its response entry.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from warmup.core.alerts import AlertCode, AlertConfig, Tier, decide_alert
+from workers import alert_responses, alert_state, metrics, policy
+from workers.context import Ctx
+from workers.locks import lease
+from workers.steps.outcome import Outcome
+
+
+@dataclass(frozen=True)
+class AlertOutcome(Outcome):
+    group_key: str
+    status: str
+    code: str
+    reason: str
+    tier: str
+    responses: list[dict[str, Any]]
+
+
+def alert_config(ctx: Ctx, dep: str) -> AlertConfig:
+    spec = ctx.dep(dep).alerts
+    return AlertConfig(windows={Tier.PRIMARY: timedelta(minutes=spec.primary_window_min),
+                                Tier.MEDIUM: timedelta(minutes=spec.medium_window_min)})
+
+
+def step(ctx: Ctx, deployment: str, note_doc: dict[str, Any], now: datetime | None = None) -> AlertOutcome:
+    """Decide and apply the responses one notification calls for."""
+    note = alert_state.note_from_doc(note_doc)
+    now = now or datetime.now(timezone.utc).replace(tzinfo=None)
+    cfg = alert_config(ctx, deployment)
+    with lease(ctx.r, ctx.prefix, "alerts", deployment, ttl_s=30.0, wait_s=30.0):
+        before = alert_state.load_episode(ctx.r, ctx.prefix, deployment, note.group_key)
+        dec = decide_alert(note, before, cfg, now, policy.why_not_applied(ctx, deployment))
+        if dec.episode is not None:
+            alert_state.store_episode(ctx.r, ctx.prefix, dec.episode)
+    done = []
+    for resp in dec.responses:
+        applied, outcome, _ = alert_responses.run(ctx, deployment, resp, note, dec, now)
+        done.append({"kind": resp.kind, "tier": resp.tier.name.lower(), "applied": applied, "outcome": outcome})
+    if dec.reason.code == AlertCode.RESOLVED:
+        released = alert_responses.release_floor(ctx, deployment)
+        if released:
+            done.append({"kind": "release-standby-floor", "tier": dec.tier.name.lower(), "applied": True,
+                         "outcome": released})
+    _audit(ctx, deployment, note, dec, done)
+    return AlertOutcome(deployment, note.group_key, note.status, dec.reason.code.value, str(dec.reason),
+                        dec.tier.name.lower(), done)
+
+
+def _audit(ctx: Ctx, dep: str, note: Any, dec: Any, done: list[dict[str, Any]]) -> None:
+    """One entry per notification (what came in and what it decided), beside the responses' own."""
+    what = ", ".join(d["kind"] for d in done) or "nothing"
+    metrics.DECISIONS.labels(dep, "alert", dec.reason.code.value, str(any(d["applied"] for d in done)).lower()).inc()
+    ctx.state.audit(dep, "alert", f"{note.status} {dec.tier.name.lower()}: {what}", str(dec.reason),
+                    any(d["applied"] for d in done), "; ".join(f"{d['kind']}: {d['outcome']}" for d in done),
+                    {"group_key": note.group_key, "alertnames": list(note.alertnames), "status": note.status,
+                     "tier": note.tier.name.lower(), "code": dec.reason.code.value})
