@@ -16,6 +16,8 @@ _QUIET = {"", "none", "hold", "noop", "no_change", "nothing", "idle", "steady"}
 
 
 def _category(kind: str, decision: str) -> str | None:
+    if kind.startswith("alert"):  # the alert timeline: notifications that decided something, responses
+        return None if decision.endswith(": nothing") else "alert"
     k = f"{kind} {decision}".lower()
     if "warmup" in k:
         return "warmup"

@@ -208,7 +208,7 @@ class ReplicaPoint(_Out):
 
 class EventOut(_Out):
     time: str
-    category: Literal["warmup", "scale", "switch", "manual"]
+    category: Literal["warmup", "scale", "switch", "manual", "alert"]
     kind: str
     decision: str
     reason: str

@@ -62,7 +62,8 @@ def step(ctx: Ctx, deployment: str, note_doc: dict[str, Any], now: datetime | No
 
 def _audit(ctx: Ctx, dep: str, note: Any, dec: Any, done: list[dict[str, Any]]) -> None:
     """One entry per notification (what came in and what it decided), beside the responses' own."""
-    what = ", ".join(d["kind"] for d in done) or "nothing"
+    what = ", ".join(d["kind"] for d in done) or ("episode closed" if dec.reason.code == AlertCode.RESOLVED
+                                                  else "nothing")  # the dashboard hides "nothing"
     metrics.DECISIONS.labels(dep, "alert", dec.reason.code.value, str(any(d["applied"] for d in done)).lower()).inc()
     ctx.state.audit(dep, "alert", f"{note.status} {dec.tier.name.lower()}: {what}", str(dec.reason),
                     any(d["applied"] for d in done), "; ".join(f"{d['kind']}: {d['outcome']}" for d in done),

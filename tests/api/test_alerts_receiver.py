@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import json
 
+import pandas as pd
+
 from api_helpers import AUTH
 
 FIRING = {
@@ -88,3 +90,18 @@ def test_alert_history_route_reads_episodes_and_reports(client, redis_client, ke
     body = r.json()
     assert body["episodes"][0]["done"] == ["primary:report"] and body["reports"][0]["text"] == "[PRIMARY] demo"
     assert body["failover"] is None
+
+
+def test_dashboard_shows_the_alert_timeline_beside_load_and_replicas(client, seeded, state):
+    state.audit("demo", "alert", "firing primary: report, adjust", "alert_opened: WarmcastTTFTHigh firing", True,
+                ts=pd.Timestamp("2024-01-07 22:00:00"))
+    state.audit("demo", "alert", "firing primary: nothing", "alert_duplicate: handled", False,
+                ts=pd.Timestamp("2024-01-07 22:01:00"))
+    state.audit("demo", "alert-response", "medium standby", "alert_escalated: ...", True,
+                ts=pd.Timestamp("2024-01-07 22:10:00"))
+    state.audit("demo", "alert", "resolved medium: episode closed", "alert_resolved: after 12 min", False,
+                ts=pd.Timestamp("2024-01-07 22:12:00"))
+    body = client.get("/v1/deployments/demo/dashboard", params={"minutes": 240}).json()
+    got = [(e["category"], e["decision"]) for e in body["events"] if e["category"] == "alert"]
+    assert got == [("alert", "firing primary: report, adjust"), ("alert", "medium standby"),
+                   ("alert", "resolved medium: episode closed")]

@@ -53,6 +53,10 @@ def _seed(store, state) -> None:
                 ts=END - pd.Timedelta(minutes=60))
     state.audit("demo", "scale", "up 2->3", "forecast P90 needs 3", True, ts=END - pd.Timedelta(minutes=45))
     state.audit("demo", "scale", "hold", "no change", False, ts=END - pd.Timedelta(minutes=30))
+    state.audit("demo", "alert-response", "primary report", "alert_opened: WarmcastTTFTHigh firing", True,
+                ts=END - pd.Timedelta(minutes=20))
+    state.audit("demo", "alert", "firing primary: nothing", "alert_duplicate: already handled", False,
+                ts=END - pd.Timedelta(minutes=19))
 
 
 def test_dashboard_renders_band_replicas_and_events(server, store, state, tmp_path):
@@ -66,7 +70,9 @@ def test_dashboard_renders_band_replicas_and_events(server, store, state, tmp_pa
     assert counts["load"] == 240  # the four hours before the forecast origin (the window asked for)
     assert counts["band"] == 30 and counts["p50"] == 30
     assert counts["desired"] == 240 and counts["actual"] == 240 and counts["planned"] == 30
-    assert counts["events"] == 4  # two scale actions, a warmup, a switch; the "hold" is not an action
+    # two scale actions, a warmup, a switch, an alert response; neither the "hold" nor the duplicate alert
+    assert counts["events"] == 5
+    assert 'class="marker marker-alert"' in dom.stdout
     refreshes = int(re.search(r'data-refreshes="(\d+)"', dom.stdout).group(1))
     assert refreshes >= 3  # it polls by itself: 15 s of page time at a 2 s refresh
     ARTIFACTS.mkdir(exist_ok=True)
