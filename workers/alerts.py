@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from warmup.core.alerts import AlertCode, AlertConfig, Tier, decide_alert
+from warmup.core.alerts import AlertConfig, Tier, decide_alert
+from warmup.core.reasons import ReasonCode
 from workers import alert_responses, alert_state, metrics, policy
 from workers.context import Ctx
 from workers.locks import lease
@@ -50,7 +51,7 @@ def step(ctx: Ctx, deployment: str, note_doc: dict[str, Any], now: datetime | No
     for resp in dec.responses:
         applied, outcome, _ = alert_responses.run(ctx, deployment, resp, note, dec, now)
         done.append({"kind": resp.kind, "tier": resp.tier.name.lower(), "applied": applied, "outcome": outcome})
-    if dec.reason.code == AlertCode.RESOLVED:
+    if dec.reason.code == ReasonCode.ALERT_RESOLVED:
         released = alert_responses.release_floor(ctx, deployment)
         if released:
             done.append({"kind": "release-standby-floor", "tier": dec.tier.name.lower(), "applied": True,
@@ -62,7 +63,7 @@ def step(ctx: Ctx, deployment: str, note_doc: dict[str, Any], now: datetime | No
 
 def _audit(ctx: Ctx, dep: str, note: Any, dec: Any, done: list[dict[str, Any]]) -> None:
     """One entry per notification (what came in and what it decided), beside the responses' own."""
-    what = ", ".join(d["kind"] for d in done) or ("episode closed" if dec.reason.code == AlertCode.RESOLVED
+    what = ", ".join(d["kind"] for d in done) or ("episode closed" if dec.reason.code == ReasonCode.ALERT_RESOLVED
                                                   else "nothing")  # the dashboard hides "nothing"
     metrics.DECISIONS.labels(dep, "alert", dec.reason.code.value, str(any(d["applied"] for d in done)).lower()).inc()
     ctx.state.audit(dep, "alert", f"{note.status} {dec.tier.name.lower()}: {what}", str(dec.reason),

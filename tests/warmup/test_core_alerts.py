@@ -7,8 +7,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from warmup.core.alerts import (AlertCode, AlertConfig, AlertNote, ProfileSpell, Tier, adjusted_seqs, decide_alert,
+from warmup.core.alerts import (AlertConfig, AlertNote, ProfileSpell, Tier, adjusted_seqs, decide_alert,
                                 last_stable_profile, variant_name)
+from warmup.core.reasons import ReasonCode
 
 T0 = datetime(2026, 1, 5, 12, 0, 0)
 CFG = AlertConfig(windows={Tier.PRIMARY: timedelta(minutes=10), Tier.MEDIUM: timedelta(minutes=15)})
@@ -37,7 +38,7 @@ def test_primary_opens_with_report_and_adjustment():
     dec = decide_alert(note(), None, CFG, T0 + timedelta(seconds=5))
     assert kinds(dec) == [("primary", "report"), ("primary", "adjust")]
     assert all(r.apply for r in dec.responses)
-    assert dec.reason.code == AlertCode.OPENED and "WarmcastTTFTHigh" in dec.reason.text
+    assert dec.reason.code == ReasonCode.ALERT_OPENED and "WarmcastTTFTHigh" in dec.reason.text
     assert dec.episode.tier == Tier.PRIMARY and dec.episode.done == ("primary:report", "primary:adjust")
 
 
@@ -54,7 +55,7 @@ def test_severe_opens_with_report_and_failover():
 def test_duplicate_and_repeated_firing_within_window_do_nothing():
     decs, ep = run([(note(), T0), (note(), T0), (note(), T0 + timedelta(minutes=4))])
     assert [len(d.responses) for d in decs] == [2, 0, 0]
-    assert decs[1].reason.code == AlertCode.DUPLICATE and decs[2].reason.code == AlertCode.WAITING
+    assert decs[1].reason.code == ReasonCode.ALERT_DUPLICATE and decs[2].reason.code == ReasonCode.ALERT_WAITING
     assert decs[1].episode is None and decs[2].episode is None  # nothing new to store
     assert ep.tier == Tier.PRIMARY
 
@@ -63,18 +64,18 @@ def test_escalates_to_medium_when_primary_did_not_clear_within_window_then_sever
     decs, ep = run([(note(), T0), (note(), T0 + timedelta(minutes=10)), (note(), T0 + timedelta(minutes=11)),
                     (note(), T0 + timedelta(minutes=25))])
     assert kinds(decs[1]) == [("medium", "standby"), ("medium", "rollback")]  # no second report
-    assert decs[1].reason.code == AlertCode.ESCALATED and "did not clear" in decs[1].reason.text
+    assert decs[1].reason.code == ReasonCode.ALERT_ESCALATED and "did not clear" in decs[1].reason.text
     assert decs[2].responses == ()  # the medium window starts at the escalation
     assert kinds(decs[3]) == [("severe", "failover")]
     top = decide_alert(note(), ep, CFG, T0 + timedelta(hours=2))
-    assert top.responses == () and top.reason.code == AlertCode.TOP
+    assert top.responses == () and top.reason.code == ReasonCode.ALERT_TOP
 
 
 def test_a_higher_tier_alert_in_the_group_raises_at_once():
     decs, ep = run([(note(), T0), (note(tier=Tier.MEDIUM, names=("WarmcastTTFTUsersAffected",)),
                                    T0 + timedelta(minutes=1))])
     assert kinds(decs[1]) == [("medium", "standby"), ("medium", "rollback")]
-    assert decs[1].reason.code == AlertCode.RAISED
+    assert decs[1].reason.code == ReasonCode.ALERT_RAISED
     assert ep.alertnames == ("WarmcastTTFTHigh", "WarmcastTTFTUsersAffected")
 
 
@@ -83,10 +84,10 @@ def test_resolved_records_the_episode_and_late_copies_change_nothing():
     decs, ep = run([(note(), T0), (note("resolved", ends=end), end + timedelta(seconds=2)),
                     (note("resolved", ends=end), end + timedelta(seconds=9)),   # retried delivery
                     (note(), end + timedelta(seconds=10))])                     # reordered: an old firing copy
-    assert decs[1].reason.code == AlertCode.RESOLVED and ep.resolved_at == end
+    assert decs[1].reason.code == ReasonCode.ALERT_RESOLVED and ep.resolved_at == end
     assert "primary:report, primary:adjust" in decs[1].reason.text
-    assert decs[2].reason.code == AlertCode.DUPLICATE and decs[2].responses == ()
-    assert decs[3].reason.code == AlertCode.STALE and decs[3].responses == ()
+    assert decs[2].reason.code == ReasonCode.ALERT_DUPLICATE and decs[2].responses == ()
+    assert decs[3].reason.code == ReasonCode.ALERT_STALE and decs[3].responses == ()
 
 
 def test_a_new_firing_after_resolution_opens_a_new_episode():
@@ -100,8 +101,8 @@ def test_a_new_firing_after_resolution_opens_a_new_episode():
 def test_resolved_arriving_before_its_firing_leaves_the_firing_stale():
     end = T0 + timedelta(minutes=1)
     decs, _ = run([(note("resolved", ends=end), end), (note(), end + timedelta(seconds=1))])
-    assert decs[0].reason.code == AlertCode.RESOLVED and "before any firing" in decs[0].reason.text
-    assert decs[1].responses == () and decs[1].reason.code == AlertCode.STALE
+    assert decs[0].reason.code == ReasonCode.ALERT_RESOLVED and "before any firing" in decs[0].reason.text
+    assert decs[1].responses == () and decs[1].reason.code == ReasonCode.ALERT_STALE
 
 
 @pytest.mark.parametrize("why", ["automatic actions paused by api: maintenance",

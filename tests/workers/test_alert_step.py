@@ -3,20 +3,16 @@ tier's responses through the actuators, once per group under duplicate and reord
 deliveries, nothing applied while paused, resolution releasing the standby floor, failover."""
 from __future__ import annotations
 
-import sys
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 
+from alertsink import Sink
 from warmcast.settings import load_settings
 from workers import alert_state, alerts
 from workers.context import Ctx
 from workers.options import WorkerOptions
 from workers.steps import switch as switch_step
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from alertsink import Sink  # noqa: E402
 
 DEPLOYMENTS = """
 deployments:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from enum import Enum, IntEnum
+from enum import IntEnum
+
+from warmup.core.reasons import Reason, ReasonCode
 
 
 class Tier(IntEnum):
@@ -40,26 +42,6 @@ RESPONSES: dict[Tier, tuple[str, ...]] = {
     Tier.MEDIUM: ("standby", "rollback"),
     Tier.SEVERE: ("failover",),
 }
-
-
-class AlertCode(str, Enum):
-    OPENED = "alert_opened"            # first firing notification of a group: its tier's responses
-    RAISED = "alert_raised"            # a higher tier fired in an open episode
-    ESCALATED = "alert_escalated"      # the tier's window passed and the alert still fires
-    WAITING = "alert_waiting"          # firing, handled, its tier's window not over yet
-    TOP = "alert_top_tier"             # firing at the severe tier, everything done
-    RESOLVED = "alert_resolved"
-    DUPLICATE = "alert_duplicate"      # already seen: nothing new
-    STALE = "alert_stale"              # older than what the episode already knows (reordered)
-
-
-@dataclass(frozen=True, slots=True)
-class AlertReason:
-    code: AlertCode
-    text: str
-
-    def __str__(self) -> str:
-        return f"{self.code.value}: {self.text}"
 
 
 @dataclass(frozen=True)
@@ -109,7 +91,7 @@ class Response:
 class AlertDecision:
     responses: tuple[Response, ...]
     episode: Episode | None          # the episode to store (None: nothing to store)
-    reason: AlertReason
+    reason: Reason
     tier: Tier = Tier.NONE
 
 
@@ -131,14 +113,14 @@ def decide_alert(note: AlertNote, episode: Episode | None, cfg: AlertConfig, now
     return _respond(episode, tier, reason, note, now, blocked)
 
 
-def _stale(note: AlertNote, ep: Episode | None) -> AlertReason | None:
+def _stale(note: AlertNote, ep: Episode | None) -> Reason | None:
     """Why ``note`` tells nothing new about a resolved episode, or None."""
     if ep is None or ep.resolved_at is None:
         return None
     if note.status == "resolved":
-        return AlertReason(AlertCode.DUPLICATE, f"group already resolved at {ep.resolved_at:%H:%M:%S}")
+        return Reason(ReasonCode.ALERT_DUPLICATE, f"group already resolved at {ep.resolved_at:%H:%M:%S}")
     if note.starts_at <= ep.starts_at or note.starts_at < ep.resolved_at:
-        return AlertReason(AlertCode.STALE, f"firing since {note.starts_at:%H:%M:%S}, but the group resolved at "
+        return Reason(ReasonCode.ALERT_STALE, f"firing since {note.starts_at:%H:%M:%S}, but the group resolved at "
                                             f"{ep.resolved_at:%H:%M:%S}: a late copy of an older notification")
     return None
 
@@ -150,33 +132,33 @@ def _resolve(note: AlertNote, ep: Episode | None, now: datetime) -> AlertDecisio
         text = "resolved before any firing notification reached warmcast: nothing was done"
     else:
         text = f"resolved after {_mins(at - ep.opened)} at tier {ep.tier.name.lower()} ({', '.join(ep.done) or 'no response'})"
-    return AlertDecision((), replace(ep, resolved_at=at), AlertReason(AlertCode.RESOLVED, text), ep.tier)
+    return AlertDecision((), replace(ep, resolved_at=at), Reason(ReasonCode.ALERT_RESOLVED, text), ep.tier)
 
 
-def _target_tier(note: AlertNote, ep: Episode, cfg: AlertConfig, now: datetime) -> tuple[Tier, AlertReason]:
+def _target_tier(note: AlertNote, ep: Episode, cfg: AlertConfig, now: datetime) -> tuple[Tier, Reason]:
     """The tier the episode should be at now: the notification's, or one above the handled tier
     when that tier's window passed with the alert still firing."""
     names = ", ".join(note.alertnames)
     if ep.tier == Tier.NONE:
-        return note.tier, AlertReason(AlertCode.OPENED, f"{names} firing at tier {note.tier.name.lower()}")
+        return note.tier, Reason(ReasonCode.ALERT_OPENED, f"{names} firing at tier {note.tier.name.lower()}")
     if note.tier > ep.tier:
-        return note.tier, AlertReason(AlertCode.RAISED, f"{names} now at tier {note.tier.name.lower()} "
+        return note.tier, Reason(ReasonCode.ALERT_RAISED, f"{names} now at tier {note.tier.name.lower()} "
                                                         f"(was {ep.tier.name.lower()})")
     if ep.tier == Tier.SEVERE:
-        return ep.tier, AlertReason(AlertCode.TOP, "still firing at the severe tier; every response was decided")
+        return ep.tier, Reason(ReasonCode.ALERT_TOP, "still firing at the severe tier; every response was decided")
     window = cfg.windows.get(ep.tier, timedelta(minutes=10))
     since = now - (ep.tier_at or ep.opened)
     if since >= window:
         nxt = Tier(ep.tier + 1)
-        return nxt, AlertReason(AlertCode.ESCALATED, f"{ep.tier.name.lower()} responses did not clear {names} within "
+        return nxt, Reason(ReasonCode.ALERT_ESCALATED, f"{ep.tier.name.lower()} responses did not clear {names} within "
                                                      f"{_mins(window)} ({_mins(since)}): tier {nxt.name.lower()}")
     if note.starts_at < ep.starts_at:
-        return ep.tier, AlertReason(AlertCode.STALE, "an older notification of the open episode")
-    return ep.tier, AlertReason(AlertCode.WAITING if since > timedelta(0) else AlertCode.DUPLICATE,
+        return ep.tier, Reason(ReasonCode.ALERT_STALE, "an older notification of the open episode")
+    return ep.tier, Reason(ReasonCode.ALERT_WAITING if since > timedelta(0) else ReasonCode.ALERT_DUPLICATE,
                                 f"tier {ep.tier.name.lower()} handled {_mins(since)} ago; window {_mins(window)}")
 
 
-def _respond(ep: Episode, tier: Tier, reason: AlertReason, note: AlertNote, now: datetime,
+def _respond(ep: Episode, tier: Tier, reason: Reason, note: AlertNote, now: datetime,
              blocked: str | None) -> AlertDecision:
     """The responses of ``tier`` not decided yet (plus the report when the episode opens)."""
     kinds = (("report",) if not ep.done else ()) + RESPONSES[tier]
@@ -186,7 +168,7 @@ def _respond(ep: Episode, tier: Tier, reason: AlertReason, note: AlertNote, now:
     new = replace(ep, tier=tier, tier_at=now, done=done,
                   alertnames=tuple(dict.fromkeys(ep.alertnames + note.alertnames)))
     if blocked:
-        reason = AlertReason(reason.code, f"{reason.text}; not applied: {blocked}")
+        reason = Reason(reason.code, f"{reason.text}; not applied: {blocked}")
     return AlertDecision(out, new, reason, tier)
 
 

@@ -46,6 +46,15 @@ class ReasonCode(str, Enum):
     SWITCH_PAUSED = "switch_paused"
     SWITCH_RESUMED = "switch_resumed"
     SWITCH_NO_P99 = "switch_no_p99"
+    # alert responses (warmup/core/alerts.py)
+    ALERT_OPENED = "alert_opened"            # first firing notification of a group: its tier's responses
+    ALERT_RAISED = "alert_raised"            # a higher tier fired in an open episode
+    ALERT_ESCALATED = "alert_escalated"      # the tier's window passed and the alert still fires
+    ALERT_WAITING = "alert_waiting"          # firing, handled, its tier's window not over yet
+    ALERT_TOP = "alert_top_tier"             # firing at the severe tier, everything done
+    ALERT_RESOLVED = "alert_resolved"
+    ALERT_DUPLICATE = "alert_duplicate"      # already seen: nothing new
+    ALERT_STALE = "alert_stale"              # older than what the episode already knows (reordered)
 
 
 @dataclass(frozen=True, slots=True)
