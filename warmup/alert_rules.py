@@ -84,11 +84,11 @@ def _latency_rules(dep: Deployment, t: RuleTiming) -> list[dict]:
 def _error_rules(dep: Deployment, t: RuleTiming) -> list[dict]:
     slo = dep.slo
     total = f"sum(rate(vllm:request_success_total{_sel(dep)}[{t.window}]))"
-    bad = _sel(dep, 'finished_reason=~"error|abort"')
+    bad = _sel(dep, 'finished_reason="error"')  # not "abort": a client that hangs up is no server error
     failed = f"sum(rate(vllm:request_success_total{bad}[{t.window}]))"
     return [
         _rule(dep, "WarmcastErrorRate", f"{failed} / {total} > {slo.error_share:g}", t.primary_for, "primary",
-              f"more than {slo.error_share * 100:g}% of requests fail or are aborted"),
+              f"more than {slo.error_share * 100:g}% of requests end in an error"),
         _rule(dep, "WarmcastKVCacheFull", f"max(vllm:kv_cache_usage_perc{_sel(dep)}) > {KV_FULL:g}", t.primary_for,
               "primary", f"KV cache above {KV_FULL:.0%} full", adjust="down"),
     ]
