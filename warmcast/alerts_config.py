@@ -29,17 +29,10 @@ def _url(v: str | None) -> str | None:
 
 
 class FailoverSpec(_Strict):
-    # the DR target, as the deployment's own scaler: key (checked with the same rules)
+    # the DR target, as the deployment's own scaler: key (Deployment checks it with the same rules)
     scaler: dict[str, Any]
     redeploy_url: str | None = None
     redeploy_token_env: str | None = None
-
-    @field_validator("scaler")
-    @classmethod
-    def _scaler(cls, v: dict[str, Any]) -> dict[str, Any]:
-        from warmcast.deployments import ScalerSpec  # imported here: deployments imports this module
-
-        return ScalerSpec.model_validate(v).model_dump()
 
     _redeploy = field_validator("redeploy_url")(classmethod(lambda cls, v: _url(v)))
 

@@ -164,6 +164,11 @@ class Deployment(_Strict):
         for w in self.schedule.windows:
             if w.profile not in self.profiles:
                 raise ValueError(f"schedule window profile {w.profile!r} is not one of profiles {sorted(self.profiles)}")
+        if self.alerts.failover is not None:
+            try:
+                ScalerSpec.model_validate(self.alerts.failover.scaler)
+            except ValidationError as err:
+                raise ValueError("alerts.failover.scaler: " + "; ".join(e["msg"] for e in err.errors())) from None
         return self
 
     @property

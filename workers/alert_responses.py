@@ -159,7 +159,7 @@ def failover(ctx: Ctx, dep: str, note: AlertNote, dec: AlertDecision, now: datet
     if spec.redeploy_url:
         body = {"deployment": dep, "reason": str(dec.reason), "alerts": list(note.alertnames), "dr_target": spec.scaler}
         _, said = post_json(spec.redeploy_url, body, _token(spec.redeploy_token_env))
-    return True, (f"failed over to the {spec.scaler['kind']} DR target ({out.detail or 'at target'}); "
+    return True, (f"failed over to the {ctx.dep(dep).scaler.kind} DR target ({out.detail or 'at target'}); "
                   f"redeploy: {said}"), {"dr_target": spec.scaler, "replicas": replicas}
 
 

@@ -132,3 +132,18 @@ def test_unreachable_report_hook_is_recorded_not_raised(actx, sink):
     rep = [r for r in out.responses if r["kind"] == "report"][0]
     assert not rep["applied"] and "not delivered" in rep["outcome"] and "report kept" in rep["outcome"]
     assert alert_state.reports(actx.r, actx.prefix, "adep")  # kept for the API all the same
+
+
+@pytest.mark.parametrize("alerts_key, said", [
+    ({"report_url": "ftp://x"}, "alerts.report_url: Value error, 'ftp://x' must be an http(s):// URL"),
+    ({"failover": {"scaler": {"kind": "webhook"}}}, "alerts.failover.scaler: Value error, webhook scaler needs url"),
+    ({"standby": 0}, "alerts.standby"),
+    ({"primary_window": 3}, "alerts.primary_window: Extra inputs are not permitted"),
+])
+def test_bad_alerts_key_is_a_clear_error_naming_it(alerts_key, said):
+    from warmcast.deployments import parse_deployments
+    from warmcast.errors import InputError
+
+    with pytest.raises(InputError, match="deployment x: .*" + said.replace("(", r"\(").replace(")", r"\)")):
+        parse_deployments({"deployments": [{"name": "x", "profiles": {"day": {"capacity_rpm": 1}},
+                                            "alerts": alerts_key}]})
