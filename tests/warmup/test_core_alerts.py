@@ -140,3 +140,12 @@ def test_last_stable_profile_skips_profiles_an_alert_overlapped():
     assert last_stable_profile(spells, firing, timedelta(minutes=30), T0, "day-seqs18")[0] == "day"
     none, why = last_stable_profile(spells[2:], (), timedelta(minutes=30), T0, "day-seqs18")
     assert none is None and "no profile" in why
+
+
+def test_a_late_resolution_of_the_previous_episode_does_not_close_the_new_one():
+    end = T0 + timedelta(minutes=3)
+    later = T0 + timedelta(minutes=30)
+    decs, ep = run([(note(), T0), (note("resolved", ends=end), end), (note(starts=later), later),
+                    (note("resolved", ends=end), later + timedelta(seconds=5))])  # a retried old delivery
+    assert decs[3].reason.code == ReasonCode.ALERT_STALE and decs[3].episode is None
+    assert ep.resolved_at is None and ep.starts_at == later

@@ -114,8 +114,13 @@ def decide_alert(note: AlertNote, episode: Episode | None, cfg: AlertConfig, now
 
 
 def _stale(note: AlertNote, ep: Episode | None) -> Reason | None:
-    """Why ``note`` tells nothing new about a resolved episode, or None."""
-    if ep is None or ep.resolved_at is None:
+    """Why ``note`` tells nothing new about the stored episode, or None."""
+    if ep is None:
+        return None
+    if ep.resolved_at is None:
+        if note.status == "resolved" and note.ends_at is not None and note.ends_at < ep.starts_at:
+            return Reason(ReasonCode.ALERT_STALE, f"resolution at {note.ends_at:%H:%M:%S} of an earlier episode; "
+                                                  f"this one fires since {ep.starts_at:%H:%M:%S}")
         return None
     if note.status == "resolved":
         return Reason(ReasonCode.ALERT_DUPLICATE, f"group already resolved at {ep.resolved_at:%H:%M:%S}")
