@@ -147,3 +147,10 @@ def test_bad_alerts_key_is_a_clear_error_naming_it(alerts_key, said):
     with pytest.raises(InputError, match="deployment x: .*" + said.replace("(", r"\(").replace(")", r"\)")):
         parse_deployments({"deployments": [{"name": "x", "profiles": {"day": {"capacity_rpm": 1}},
                                             "alerts": alerts_key}]})
+
+
+def test_a_restarted_worker_does_not_repeat_a_response(actx, sink):
+    alerts.step(actx, "adep", note(), now=T0)
+    fresh = Ctx(actx.settings, WorkerOptions(simulate=True), actx.r)  # another process: state only in Redis
+    alerts.step(fresh, "adep", note(), now=T0 + timedelta(seconds=20))
+    assert responses(actx) == [("primary report", True), ("primary adjust", True)] and len(sink.posts) == 1
