@@ -68,6 +68,7 @@ def adjust(ctx: Ctx, dep: str, note: AlertNote, dec: AlertDecision, now: datetim
     alert_state.put_variant(ctx.r, ctx.prefix, dep, name, {
         "base": current, "capacity_rpm": base.capacity_rpm, "capacity_tokens_per_s": base.capacity_tokens_per_s,
         "engine_args": {**base.engine_args, "max-num-seqs": new}, "created": now.isoformat()})
+    _changed(ctx, dep)
     ctx.state.request_profile(dep, name, by="alerts")
     return True, (f"max-num-seqs {seqs} -> {new} ({direction} 10%): derived profile {name} requested through "
                   f"the profile switch (canary, then all, with its P99 rollback)"), \
@@ -152,6 +153,7 @@ def failover(ctx: Ctx, dep: str, note: AlertNote, dec: AlertDecision, now: datet
     replicas = max(d.min_replicas, 1, _current_or(ctx, dep, 0))
     ctx.r.set(alert_state.key(ctx.prefix, "failover", dep),
               json.dumps({"scaler": spec.scaler, "since": now.isoformat(), "group": note.group_key}))
+    _changed(ctx, dep)
     # The DR target itself, also on a simulated fleet: it is a real place outside the loop.
     dr = RecordingScaler(live_scaler(ctx.dep(dep), ctx.r, ctx.prefix, ctx.settings.state_dir), ctx.r, ctx.prefix, dep)
     out = dr.scale_to(replicas, f"failover for alert {', '.join(note.alertnames)}", tick=f"alert:{note.group_key}")
@@ -168,6 +170,11 @@ def _current_or(ctx: Ctx, dep: str, default: int) -> int:
         return ctx.scaler(dep).current()
     except (WarmcastError, OSError):
         return default
+
+
+def _changed(ctx: Ctx, dep: str) -> None:
+    """This process sees the derived profile or the DR target at once (others within a second)."""
+    ctx.cache.pop(("effective", dep), None)
 
 
 def _token(env: str | None) -> str | None:

@@ -16,6 +16,9 @@ from workers.options import WorkerOptions
 from workers.simfleet import SimFleet
 
 
+EFFECTIVE_TTL_S = 1.0  # how stale a derived profile or a failover may be seen by this process
+
+
 class Ctx:
     def __init__(self, settings: Settings, options: WorkerOptions, client: redis.Redis | None = None) -> None:
         from warmcast.runtime import redis_client
@@ -49,10 +52,16 @@ class Ctx:
 
     def _effective(self, name: str) -> tuple[Deployment, tuple]:
         """The file's deployment with the profiles alert responses derived and, while failed over,
-        its DR scaler (workers/alert_state.py), and a signature of those changes."""
+        its DR scaler (workers/alert_state.py), and a signature of those changes; read from Redis
+        at most once a second per deployment (a task asks for its deployment many times)."""
+        import time
+
         from workers.alert_state import effective
 
-        return effective(self.r, self.prefix, self._deps[name])
+        hit = self.cache.get(("effective", name))
+        if hit is None or time.monotonic() - hit[0] > EFFECTIVE_TTL_S:
+            hit = self.cache[("effective", name)] = (time.monotonic(), effective(self.r, self.prefix, self._deps[name]))
+        return hit[1]
 
     def cfg(self, name: str):
         return core_config(self.dep(name), dry_run=self.settings.dry_run,
