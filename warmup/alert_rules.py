@@ -9,7 +9,7 @@ threshold for a while (diagnose, adjust lightly); *medium* -- users affected (st
 instance, roll back); *severe* -- the service is unavailable (fail over, redeploy).
 
 vLLM metric names are those of vLLM 0.32 (checked against a running CPU server):
-``vllm:time_to_first_token_seconds``, ``vllm:request_queue_time_seconds``,
+``vllm:time_to_first_token_seconds``, ``vllm:e2e_request_latency_seconds``, ``vllm:request_queue_time_seconds``,
 ``vllm:kv_cache_usage_perc`` (a fraction 0..1), ``vllm:num_requests_waiting``,
 ``vllm:num_requests_running``, ``vllm:request_success_total{finished_reason}``.
 """
@@ -70,6 +70,11 @@ def _latency_rules(dep: Deployment, t: RuleTiming) -> list[dict]:
         out.append(_rule(dep, "WarmcastTTFTUsersAffected", f"{p99} > {slo.ttft_p99_ms * MEDIUM_TTFT_FACTOR:g}",
                          t.medium_for, "medium", f"TTFT P99 above {MEDIUM_TTFT_FACTOR:g}x the {slo.ttft_p99_ms:g} ms "
                          "bound", adjust="up"))
+    if slo.e2e_p99_ms is not None:
+        e2e = (f"histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket"
+               f"{_sel(dep)}[{t.window}]))) * 1000")
+        out.append(_rule(dep, "WarmcastE2EHigh", f"{e2e} > {slo.e2e_p99_ms:g}", t.primary_for, "primary",
+                         f"end-to-end P99 above {slo.e2e_p99_ms:g} ms", adjust="up"))
     # Late share: requests queued longer than late_wait_s, from the queue-time histogram.
     late = (f"histogram_quantile({1 - slo.late_share:.6g}, sum by (le) (rate(vllm:request_queue_time_seconds_bucket"
             f"{_sel(dep)}[{t.window}])))")

@@ -39,6 +39,7 @@ def test_rules_cover_every_deployment_with_tiers_from_its_slo(tmp_path):
     ttft = rules[("warmcast-chat-llama", "WarmcastTTFTHigh")]
     assert ttft["expr"].endswith("* 1000 > 500") and 'model_name="meta-llama/Llama-3.1-8B-Instruct"' in ttft["expr"]
     assert ttft["labels"] == {"deployment": "chat-llama", "tier": "primary", "source": "warmcast", "adjust": "up"}
+    assert rules[("warmcast-chat-llama", "WarmcastE2EHigh")]["expr"].endswith("* 1000 > 800")
     # local-demo declares no TTFT bound: no TTFT rule, but the error share (0.1% default) rule
     assert ("warmcast-local-demo", "WarmcastTTFTHigh") not in rules
     assert rules[("warmcast-local-demo", "WarmcastErrorRate")]["expr"].endswith("> 0.001")
