@@ -10,13 +10,19 @@ if [ "${#need[@]}" -gt 0 ]; then
     SUDO=""
     if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
     # another apt run (a parallel setup) may hold the lock: wait for it
+    ok=""
     for _ in $(seq 1 30); do
         if $SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y \
                 --no-install-recommends "${need[@]}"; then
+            ok=1
             break
         fi
         sleep 10
     done
+    if [ -z "$ok" ]; then
+        echo "setup-prometheus: could not install ${need[*]}; the tests that need them are skipped (they fail on CI)"
+        exit 0
+    fi
     # The packages may start system services; the tests run their own instances on free ports.
     $SUDO systemctl disable --now prometheus prometheus-alertmanager >/dev/null 2>&1 || true
 fi
