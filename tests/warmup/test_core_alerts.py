@@ -149,3 +149,13 @@ def test_a_late_resolution_of_the_previous_episode_does_not_close_the_new_one():
                     (note("resolved", ends=end), later + timedelta(seconds=5))])  # a retried old delivery
     assert decs[3].reason.code == ReasonCode.ALERT_STALE and decs[3].episode is None
     assert ep.resolved_at is None and ep.starts_at == later
+
+
+def test_an_alert_joining_the_group_is_recorded_without_running_anything():
+    decs, ep = run([(note(names=("WarmcastQueueBuilding",)), T0),
+                    (note(names=("WarmcastQueueBuilding", "WarmcastTTFTHigh")), T0 + timedelta(seconds=20)),
+                    (note(names=("WarmcastQueueBuilding", "WarmcastTTFTHigh")), T0 + timedelta(seconds=25))])
+    assert decs[1].responses == () and decs[1].episode.alertnames == ("WarmcastQueueBuilding", "WarmcastTTFTHigh")
+    assert decs[2].episode is None  # nothing new: nothing to store
+    assert ep.alertnames == ("WarmcastQueueBuilding", "WarmcastTTFTHigh") and ep.done == ("primary:report",
+                                                                                          "primary:adjust")

@@ -108,8 +108,10 @@ def decide_alert(note: AlertNote, episode: Episode | None, cfg: AlertConfig, now
     if episode is None or episode.resolved_at is not None:  # first notification, or a new episode
         episode = Episode(note.group_key, note.deployment, note.starts_at, now, alertnames=note.alertnames)
     tier, reason = _target_tier(note, episode, cfg, now)
-    if tier <= episode.tier:
-        return AlertDecision((), None, reason, episode.tier)
+    if tier <= episode.tier:  # nothing to run; store the episode only if another alert joined it
+        names = _names(episode, note)
+        return AlertDecision((), replace(episode, alertnames=names) if names != episode.alertnames else None,
+                             reason, episode.tier)
     return _respond(episode, tier, reason, note, now, blocked)
 
 
@@ -170,11 +172,15 @@ def _respond(ep: Episode, tier: Tier, reason: Reason, note: AlertNote, now: date
     todo = [k for k in kinds if f"{tier.name.lower()}:{k}" not in ep.done]
     out = tuple(Response(k, tier, blocked is None, blocked or "") for k in todo)
     done = ep.done + tuple(f"{tier.name.lower()}:{k}" for k in todo)
-    new = replace(ep, tier=tier, tier_at=now, done=done,
-                  alertnames=tuple(dict.fromkeys(ep.alertnames + note.alertnames)))
+    new = replace(ep, tier=tier, tier_at=now, done=done, alertnames=_names(ep, note))
     if blocked:
         reason = Reason(reason.code, f"{reason.text}; not applied: {blocked}")
     return AlertDecision(out, new, reason, tier)
+
+
+def _names(ep: Episode, note: AlertNote) -> tuple[str, ...]:
+    """Every alert seen in the episode, in the order first seen."""
+    return tuple(dict.fromkeys(ep.alertnames + note.alertnames))
 
 
 def _mins(d: timedelta) -> str:
