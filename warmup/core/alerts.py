@@ -128,7 +128,7 @@ def _stale(note: AlertNote, ep: Episode | None) -> Reason | None:
         return Reason(ReasonCode.ALERT_DUPLICATE, f"group already resolved at {ep.resolved_at:%H:%M:%S}")
     if note.starts_at <= ep.starts_at or note.starts_at < ep.resolved_at:
         return Reason(ReasonCode.ALERT_STALE, f"firing since {note.starts_at:%H:%M:%S}, but the group resolved at "
-                                            f"{ep.resolved_at:%H:%M:%S}: a late copy of an older notification")
+                                              f"{ep.resolved_at:%H:%M:%S}: a late copy of an older notification")
     return None
 
 
@@ -138,7 +138,8 @@ def _resolve(note: AlertNote, ep: Episode | None, now: datetime) -> AlertDecisio
         ep = Episode(note.group_key, note.deployment, note.starts_at, at, alertnames=note.alertnames)
         text = "resolved before any firing notification reached warmcast: nothing was done"
     else:
-        text = f"resolved after {_mins(at - ep.opened)} at tier {ep.tier.name.lower()} ({', '.join(ep.done) or 'no response'})"
+        text = (f"resolved after {_mins(at - ep.opened)} at tier {ep.tier.name.lower()} "
+                f"({', '.join(ep.done) or 'no response'})")
     return AlertDecision((), replace(ep, resolved_at=at), Reason(ReasonCode.ALERT_RESOLVED, text), ep.tier)
 
 
@@ -150,19 +151,19 @@ def _target_tier(note: AlertNote, ep: Episode, cfg: AlertConfig, now: datetime) 
         return note.tier, Reason(ReasonCode.ALERT_OPENED, f"{names} firing at tier {note.tier.name.lower()}")
     if note.tier > ep.tier:
         return note.tier, Reason(ReasonCode.ALERT_RAISED, f"{names} now at tier {note.tier.name.lower()} "
-                                                        f"(was {ep.tier.name.lower()})")
+                                                          f"(was {ep.tier.name.lower()})")
     if ep.tier == Tier.SEVERE:
         return ep.tier, Reason(ReasonCode.ALERT_TOP, "still firing at the severe tier; every response was decided")
     window = cfg.windows.get(ep.tier, timedelta(minutes=10))
     since = now - (ep.tier_at or ep.opened)
     if since >= window:
         nxt = Tier(ep.tier + 1)
-        return nxt, Reason(ReasonCode.ALERT_ESCALATED, f"{ep.tier.name.lower()} responses did not clear {names} within "
-                                                     f"{_mins(window)} ({_mins(since)}): tier {nxt.name.lower()}")
+        return nxt, Reason(ReasonCode.ALERT_ESCALATED, f"{ep.tier.name.lower()} responses did not clear {names} "
+                                                       f"within {_mins(window)} ({_mins(since)}): tier {nxt.name.lower()}")
     if note.starts_at < ep.starts_at:
         return ep.tier, Reason(ReasonCode.ALERT_STALE, "an older notification of the open episode")
     return ep.tier, Reason(ReasonCode.ALERT_WAITING if since > timedelta(0) else ReasonCode.ALERT_DUPLICATE,
-                                f"tier {ep.tier.name.lower()} handled {_mins(since)} ago; window {_mins(window)}")
+                           f"tier {ep.tier.name.lower()} handled {_mins(since)} ago; window {_mins(window)}")
 
 
 def _respond(ep: Episode, tier: Tier, reason: Reason, note: AlertNote, now: datetime,
