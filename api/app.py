@@ -38,6 +38,7 @@ def create_app(settings: Settings | None = None, config: ApiConfig | None = None
     app.add_middleware(WriteGuard, ctx=ctx)  # added last = runs first: no token, no body read
 
     from api.advice import router as advice_router
+    from api.alerts import history as alert_history, receiver as alert_receiver
     from api.autoscale import keda_router, metrics_router
     from api.gpu_plan import router as gpu_plan_router
     from api.routes import hot, read, write
@@ -51,8 +52,6 @@ def create_app(settings: Settings | None = None, config: ApiConfig | None = None
     app.include_router(write)
     app.include_router(gpu_plan_router)
     app.include_router(advice_router)
-    from api.alerts import history as alert_history, receiver as alert_receiver
-
     app.include_router(alert_receiver)
     app.include_router(alert_history)
     _dashboard_routes(app)
