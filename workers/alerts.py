@@ -42,31 +42,34 @@ def step(ctx: Ctx, deployment: str, note_doc: dict[str, Any], now: datetime | No
     note = alert_state.note_from_doc(note_doc)
     now = now or datetime.now(timezone.utc).replace(tzinfo=None)
     cfg = alert_config(ctx, deployment)
+    done = []
     with lease(ctx.r, ctx.prefix, "alerts", deployment, ttl_s=30.0, wait_s=30.0):
         before = alert_state.load_episode(ctx.r, ctx.prefix, deployment, note.group_key)
         dec = decide_alert(note, before, cfg, now, policy.why_not_applied(ctx, deployment))
         if dec.episode is not None:
             alert_state.store_episode(ctx.r, ctx.prefix, dec.episode)
-    done = []
-    for resp in dec.responses:
-        applied, outcome, _ = alert_responses.run(ctx, deployment, resp, note, dec, now)
-        done.append({"kind": resp.kind, "tier": resp.tier.name.lower(), "applied": applied, "outcome": outcome})
-    if dec.reason.code == ReasonCode.ALERT_RESOLVED:
-        released = alert_responses.release_floor(ctx, deployment)
+        released = alert_responses.release_floor(ctx, deployment) \
+            if dec.reason.code == ReasonCode.ALERT_RESOLVED else None
         if released:
             done.append({"kind": "release-standby-floor", "tier": dec.tier.name.lower(), "applied": True,
                          "outcome": released})
-    _audit(ctx, deployment, note, dec, done)
+        _audit(ctx, deployment, note, dec, released)  # under the lease: the audit keeps decision order
+    for resp in dec.responses:  # each response audits itself after its decision's entry
+        applied, outcome, _ = alert_responses.run(ctx, deployment, resp, note, dec, now)
+        done.append({"kind": resp.kind, "tier": resp.tier.name.lower(), "applied": applied, "outcome": outcome})
     return AlertOutcome(deployment, note.group_key, note.status, dec.reason.code.value, str(dec.reason),
                         dec.tier.name.lower(), done)
 
 
-def _audit(ctx: Ctx, dep: str, note: Any, dec: Any, done: list[dict[str, Any]]) -> None:
-    """One entry per notification (what came in and what it decided), beside the responses' own."""
-    what = ", ".join(d["kind"] for d in done) or ("episode closed" if dec.reason.code == ReasonCode.ALERT_RESOLVED
-                                                  else "nothing")  # the dashboard hides "nothing"
-    metrics.DECISIONS.labels(dep, "alert", dec.reason.code.value, str(any(d["applied"] for d in done)).lower()).inc()
-    ctx.state.audit(dep, "alert", f"{note.status} {dec.tier.name.lower()}: {what}", str(dec.reason),
-                    any(d["applied"] for d in done), "; ".join(f"{d['kind']}: {d['outcome']}" for d in done),
+def _audit(ctx: Ctx, dep: str, note: Any, dec: Any, released: str | None) -> None:
+    """One entry per notification: what came in and what it decided (the responses' own entries
+    follow with their outcomes)."""
+    kinds = [r.kind for r in dec.responses] + (["release-standby-floor"] if released else [])
+    what = ", ".join(kinds) or ("episode closed" if dec.reason.code == ReasonCode.ALERT_RESOLVED
+                                else "nothing")  # the dashboard hides "nothing"
+    go = any(r.apply for r in dec.responses) or bool(released)
+    outcome = released or ("responses follow" if go else (dec.responses[0].why_not if dec.responses else ""))
+    metrics.DECISIONS.labels(dep, "alert", dec.reason.code.value, str(go).lower()).inc()
+    ctx.state.audit(dep, "alert", f"{note.status} {dec.tier.name.lower()}: {what}", str(dec.reason), go, outcome,
                     {"group_key": note.group_key, "alertnames": list(note.alertnames), "status": note.status,
                      "tier": note.tier.name.lower(), "code": dec.reason.code.value})

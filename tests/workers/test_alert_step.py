@@ -74,6 +74,9 @@ def test_primary_reports_and_adjusts_once_under_duplicate_deliveries(actx, sink)
     assert actx.state.get("profile-request", "adep")["profile"] == "day-seqs5"
     codes = [r["inputs"]["code"] for r in reversed(actx.state.audit_log("adep", kind="alert"))]
     assert codes == ["alert_opened", "alert_duplicate", "alert_waiting"]
+    trail = [(r["kind"], r["decision"]) for r in reversed(actx.state.audit_log("adep")) if r["kind"].startswith("alert")]
+    assert trail[:3] == [("alert", "firing primary: report, adjust"), ("alert-response", "primary report"),
+                         ("alert-response", "primary adjust")]  # the decision first, then its responses
 
 
 def test_the_switch_machinery_takes_the_derived_profile(actx):
