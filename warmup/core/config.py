@@ -27,6 +27,14 @@ class ScalingConfig:
     cooldown_down_s: float = 300.0       # after any scale action, no scale-in within this time
     max_step_up: Optional[int] = None    # most replicas added per tick (None: any)
     max_step_down: Optional[int] = None  # most replicas removed per tick (None: any)
+    # warm buffer (warmup/core/buffer.py): extra ready replicas sized from the forecast's own recent errors
+    buffer_level: Optional[float] = None  # level of the recent short-lead errors the buffer covers (None: off)
+    buffer_window_min: int = 120         # errors of the last this many minutes count
+    buffer_lead_min: int = 5             # the short lead whose errors are measured
+    # asleep tier (issue 19): instances kept asleep wake in ``wake_s`` instead of a cold start
+    wake_s: Optional[float] = None       # measured/recorded wake time (None: no asleep tier)
+    sleep_cost_share: float = 1.0        # an asleep instance costs this share of a GPU-hour (the GPU stays held)
+    buffer_asleep: bool = False          # keep the warm buffer asleep rather than ready
 
     def __post_init__(self) -> None:
         if self.capacity_rpm <= 0:
@@ -47,6 +55,16 @@ class ScalingConfig:
                 raise ValueError(f"{name} must be >= 1 or None")
         if self.forecast_smoothing_min < 1:
             raise ValueError("forecast_smoothing_min must be >= 1")
+        if self.buffer_level is not None and not (0.0 < self.buffer_level <= 1.0):
+            raise ValueError("buffer_level must be in (0, 1] or None")
+        if self.buffer_window_min < 1 or self.buffer_lead_min < 0:
+            raise ValueError("buffer_window_min must be >= 1 and buffer_lead_min >= 0")
+        if self.wake_s is not None and self.wake_s < 0:
+            raise ValueError("wake_s must be >= 0 or None")
+        if not (0.0 <= self.sleep_cost_share <= 1.0):
+            raise ValueError("sleep_cost_share must be in [0, 1]")
+        if self.buffer_asleep and self.wake_s is None:
+            raise ValueError("buffer_asleep needs wake_s (the asleep tier's wake time)")
 
     @property
     def lead_min(self) -> float:

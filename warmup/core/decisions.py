@@ -36,6 +36,10 @@ class ScaleDecision:
     raw: int                           # max of the two, before stabilisation and guardrails
     steps: tuple[GuardrailStep, ...] = ()
     remove: tuple[str, ...] = ()       # instance ids to remove first when scaling in
+    wake: tuple[str, ...] = ()         # asleep instance ids to wake (before any launch) when scaling up
+    buffer: int = 0                    # warm-buffer replicas sized from the forecast's recent errors
+    asleep: int = 0                    # instances asleep now (not counted in ``current``)
+    asleep_target: int = 0             # instances to keep asleep (the buffer, where it is kept asleep)
 
 
 class WarmupAction(str, Enum):

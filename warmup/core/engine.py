@@ -43,7 +43,7 @@ def decide(cfg: CoreConfig, inp: TickInput, state: PolicyState | None = None) ->
     cap = planning_capacity(cfg, state, inp.active_profile)
 
     scale, state = decide_scale(cfg.scaling, now, inp.instances, inp.observed_rpm, inp.queue_depth,
-                                inp.forecast, state, capacity_rpm=cap)
+                                inp.forecast, state, capacity_rpm=cap, errors=inp.recent_errors)
     wu, wu_state = decide_warmup(cfg.warmup, now, inp.instances, inp.observed_rpm, inp.queue_depth,
                                  inp.p99_latency_s, inp.forecast, state.warmup, cap)
     state = replace(state, warmup=wu_state)

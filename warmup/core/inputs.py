@@ -23,6 +23,7 @@ def as_utc(t: datetime) -> datetime:
 class InstanceState(str, Enum):
     BOOTING = "booting"          # launched, loading weights / compiling; serves nothing
     WAKING = "waking"            # waking from sleep mode; serves nothing yet
+    ASLEEP = "asleep"            # in sleep mode: holds its GPU, serves nothing, wakes in ``wake_s``
     READY_IDLE = "ready_idle"    # serving, no real traffic right now
     READY_BUSY = "ready_busy"    # serving real traffic with room to spare
     SATURATED = "saturated"      # serving at its limit (running == max-num-seqs or queue building)
@@ -108,3 +109,5 @@ class TickInput:
     p99_latency_s: Optional[float] = None     # recent P99 latency (None: unknown)
     forecast: Optional[ForecastInput] = None
     active_profile: str = ""
+    recent_errors: tuple[float, ...] = ()     # actual minus planned-quantile forecast at the buffer's short
+    #                                           lead, req/min, oldest first (warmup/core/buffer.py)

@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
+from warmup.core.buffer import apply_buffer, asleep_target, plan_wakes, split_asleep, stage_buffer
 from warmup.core.config import ScalingConfig
 from warmup.core.decisions import GuardrailStep, ScaleAction, ScaleDecision
 from warmup.core.inputs import ForecastInput, Instance, InstanceState, as_utc
@@ -212,7 +213,7 @@ def hard_cap(cfg: ScalingConfig) -> int:
 
 _REMOVE_ORDER = {
     InstanceState.BOOTING: 0, InstanceState.WAKING: 1, InstanceState.READY_IDLE: 2,
-    InstanceState.READY_BUSY: 3, InstanceState.SATURATED: 4,
+    InstanceState.READY_BUSY: 3, InstanceState.SATURATED: 4, InstanceState.ASLEEP: -1,
 }
 
 
@@ -239,6 +240,8 @@ class ScaleNeeds:
     no_forecast: Optional[Reason]       # why ``forecast`` is None
     peak_rpm: float
     peak_in_min: int
+    buffer: int = 0                     # warm-buffer replicas from the forecast's recent errors
+    buffer_why: str = ""
 
     @property
     def raw(self) -> int:
@@ -246,14 +249,17 @@ class ScaleNeeds:
 
 
 def scale_needs(cfg: ScalingConfig, now: datetime, current: int, observed_rpm: float, queue_depth: float,
-                forecast: Optional[ForecastInput], capacity_rpm: float) -> ScaleNeeds:
-    """The reactive and the forecast need; an unknown load never asks for scale-in."""
+                forecast: Optional[ForecastInput], capacity_rpm: float, errors: Sequence[float] = ()) -> ScaleNeeds:
+    """The reactive and the forecast need (with a ready warm buffer on top); an unknown load never
+    asks for scale-in."""
     load_known = math.isfinite(observed_rpm)
     reactive, load, queue_dominated = reactive_need(cfg, observed_rpm, queue_depth, capacity_rpm)
     if not load_known:
         reactive = current
     f_need, no_forecast, peak, peak_at = forecast_need(cfg, forecast, now, capacity_rpm)
-    return ScaleNeeds(reactive, load, queue_dominated, load_known, f_need, no_forecast, peak, peak_at)
+    buffer, buffer_why = stage_buffer(cfg, errors, capacity_rpm) if f_need is not None else (0, "")
+    return ScaleNeeds(reactive, load, queue_dominated, load_known, apply_buffer(f_need, buffer, cfg), no_forecast,
+                      peak, peak_at, buffer, buffer_why)
 
 
 def need_reason(cfg: ScalingConfig, needs: ScaleNeeds, capacity_rpm: float, observed_rpm: float,
@@ -333,14 +339,23 @@ def next_scale_state(cfg: ScalingConfig, state: PolicyState, now: datetime, raw:
     )
 
 
+def with_tiers(reason: Reason, needs: ScaleNeeds, wake_why: str) -> Reason:
+    """The reason with the warm buffer's and the asleep tier's part appended where they acted."""
+    extra = [t for t in (needs.buffer_why if needs.buffer > 0 else "", wake_why) if t]
+    return Reason(reason.code, "; ".join([reason.text] + extra)) if extra else reason
+
+
 def decide_scale(cfg: ScalingConfig, now: datetime, instances: tuple[Instance, ...], observed_rpm: float,
                  queue_depth: float, forecast: Optional[ForecastInput], state: PolicyState,
-                 capacity_rpm: Optional[float] = None) -> tuple[ScaleDecision, PolicyState]:
-    """Needs -> why -> guardrails -> action -> reason -> new state, each a stage above."""
+                 capacity_rpm: Optional[float] = None,
+                 errors: Sequence[float] = ()) -> tuple[ScaleDecision, PolicyState]:
+    """Needs -> why -> guardrails -> action -> reason -> new state, each a stage above.  Asleep
+    instances are not counted as provisioned; a scale-up wakes them before launching."""
     now = as_utc(now)
     cap = capacity_rpm if capacity_rpm is not None and capacity_rpm > 0 else cfg.capacity_rpm
+    instances, asleep = split_asleep(instances)
     current = len(instances)
-    needs = scale_needs(cfg, now, current, observed_rpm, queue_depth, forecast, cap)
+    needs = scale_needs(cfg, now, current, observed_rpm, queue_depth, forecast, cap, errors)
     raw = needs.raw
     desired, steps, held_by = apply_guardrails(raw, GuardrailContext(cfg, now, current, state, raw))
     action = scale_action(desired, current)
@@ -350,8 +365,11 @@ def decide_scale(cfg: ScalingConfig, now: datetime, instances: tuple[Instance, .
         reason = hold_reason(cfg, needs, current)
     else:
         reason = need_reason(cfg, needs, cap, observed_rpm, queue_depth)
+    wake, wake_why = plan_wakes(cfg, asleep, desired - current)
     remove = scale_in_order(instances)[: current - desired] if action is ScaleAction.DOWN else ()
     ready = sum(1 for i in instances if i.state.ready)
-    return ScaleDecision(current=current, ready=ready, desired=desired, action=action, reason=reason,
-                         reactive_replicas=needs.reactive, forecast_replicas=needs.forecast, raw=raw,
-                         steps=steps, remove=remove), next_scale_state(cfg, state, now, raw, action)
+    return ScaleDecision(current=current, ready=ready, desired=desired, action=action,
+                         reason=with_tiers(reason, needs, wake_why), reactive_replicas=needs.reactive,
+                         forecast_replicas=needs.forecast, raw=raw, steps=steps, remove=remove, wake=wake,
+                         buffer=needs.buffer, asleep=len(asleep), asleep_target=asleep_target(cfg, needs.buffer)
+                         ), next_scale_state(cfg, state, now, raw, action)

@@ -49,10 +49,16 @@ class FleetBacktestConfig:
     queue_target_waiting: float = 5.0
     static_replicas: Optional[int] = None          # None: the test part's peak (hindsight)
     record_decisions: bool = False
+    # the asleep tier (issue 19): wake time and cost share; None: no asleep tier
+    wake_s: Optional[float] = None
+    sleep_cost_share: float = 1.0
+    # knobs per policy (warmup/sim/risk.py): ScalingConfig fields for predictive, policy fields for the baselines
+    knobs: Optional[dict] = None
 
     def fleet_params(self) -> FleetParams:
         return FleetParams(capacity_rpm=self.capacity_rpm, cold_start_min=self.cold_start_min,
-                           wait_threshold_s=self.wait_threshold_s, gpus_per_replica=self.gpus_per_replica)
+                           wait_threshold_s=self.wait_threshold_s, gpus_per_replica=self.gpus_per_replica,
+                           wake_s=self.wake_s, sleep_cost_share=self.sleep_cost_share)
 
     def core_config(self, quantile: Optional[float] = None) -> CoreConfig:
         base = self.core or CoreConfig()
@@ -155,9 +161,23 @@ def _initial(policy, split: Split) -> int:
     return policy.decide(obs)
 
 
+def _with_knobs(pol, knobs: Optional[dict], info: dict):
+    """A baseline policy with its tuned knobs set (each must be one of its fields)."""
+    for k, v in (knobs or {}).items():
+        if not hasattr(pol, k):
+            raise InputError(f"{pol.name} has no knob {k!r}")
+        setattr(pol, k, v)
+        info[k] = v
+    return pol
+
+
 def run_policy(name: str, split: Split, cfg: FleetBacktestConfig, bundle: Optional[ForecastBundle] = None,
-               quantile: Optional[float] = None, reactive_utilisation: Optional[float] = None) -> FleetRun:
+               quantile: Optional[float] = None, reactive_utilisation: Optional[float] = None,
+               knobs: Optional[dict] = None) -> FleetRun:
+    """One policy over the test part; ``knobs`` (else ``cfg.knobs[name]``) set its tuned knobs."""
     params = cfg.fleet_params()
+    if knobs is None and cfg.knobs:
+        knobs = cfg.knobs.get(name)
     t0 = time.perf_counter()
     info: dict = {}
     if name == "oracle":
@@ -177,13 +197,21 @@ def run_policy(name: str, split: Split, cfg: FleetBacktestConfig, bundle: Option
             u = cfg.reactive_utilisation if reactive_utilisation is None else reactive_utilisation
             pol = ReactiveHPA(cfg.capacity_rpm, u, cfg.reactive_stabilisation_min, cfg.min_replicas, cfg.max_replicas)
             info = {"target_utilisation": u, "stabilisation_min": cfg.reactive_stabilisation_min}
+            pol = _with_knobs(pol, knobs, info)
         elif name == "queue":
             pol = QueueKEDA(cfg.capacity_rpm, cfg.queue_target_waiting, drain_min=max(1.0, cfg.cold_start_min),
                             min_replicas=cfg.min_replicas, max_replicas=cfg.max_replicas)
             info = {"target_waiting_per_replica": cfg.queue_target_waiting, "drain_min": pol.drain_min,
                     "cooldown_min": pol.cooldown_min, "scale_in_utilisation": pol.scale_in_utilisation}
+            pol = _with_knobs(pol, knobs, info)
         elif name == "predictive":
             core = cfg.core_config(quantile)
+            sk = dict(knobs or {})
+            if cfg.wake_s is not None:
+                sk.setdefault("wake_s", cfg.wake_s)
+                sk.setdefault("sleep_cost_share", cfg.sleep_cost_share)
+            if sk:
+                core = replace(core, scaling=replace(core.scaling, **sk))
             times = [t.to_pydatetime() for t in split.times]
             if bundle is None:
                 raise InputError("the predictive policy needs forecasts")
@@ -192,7 +220,8 @@ def run_policy(name: str, split: Split, cfg: FleetBacktestConfig, bundle: Option
             s = core.scaling
             info = {"forecaster": bundle.model, "quantile": s.quantile, "target_utilisation": s.target_utilisation,
                     "lead_min": s.lead_min, "stabilisation_s": s.stabilisation_s,
-                    "cooldown_down_s": s.cooldown_down_s, "reactive_utilisation": s.reactive_utilisation}
+                    "cooldown_down_s": s.cooldown_down_s, "reactive_utilisation": s.reactive_utilisation,
+                    "buffer_level": s.buffer_level, "wake_s": s.wake_s, "buffer_asleep": s.buffer_asleep}
         else:
             raise InputError(f"unknown policy {name!r}; use {', '.join(POLICIES)}")
         n0 = _initial(pol, split)

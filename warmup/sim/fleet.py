@@ -24,6 +24,8 @@ from typing import Optional, Protocol
 
 import numpy as np
 
+from warmup.sim.sleep import SleepPool
+
 
 @dataclass(frozen=True)
 class FleetParams:
@@ -31,6 +33,8 @@ class FleetParams:
     cold_start_min: float = 15.0
     wait_threshold_s: float = 5.0
     gpus_per_replica: int = 1
+    wake_s: Optional[float] = None      # the asleep tier's wake time (None: no asleep tier; warmup/sim/sleep.py)
+    sleep_cost_share: float = 1.0       # an asleep instance's share of a GPU-hour
 
     @property
     def boot_minutes(self) -> int:
@@ -47,6 +51,7 @@ class Observation:
     ready: int
     booting: int             # instances launched but not ready yet
     max_wait_last_s: float   # longest wait of a request in the previous minute (fluid model)
+    asleep: int = 0          # instances asleep (not provisioned; they wake in ``wake_s``)
 
     @property
     def provisioned(self) -> int:
@@ -112,6 +117,8 @@ class FleetRun:
     params: dict = field(default_factory=dict)
     seconds: float = 0.0
     capacity: Optional[np.ndarray] = None   # per-instance capacity per minute when it changes (profiles)
+    standby: Optional[np.ndarray] = None    # GPU-equivalents held asleep (or booting to sleep) per minute
+    wakes: int = 0
 
 
 def serve_minutes(ready: np.ndarray, arrivals: np.ndarray, params: FleetParams,
@@ -191,29 +198,69 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
     minute_sums = arrivals.sum(axis=1).tolist()
     cap_fn = getattr(policy, "capacity_now", None)
     caps = np.full(T, params.capacity_rpm)
+    pool = make_pool(policy, params)
+    standby = np.zeros(T)
     for t in range(T):
         if booting and booting[0] <= t:
             ready += _boot_finished(booting, t)
-        obs = Observation(t, last, q, ready, len(booting), last_wait)
-        ready, launched = _resize(max(0, int(policy.decide(obs))), ready, booting, t, B)
+        if pool is not None:
+            pool.settle(t)
+        obs = Observation(t, last, q, ready, len(booting), last_wait, pool.asleep if pool is not None else 0)
+        want = max(0, int(policy.decide(obs)))
+        if pool is None:
+            ready, launched = _resize(want, ready, booting, t, B)
+            woke, k_wake = 0, 0
+        else:
+            ready, launched, woke, k_wake = sleep_resize(pool, policy, want, ready, booting, t, B, k)
+            standby[t] = pool.held(params.sleep_cost_share)
         launches += launched
         prov[t] = ready + len(booting)
         rdy[t] = ready
-        if cap_fn is not None:
-            c = float(cap_fn())
-            caps[t] = c
-            mu = ready * c / 60.0
+        c = float(cap_fn()) if cap_fn is not None else params.capacity_rpm
+        caps[t] = c
+        mu = ready * c / 60.0
+        if woke:  # woken instances serve from step k_wake of this minute
+            q, lt0, mx0 = serve_minute(q, rows[t][:k_wake], (ready - woke) * c / 60.0, dt, w)
+            q, lt, mx = serve_minute(q, rows[t][k_wake:], mu, dt, w)
+            lt, mx = lt + lt0, max(mx, mx0)
         else:
-            mu = ready * cap_s
-        q, lt, mx = serve_minute(q, rows[t], mu, dt, w)
+            q, lt, mx = serve_minute(q, rows[t], mu, dt, w)
         late[t] = lt
         queue[t] = q
         mw[t] = mx
         last = minute_sums[t]
         last_wait = mx
     return FleetRun(name=getattr(policy, "name", "policy"), provisioned=prov, ready=rdy, late=late,
-                    queue=queue, max_wait=mw, launches=launches,
-                    capacity=caps if cap_fn is not None and np.any(caps != params.capacity_rpm) else None)
+                    queue=queue, max_wait=mw, launches=launches + (pool.launches if pool is not None else 0),
+                    capacity=caps if cap_fn is not None and np.any(caps != params.capacity_rpm) else None,
+                    standby=standby if pool is not None else None, wakes=pool.wakes if pool is not None else 0)
+
+
+def make_pool(policy: Policy, params: FleetParams) -> Optional[SleepPool]:
+    """The asleep pool where the fleet has an asleep tier and the policy keeps one."""
+    if params.wake_s is None or not hasattr(policy, "asleep_target"):
+        return None
+    return SleepPool(params.wake_s, params.boot_minutes)
+
+
+def sleep_resize(pool: SleepPool, policy: Policy, want: int, ready: int, booting: list[int], t: int, B: int,
+                 k: int) -> tuple[int, int, int, int]:
+    """(ready, launched, woken, step from which the woken serve): wake before launching, put what a
+    scale-in drops to sleep up to the policy's asleep target, then fill or trim the pool."""
+    have = ready + len(booting)
+    woke = pool.wake(want - have) if want > have and pool.wake_s < B * 60.0 else 0
+    k_wake = pool.wake_steps(k)
+    if woke and k_wake >= k:  # a wake of a minute or more: it joins the booting instances
+        booting.extend([t + int(math.ceil(pool.wake_s / 60.0 - 1e-9))] * woke)
+        booting.sort()
+        want, woke = want - woke, 0
+    before = ready
+    ready, launched = _resize(want - woke, ready, booting, t, B)
+    target = int(policy.asleep_target())
+    if want < have:
+        pool.absorb(before - ready, target)
+    pool.fill(target, t)
+    return ready + woke, launched, woke, k_wake
 
 
 def run_plan(name: str, provisioned: np.ndarray, ready: np.ndarray, arrivals: np.ndarray,
@@ -234,7 +281,8 @@ def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu
               capacity_per_minute: Optional[np.ndarray] = None) -> dict:
     """The report row of one policy."""
     total = float(demand.sum())
-    gpu_hours = float(run.provisioned.sum()) * params.gpus_per_replica / 60.0
+    held = float(run.provisioned.sum()) + (float(run.standby.sum()) if run.standby is not None else 0.0)
+    gpu_hours = held * params.gpus_per_replica / 60.0
     if capacity_per_minute is None:
         per = run.capacity if run.capacity is not None else params.capacity_rpm
         capacity_per_minute = run.ready * per
@@ -252,6 +300,8 @@ def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu
         "max_wait_s": _finite(float(np.max(run.max_wait))) if len(run.max_wait) else 0.0,
         "scale_actions": changes,
         "launches": int(run.launches),
+        "wakes": int(run.wakes),
+        "late_episodes": late_episodes(run.late),
         "warmups": int(run.warmups),
         "profile_switches": int(run.profile_switches),
         "mean_replicas": round(float(run.provisioned.mean()), 3),
@@ -260,3 +310,11 @@ def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu
         "params": run.params,
     }
     return row
+
+
+def late_episodes(late: np.ndarray, gap_min: int = 10, min_late: float = 0.5) -> int:
+    """Distinct late episodes: runs of minutes with late requests, split by ``gap_min`` minutes without."""
+    idx = np.flatnonzero(np.asarray(late) > min_late)
+    if len(idx) == 0:
+        return 0
+    return int(1 + np.count_nonzero(np.diff(idx) > gap_min))

@@ -37,6 +37,7 @@ from warmup.core import (
     decide,
     replicas_for,
 )
+from warmup.sim.errors import ForecastErrors
 from warmup.sim.fleet import Observation
 
 
@@ -136,7 +137,9 @@ class CorePolicy:
         self.events: list[tuple[int, str, str]] = []
         self.warmups = 0
         self.switches = 0
-        self._inst_cache: dict[tuple[int, int], tuple[Instance, ...]] = {}
+        self._inst_cache: dict[tuple[int, int, int], tuple[Instance, ...]] = {}
+        self.errors = ForecastErrors(cfg.scaling, self.levels, self._fc)
+        self._asleep_target = 0
 
     def capacity_now(self) -> float:
         """Per-instance capacity of the fleet now: the active profile's, mixed during a canary."""
@@ -157,13 +160,20 @@ class CorePolicy:
         self.events = []
         self.warmups = 0
         self.switches = 0
+        self.errors.reset()
+        self._asleep_target = 0
 
-    def _instances(self, ready: int, booting: int) -> tuple[Instance, ...]:
-        key = (ready, booting)
+    def asleep_target(self) -> int:
+        """Instances the last decision keeps asleep (the fleet's asleep tier reads it)."""
+        return self._asleep_target
+
+    def _instances(self, ready: int, booting: int, asleep: int = 0) -> tuple[Instance, ...]:
+        key = (ready, booting, asleep)
         inst = self._inst_cache.get(key)
         if inst is None:
             inst = tuple(Instance(f"r{i}", InstanceState.READY_BUSY) for i in range(ready)) + tuple(
-                Instance(f"b{i}", InstanceState.BOOTING) for i in range(booting))
+                Instance(f"b{i}", InstanceState.BOOTING) for i in range(booting)) + tuple(
+                Instance(f"s{i}", InstanceState.ASLEEP) for i in range(asleep))
             self._inst_cache[key] = inst
         return inst
 
@@ -175,12 +185,16 @@ class CorePolicy:
 
     def decide(self, obs: Observation) -> int:
         t = obs.t
-        inp = TickInput(now=self.times[t], instances=self._instances(obs.ready, obs.booting),
+        inp = TickInput(now=self.times[t], instances=self._instances(obs.ready, obs.booting, obs.asleep),
                         observed_rpm=obs.last_minute_rpm, queue_depth=obs.queue_depth,
-                        p99_latency_s=None, forecast=self.forecast_at(t), active_profile="")
+                        p99_latency_s=None, forecast=self.forecast_at(t), active_profile="",
+                        recent_errors=self.errors.observe(t, obs.last_minute_rpm))
         out = decide(self.cfg, inp, self.state)
         self.state = out.state
         sc = out.scale
+        self._asleep_target = sc.asleep_target
+        if sc.wake:
+            self.events.append((t, "wake", str(sc.reason)))
         if out.warmup.action is WarmupAction.START:
             self.warmups += 1
             self.events.append((t, "warmup", out.warmup.reason.text))
@@ -193,6 +207,7 @@ class CorePolicy:
             self.decisions.append({"t": t, "current": sc.current, "desired": sc.desired, "ready": sc.ready,
                                    "reactive": sc.reactive_replicas, "forecast": sc.forecast_replicas,
                                    "reason": sc.reason.code.value, "text": sc.reason.text,
+                                   "buffer": sc.buffer, "asleep": sc.asleep, "wake": len(sc.wake),
                                    "warmup": out.warmup.action.value, "applied": out.applied})
         return sc.desired
 
