@@ -43,6 +43,13 @@ def fleet(
     decisions: bool = typer.Option(False, "--decisions", help="Also write the predictive decision log "
                                    "(decisions_predictive.csv: every minute with its reason)."),
     no_plot: bool = typer.Option(False, "--no-plot"),
+    slo_late_share: Optional[float] = typer.Option(None, "--slo-late-share", min=0, max=1, help="Tune every "
+                                                   "policy's knobs for this SLO (share of requests allowed to wait "
+                                                   "too long) on the days before --test-start."),
+    slo_wait_s: Optional[float] = typer.Option(None, "--slo-wait-s", min=0.001, help="SLO: a request waiting "
+                                               "longer than this is late (default the deployment's, else 5)."),
+    validation_days: float = typer.Option(2.0, "--validation-days", min=0.1, help="Days before --test-start "
+                                          "the SLO tuning simulates (the forecaster trains before them)."),
     *,
     reading: LogReading,
 ) -> None:
@@ -66,10 +73,30 @@ def fleet(
                               reactive_utilisation=reactive_utilisation, queue_target_waiting=queue_target,
                               forecaster=forecaster, min_replicas=min_replicas, max_replicas=max_replicas,
                               gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core)
+    if slo_late_share is not None or slo_wait_s is not None:
+        cfg = _tune(data, cfg, dep.slo if deployment is not None else None, slo_late_share, slo_wait_s,
+                    validation_days)
     result = run_backtest(data, cfg, progress=True)
     paths = write_outputs(result, out, plot=not no_plot)
     _echo_report(result)
     typer.echo("wrote " + ", ".join(str(p) for p in paths))
+
+
+def _tune(data: Any, cfg: Any, slo: Any, late_share: Optional[float], wait_s: Optional[float],
+          validation_days: float) -> Any:
+    """The config with each policy's knobs tuned for the SLO on the days before the test start."""
+    from dataclasses import replace
+
+    from warmcast.slo import SLO
+    from warmup.sim.risk import tune
+
+    slo = slo or SLO()
+    slo = slo.model_copy(update={k: v for k, v in (("late_share", late_share), ("late_wait_s", wait_s))
+                                 if v is not None})
+    policies = tuple(p for p in ("predictive", "reactive", "queue") if p in cfg.policies)
+    tuning = tune(data, cfg, slo, validation_days, policies, progress=True)
+    typer.echo(tuning.report())
+    return replace(cfg, knobs=tuning.knobs(), wait_threshold_s=slo.late_wait_s, tuning=tuning)
 
 
 def _test_window(test_start: str, test_end: Optional[str]) -> tuple[Any, Any]:

@@ -54,6 +54,7 @@ class FleetBacktestConfig:
     sleep_cost_share: float = 1.0
     # knobs per policy (warmup/sim/risk.py): ScalingConfig fields for predictive, policy fields for the baselines
     knobs: Optional[dict] = None
+    tuning: Optional[object] = None                # the SLO tuning that chose ``knobs`` (warmup.sim.risk.Tuning)
 
     def fleet_params(self) -> FleetParams:
         return FleetParams(capacity_rpm=self.capacity_rpm, cold_start_min=self.cold_start_min,
@@ -245,7 +246,8 @@ def run_backtest(log: LoadLog, cfg: FleetBacktestConfig, bundle: Optional[Foreca
     if unknown:
         raise InputError(f"unknown policies {unknown}; use {', '.join(POLICIES)}")
     if "predictive" in policies and bundle is None:
-        bundle = compute_forecasts(log, cfg, sorted({0.1, 0.5, 0.9, cfg.quantile}), progress=progress)
+        tuned = (cfg.knobs or {}).get("predictive", {}).get("quantile", cfg.quantile)
+        bundle = compute_forecasts(log, cfg, sorted({0.1, 0.5, 0.9, cfg.quantile, tuned}), progress=progress)
     runs: dict[str, FleetRun] = {}
     t_sim = time.perf_counter()
     order = ["oracle"] + [p for p in policies if p != "oracle"]
@@ -273,6 +275,11 @@ def run_backtest(log: LoadLog, cfg: FleetBacktestConfig, bundle: Optional[Foreca
         "oracle_gpu_hours": round(oracle_gpu, 3),
         "simulation_seconds": round(sim_s, 3),
     }
+    if cfg.tuning is not None:
+        tu = cfg.tuning
+        meta["slo_tuning"] = {"slo": tu.slo.model_dump(), "validation": list(tu.window), "forecaster": tu.forecaster,
+                              "chosen": {p: {"knobs": c.knobs, "met_on_validation": c.met, "why": c.why}
+                                         for p, c in tu.choices.items()}}
     if bundle is not None:
         meta.update({"forecaster": bundle.model, "forecaster_fit_seconds": round(bundle.fit_seconds, 2),
                      "forecaster_predict_seconds": round(bundle.predict_seconds, 2)})

@@ -253,7 +253,7 @@ def sleep_resize(pool: SleepPool, policy: Policy, want: int, ready: int, booting
     if woke and k_wake >= k:  # a wake of a minute or more: it joins the booting instances
         booting.extend([t + int(math.ceil(pool.wake_s / 60.0 - 1e-9))] * woke)
         booting.sort()
-        want, woke = want - woke, 0
+        woke = 0  # counted among the booting now, so ``want`` already covers them
     before = ready
     ready, launched = _resize(want - woke, ready, booting, t, B)
     target = int(policy.asleep_target())

@@ -1,0 +1,132 @@
+"""Risk chosen from history: each policy's knobs tuned for the deployment's SLO on data before the test.
+
+Walk-forward: the forecaster is trained on the minutes before ``test_start - validation_days``;
+every candidate setting of a policy is simulated over the validation days that follow (still
+before the test start, each minute deciding from data strictly before it); the cheapest setting
+(GPU-hours) whose late share over the validation days met the SLO wins.  Where none met it, the
+one with the lowest late share wins and the choice says so.  The same procedure, on the same
+days, tunes the predictive policy (forecast quantile, warm buffer, target utilisation, scale-in
+stabilisation), the reactive (HPA-like) target utilisation and the queue (KEDA-like) target, so
+the comparison on the test part is fair.  ``hindsight`` runs the same choice on the test part
+itself: an upper bound, labelled as such, never the policy's setting.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from itertools import product
+from typing import Optional, Sequence
+
+import pandas as pd
+
+from warmcast.slo import SLO
+from warmup.sim.backtest import FleetBacktestConfig, Split, compute_forecasts, make_split, run_policy
+from warmup.sim.data import LoadLog
+from warmup.sim.forecasts import ForecastBundle
+from warmup.sim.fleet import summarise
+
+LEVELS = (0.1, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+
+# Stage 1: quantile x buffer; stage 2 varies utilisation and stabilisation around the stage-1 winner.
+PREDICTIVE_STAGE1 = [{"quantile": q, "buffer_level": b}
+                     for q, b in product((0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 0.95, 0.99),
+                                         (None, 0.8, 0.9, 0.95, 0.99))]
+PREDICTIVE_STAGE2 = [{"target_utilisation": u, "stabilisation_s": s}
+                     for u, s in ((1.0, 300.0), (0.9, 300.0), (1.0, 900.0), (0.9, 900.0))]
+REACTIVE_GRID = [{"target_utilisation": u, "stabilisation_min": s}
+                 for s in (5, 15) for u in (0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)]
+QUEUE_GRID = [{"target_waiting": w, "scale_in_utilisation": u}
+              for u in (0.5, 0.6, 0.7, 0.8) for w in (0.5, 1.0, 2.0, 5.0, 10.0)]
+
+
+@dataclass
+class Choice:
+    """The setting chosen for one policy, with every candidate's validation figures."""
+
+    policy: str
+    knobs: dict
+    met: bool
+    why: str
+    table: list[dict] = field(default_factory=list)   # knobs, late_share, gpu_hours, gpu_x, episodes
+
+
+@dataclass
+class Tuning:
+    slo: SLO
+    window: tuple[str, str]            # the validation days (all before the test start)
+    choices: dict[str, Choice]
+    forecaster: str
+    fit_seconds: float
+
+    def knobs(self) -> dict[str, dict]:
+        return {p: c.knobs for p, c in self.choices.items()}
+
+    def report(self) -> str:
+        lines = [f"risk tuned for the SLO {self.slo.describe()} on {self.window[0]} .. {self.window[1]} "
+                 f"(before the test start; forecaster {self.forecaster})"]
+        lines += [f"  {p}: {c.knobs} -- {c.why}" for p, c in self.choices.items()]
+        return "\n".join(lines)
+
+
+def evaluate(policy: str, split: Split, cfg: FleetBacktestConfig, bundle: Optional[ForecastBundle],
+             grid: Sequence[dict], oracle_gpu: float) -> list[dict]:
+    """One row per candidate: its knobs and its late share, GPU-hours and late episodes on ``split``."""
+    params = cfg.fleet_params()
+    rows = []
+    for knobs in grid:
+        run = run_policy(policy, split, cfg, bundle if policy == "predictive" else None, knobs=dict(knobs))
+        r = summarise(run, split.demand, params, oracle_gpu)
+        rows.append({"knobs": dict(knobs), "late_share": r["late_share"], "gpu_hours": r["gpu_hours"],
+                     "gpu_x": r["gpu_hours_vs_oracle"], "episodes": r["late_episodes"]})
+    return rows
+
+
+def pick(policy: str, rows: list[dict], slo: SLO, where: str = "validation") -> Choice:
+    """The cheapest row that met the SLO; else the least late (then cheapest), saying none met."""
+    ok = [r for r in rows if r["late_share"] <= slo.late_share]
+    if ok:
+        best = min(ok, key=lambda r: (r["gpu_hours"], r["late_share"]))
+        why = (f"cheapest of {len(ok)}/{len(rows)} settings that met the SLO on the {where} days: "
+               f"{best['late_share'] * 100:.4f}% late, {best['gpu_x']:.3f}x oracle GPU-hours")
+        return Choice(policy, best["knobs"], True, why, rows)
+    best = min(rows, key=lambda r: (r["late_share"], r["gpu_hours"]))
+    why = (f"none of {len(rows)} settings met the SLO on the {where} days; least late: "
+           f"{best['late_share'] * 100:.4f}% at {best['gpu_x']:.3f}x oracle GPU-hours")
+    return Choice(policy, best["knobs"], False, why, rows)
+
+
+def choose(policy: str, split: Split, cfg: FleetBacktestConfig, bundle: Optional[ForecastBundle], slo: SLO,
+           oracle_gpu: float, where: str = "validation") -> Choice:
+    """Tune one policy on ``split``: a grid for the baselines, two stages for the predictive policy."""
+    if policy == "reactive":
+        return pick(policy, evaluate(policy, split, cfg, None, REACTIVE_GRID, oracle_gpu), slo, where)
+    if policy == "queue":
+        return pick(policy, evaluate(policy, split, cfg, None, QUEUE_GRID, oracle_gpu), slo, where)
+    rows = evaluate(policy, split, cfg, bundle, PREDICTIVE_STAGE1, oracle_gpu)
+    first = pick(policy, rows, slo, where)
+    grid2 = [{**first.knobs, **k} for k in PREDICTIVE_STAGE2]
+    rows += [r for r in evaluate(policy, split, cfg, bundle, grid2, oracle_gpu) if r["knobs"] != first.knobs]
+    return pick(policy, rows, slo, where)
+
+
+def tune(log: LoadLog, cfg: FleetBacktestConfig, slo: SLO, validation_days: float = 2.0,
+         policies: Sequence[str] = ("predictive", "reactive", "queue"), model=None,
+         progress: bool = False) -> Tuning:
+    """Walk-forward tuning on the ``validation_days`` before ``cfg.test_start`` (nothing after it is read)."""
+    ts = pd.Timestamp(cfg.test_start).floor("min")
+    vs = ts - pd.Timedelta(days=validation_days)
+    vcfg = replace(cfg, test_start=vs, test_end=ts, wait_threshold_s=slo.late_wait_s, knobs=None)
+    split = make_split(log, vs, ts)
+    bundle = None
+    if "predictive" in policies:
+        bundle = compute_forecasts(log, vcfg, LEVELS, model=model, progress=progress)
+    oracle = run_policy("oracle", split, vcfg)
+    og = float(oracle.provisioned.sum()) * vcfg.gpus_per_replica / 60.0
+    choices = {p: choose(p, split, vcfg, bundle, slo, og) for p in policies}
+    return Tuning(slo=slo, window=(str(vs), str(ts)), choices=choices,
+                  forecaster=bundle.model if bundle else "", fit_seconds=bundle.fit_seconds if bundle else 0.0)
+
+
+def hindsight(split: Split, cfg: FleetBacktestConfig, bundle: Optional[ForecastBundle], slo: SLO,
+              oracle_gpu: float, policies: Sequence[str] = ("predictive", "reactive", "queue")) -> dict[str, Choice]:
+    """The same choice made on the test part itself (hindsight: an upper bound, not a setting to use)."""
+    return {p: choose(p, split, cfg, bundle, slo, oracle_gpu, where="test (hindsight)") for p in policies}
