@@ -40,11 +40,11 @@ from warmup.sim.risk import LEVELS, hindsight, tune  # noqa: E402
 POLICIES = ("predictive", "reactive", "queue")
 TRACES = {
     "azure": dict(file="azure2024_conversation_10s.csv", capacity=300.0,
-                  windows=("2024-05-16", "2024-05-17", "2024-05-18")),
+                  windows=("2024-05-17", "2024-05-16", "2024-05-18")),
     "nasa": dict(file="nasa_http_1995_per_minute.csv", capacity=10.0,
                  windows=("1995-07-12", "1995-07-19", "1995-07-26")),
     "servegen": dict(file="servegen_mmid_10min.csv", capacity=5000.0,
-                     windows=("2025-01-14", "2025-01-16", "2025-01-18")),
+                     windows=("2025-01-15", "2025-01-17", "2025-01-19")),
 }
 
 
@@ -196,7 +196,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "out" / "bench_fleet_slo"))
     ap.add_argument("--img", default=str(ROOT / "docs" / "img"))
     ap.add_argument("--traces", default="azure,nasa,servegen")
-    ap.add_argument("--windows", type=int, default=3, help="test windows per trace (one day each)")
+    ap.add_argument("--windows", type=int, default=2, help="test windows per trace (one day each)")
     ap.add_argument("--forecaster", default="seasonal_naive")
     ap.add_argument("--late-share", type=float, default=0.0005)
     ap.add_argument("--wait-s", type=float, default=5.0)

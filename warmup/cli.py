@@ -48,6 +48,8 @@ def fleet(
                                                    "too long) on the days before --test-start."),
     slo_wait_s: Optional[float] = typer.Option(None, "--slo-wait-s", min=0.001, help="SLO: a request waiting "
                                                "longer than this is late (default the deployment's, else 5)."),
+    tune_slo: bool = typer.Option(False, "--tune-slo", help="Tune for the deployment's slo: key (or the "
+                                  "default SLO) without naming its numbers."),
     validation_days: float = typer.Option(2.0, "--validation-days", min=0.1, help="Days before --test-start "
                                           "the SLO tuning simulates (the forecaster trains before them)."),
     *,
@@ -73,7 +75,7 @@ def fleet(
                               reactive_utilisation=reactive_utilisation, queue_target_waiting=queue_target,
                               forecaster=forecaster, min_replicas=min_replicas, max_replicas=max_replicas,
                               gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core)
-    if slo_late_share is not None or slo_wait_s is not None:
+    if tune_slo or slo_late_share is not None or slo_wait_s is not None:
         cfg = _tune(data, cfg, dep.slo if deployment is not None else None, slo_late_share, slo_wait_s,
                     validation_days)
     result = run_backtest(data, cfg, progress=True)

@@ -124,7 +124,13 @@ def switch_tick(self, deployment: str, tick: str = "") -> dict:
 
 @shared_task(bind=True, name="warmcast.retrain", acks_late=True, autoretry_for=(LockBusy,), max_retries=0)
 def retrain(self, deployment: str, tick: str = "") -> dict:
-    return retrain_step.step(_ctx(self), deployment, run_id=self.request.id).as_dict()
+    """The nightly retrain, then the risk re-tuned for the deployment's SLO (both audited)."""
+    from workers.steps import retune as retune_step
+
+    ctx = _ctx(self)
+    out = retrain_step.step(ctx, deployment, run_id=self.request.id).as_dict()
+    out["retune"] = retune_step.step(ctx, deployment).as_dict()
+    return out
 
 
 @shared_task(bind=True, name="warmcast.expire", **COMMON)

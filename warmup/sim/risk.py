@@ -28,14 +28,15 @@ LEVELS = (0.1, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
 
 # Stage 1: quantile x buffer; stage 2 varies utilisation and stabilisation around the stage-1 winner.
 PREDICTIVE_STAGE1 = [{"quantile": q, "buffer_level": b}
-                     for q, b in product((0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 0.95, 0.99),
-                                         (None, 0.8, 0.9, 0.95, 0.99))]
+                     for q, b in product((0.5, 0.6, 0.7, 0.8, 0.9, 0.95), (None, 0.9, 0.99))]
 PREDICTIVE_STAGE2 = [{"target_utilisation": u, "stabilisation_s": s}
-                     for u, s in ((1.0, 300.0), (0.9, 300.0), (1.0, 900.0), (0.9, 900.0))]
+                     for u, s in ((0.9, 300.0), (1.0, 900.0), (0.9, 900.0))]
 REACTIVE_GRID = [{"target_utilisation": u, "stabilisation_min": s}
                  for s in (5, 15) for u in (0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)]
 QUEUE_GRID = [{"target_waiting": w, "scale_in_utilisation": u}
               for u in (0.5, 0.6, 0.7, 0.8) for w in (0.5, 1.0, 2.0, 5.0, 10.0)]
+GRIDS = {"predictive": PREDICTIVE_STAGE1, "predictive_stage2": PREDICTIVE_STAGE2, "reactive": REACTIVE_GRID,
+         "queue": QUEUE_GRID}
 
 
 @dataclass
@@ -95,22 +96,21 @@ def pick(policy: str, rows: list[dict], slo: SLO, where: str = "validation") -> 
 
 
 def choose(policy: str, split: Split, cfg: FleetBacktestConfig, bundle: Optional[ForecastBundle], slo: SLO,
-           oracle_gpu: float, where: str = "validation") -> Choice:
+           oracle_gpu: float, where: str = "validation", grids: Optional[dict] = None) -> Choice:
     """Tune one policy on ``split``: a grid for the baselines, two stages for the predictive policy."""
-    if policy == "reactive":
-        return pick(policy, evaluate(policy, split, cfg, None, REACTIVE_GRID, oracle_gpu), slo, where)
-    if policy == "queue":
-        return pick(policy, evaluate(policy, split, cfg, None, QUEUE_GRID, oracle_gpu), slo, where)
-    rows = evaluate(policy, split, cfg, bundle, PREDICTIVE_STAGE1, oracle_gpu)
+    g = {**GRIDS, **(grids or {})}
+    if policy != "predictive":
+        return pick(policy, evaluate(policy, split, cfg, None, g[policy], oracle_gpu), slo, where)
+    rows = evaluate(policy, split, cfg, bundle, g["predictive"], oracle_gpu)
     first = pick(policy, rows, slo, where)
-    grid2 = [{**first.knobs, **k} for k in PREDICTIVE_STAGE2]
+    grid2 = [{**first.knobs, **k} for k in g["predictive_stage2"]]
     rows += [r for r in evaluate(policy, split, cfg, bundle, grid2, oracle_gpu) if r["knobs"] != first.knobs]
     return pick(policy, rows, slo, where)
 
 
 def tune(log: LoadLog, cfg: FleetBacktestConfig, slo: SLO, validation_days: float = 2.0,
          policies: Sequence[str] = ("predictive", "reactive", "queue"), model=None,
-         progress: bool = False) -> Tuning:
+         progress: bool = False, grids: Optional[dict] = None) -> Tuning:
     """Walk-forward tuning on the ``validation_days`` before ``cfg.test_start`` (nothing after it is read)."""
     ts = pd.Timestamp(cfg.test_start).floor("min")
     vs = ts - pd.Timedelta(days=validation_days)
@@ -121,12 +121,13 @@ def tune(log: LoadLog, cfg: FleetBacktestConfig, slo: SLO, validation_days: floa
         bundle = compute_forecasts(log, vcfg, LEVELS, model=model, progress=progress)
     oracle = run_policy("oracle", split, vcfg)
     og = float(oracle.provisioned.sum()) * vcfg.gpus_per_replica / 60.0
-    choices = {p: choose(p, split, vcfg, bundle, slo, og) for p in policies}
+    choices = {p: choose(p, split, vcfg, bundle, slo, og, grids=grids) for p in policies}
     return Tuning(slo=slo, window=(str(vs), str(ts)), choices=choices,
                   forecaster=bundle.model if bundle else "", fit_seconds=bundle.fit_seconds if bundle else 0.0)
 
 
 def hindsight(split: Split, cfg: FleetBacktestConfig, bundle: Optional[ForecastBundle], slo: SLO,
-              oracle_gpu: float, policies: Sequence[str] = ("predictive", "reactive", "queue")) -> dict[str, Choice]:
+              oracle_gpu: float, policies: Sequence[str] = ("predictive", "reactive", "queue"),
+              grids: Optional[dict] = None) -> dict[str, Choice]:
     """The same choice made on the test part itself (hindsight: an upper bound, not a setting to use)."""
-    return {p: choose(p, split, cfg, bundle, slo, oracle_gpu, where="test (hindsight)") for p in policies}
+    return {p: choose(p, split, cfg, bundle, slo, oracle_gpu, "test (hindsight)", grids) for p in policies}
