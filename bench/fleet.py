@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fleet.py --validate           # everything (about 6 minutes on 2 cores)
     .venv/bin/python bench/fleet.py --parts azure        # only the Azure acceptance run
+    .venv/bin/python bench/fleet.py --parts slo          # SLO-tuned policies, every trace (bench/fleet_slo.py)
 
 Parts
 -----
@@ -311,6 +312,12 @@ def main() -> None:
     t0 = time.perf_counter()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     for p in parts:
+        if p == "slo":  # SLO-tuned policies on every trace and window (bench/fleet_slo.py)
+            sys.path.insert(0, str(ROOT / "bench"))
+            from fleet_slo import main as slo_main
+
+            slo_main(["--data", args.data, "--img", args.img])
+            continue
         {"azure": part_azure, "ramp": part_ramp, "speed": part_speed}[p](args, out)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "bench_fleet.json").write_text(json.dumps(out, indent=2, default=float))

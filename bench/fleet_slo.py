@@ -190,7 +190,30 @@ def part_sleep(log, res: dict, slo: SLO, wake_s: float, img: Path) -> dict:
     return rows
 
 
-def main() -> None:
+def run_all(data: Path, out: Path, img: Path, traces: list[str], windows: int, slo: SLO, args) -> dict:
+    """Every trace and window; the JSON report is rewritten after each trace."""
+    out.mkdir(parents=True, exist_ok=True)
+    img.mkdir(parents=True, exist_ok=True)
+    report: dict = {"slo": slo.model_dump(), "forecaster": args.forecaster, "traces": {}}
+    for name in traces:
+        log = load_trace(name, data)
+        print(f"\n=== {name}: {log.source}, {log.step_s} s steps, capacity {TRACES[name]['capacity']:g} req/min "
+              f"per instance, cold start 15 min; SLO {slo.describe()} ===", flush=True)
+        res = {d: run_window(name, log, d, slo, args) for d in TRACES[name]["windows"][:windows]}
+        plot_pareto([(f"{name} {d}", r["_hs"], r["rows"]) for d, r in res.items()], img / f"fleet_slo_{name}.png",
+                    f"{name}: GPU-hours vs late share over each policy's knobs (test day); star = SLO-tuned "
+                    "on the 2 days before", slo)
+        if name == "azure":
+            last = list(res)[-1]
+            print(f"\nasleep tier on azure {last} (wake time ASSUMED {args.wake_s:g} s):")
+            report["sleep"] = {"wake_s_assumed": args.wake_s, "window": last,
+                               "rows": part_sleep(log, res[last], slo, args.wake_s, img)}
+        report["traces"][name] = {d: {k: v for k, v in r.items() if not k.startswith("_")} for d, r in res.items()}
+        (out / "bench_fleet_slo.json").write_text(json.dumps(report, indent=2, default=str))
+    return report
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--out", default=str(ROOT / "out" / "bench_fleet_slo"))
@@ -201,29 +224,16 @@ def main() -> None:
     ap.add_argument("--late-share", type=float, default=0.0005)
     ap.add_argument("--wait-s", type=float, default=5.0)
     ap.add_argument("--wake-s", type=float, default=30.0, help="assumed wake time of the asleep tier")
-    args = ap.parse_args()
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
     slo = SLO(late_share=args.late_share, late_wait_s=args.wait_s)
-    out, img = Path(args.out), Path(args.img)
-    out.mkdir(parents=True, exist_ok=True)
-    img.mkdir(parents=True, exist_ok=True)
-    report: dict = {"slo": slo.model_dump(), "forecaster": args.forecaster, "traces": {}}
     t0 = time.perf_counter()
-    for name in [s.strip() for s in args.traces.split(",") if s.strip()]:
-        log = load_trace(name, Path(args.data))
-        print(f"\n=== {name}: {log.source}, {log.step_s} s steps, capacity {TRACES[name]['capacity']:g} req/min "
-              f"per instance, cold start 15 min; SLO {slo.describe()} ===", flush=True)
-        res = {d: run_window(name, log, d, slo, args) for d in TRACES[name]["windows"][:args.windows]}
-        plot_pareto([(f"{name} {d}", r["_hs"], r["rows"]) for d, r in res.items()], img / f"fleet_slo_{name}.png",
-                    f"{name}: GPU-hours vs late share over each policy's knobs (test day); star = SLO-tuned "
-                    "on the 2 days before", slo)
-        if name == "azure":
-            last = res[list(res)[-1]]
-            print(f"\nasleep tier on azure {list(res)[-1]} (wake time ASSUMED {args.wake_s:g} s):")
-            report["sleep"] = {"wake_s_assumed": args.wake_s, "window": list(res)[-1],
-                               "rows": part_sleep(log, last, slo, args.wake_s, img)}
-        report["traces"][name] = {d: {k: v for k, v in r.items() if not k.startswith("_")} for d, r in res.items()}
-        (out / "bench_fleet_slo.json").write_text(json.dumps(report, indent=2, default=str))
-    print(f"\nbench/fleet_slo.py done in {time.perf_counter() - t0:.0f} s; {out}/bench_fleet_slo.json")
+    run_all(Path(args.data), Path(args.out), Path(args.img), [s.strip() for s in args.traces.split(",") if s.strip()],
+            args.windows, slo, args)
+    print(f"\nbench/fleet_slo.py done in {time.perf_counter() - t0:.0f} s; {args.out}/bench_fleet_slo.json")
 
 
 if __name__ == "__main__":
