@@ -8,9 +8,11 @@ import typer
 
 from warmcast.errors import InputError
 from warmcast.logoptions import LogReading, log_options
+from warmup.slo_options import SLOFlags, slo_options
 
 
 @log_options
+@slo_options
 def fleet(
     log: Path = typer.Option(..., "--log", help="Per-minute or finer count series (time,requests) or per-request log."),
     capacity_rpm: Optional[float] = typer.Option(None, "--capacity-rpm", min=0.001,
@@ -43,17 +45,9 @@ def fleet(
     decisions: bool = typer.Option(False, "--decisions", help="Also write the predictive decision log "
                                    "(decisions_predictive.csv: every minute with its reason)."),
     no_plot: bool = typer.Option(False, "--no-plot"),
-    slo_late_share: Optional[float] = typer.Option(None, "--slo-late-share", min=0, max=1, help="Tune every "
-                                                   "policy's knobs for this SLO (share of requests allowed to wait "
-                                                   "too long) on the days before --test-start."),
-    slo_wait_s: Optional[float] = typer.Option(None, "--slo-wait-s", min=0.001, help="SLO: a request waiting "
-                                               "longer than this is late (default the deployment's, else 5)."),
-    tune_slo: bool = typer.Option(False, "--tune-slo", help="Tune for the deployment's slo: key (or the "
-                                  "default SLO) without naming its numbers."),
-    validation_days: float = typer.Option(2.0, "--validation-days", min=0.1, help="Days before --test-start "
-                                          "the SLO tuning simulates (the forecaster trains before them)."),
     *,
     reading: LogReading,
+    slo_flags: SLOFlags,
 ) -> None:
     """Replay a log through a fleet with cold start and a FIFO queue under each policy."""
     from warmup.sim import FleetBacktestConfig, load_log, run_backtest, write_outputs
@@ -75,17 +69,15 @@ def fleet(
                               reactive_utilisation=reactive_utilisation, queue_target_waiting=queue_target,
                               forecaster=forecaster, min_replicas=min_replicas, max_replicas=max_replicas,
                               gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core)
-    if tune_slo or slo_late_share is not None or slo_wait_s is not None:
-        cfg = _tune(data, cfg, dep.slo if deployment is not None else None, slo_late_share, slo_wait_s,
-                    validation_days)
+    if slo_flags.wanted:
+        cfg = _tune(data, cfg, dep.slo if deployment is not None else None, slo_flags)
     result = run_backtest(data, cfg, progress=True)
     paths = write_outputs(result, out, plot=not no_plot)
     _echo_report(result)
     typer.echo("wrote " + ", ".join(str(p) for p in paths))
 
 
-def _tune(data: Any, cfg: Any, slo: Any, late_share: Optional[float], wait_s: Optional[float],
-          validation_days: float) -> Any:
+def _tune(data: Any, cfg: Any, slo: Any, flags: SLOFlags) -> Any:
     """The config with each policy's knobs tuned for the SLO on the days before the test start."""
     from dataclasses import replace
 
@@ -93,10 +85,10 @@ def _tune(data: Any, cfg: Any, slo: Any, late_share: Optional[float], wait_s: Op
     from warmup.sim.risk import tune
 
     slo = slo or SLO()
-    slo = slo.model_copy(update={k: v for k, v in (("late_share", late_share), ("late_wait_s", wait_s))
+    slo = slo.model_copy(update={k: v for k, v in (("late_share", flags.late_share), ("late_wait_s", flags.wait_s))
                                  if v is not None})
     policies = tuple(p for p in ("predictive", "reactive", "queue") if p in cfg.policies)
-    tuning = tune(data, cfg, slo, validation_days, policies, progress=True)
+    tuning = tune(data, cfg, slo, flags.validation_days, policies, progress=True)
     typer.echo(tuning.report())
     return replace(cfg, knobs=tuning.knobs(), wait_threshold_s=slo.late_wait_s, tuning=tuning)
 

@@ -172,6 +172,28 @@ def _with_knobs(pol, knobs: Optional[dict], info: dict):
     return pol
 
 
+def _predictive(split: Split, cfg: FleetBacktestConfig, bundle: Optional[ForecastBundle],
+                quantile: Optional[float], knobs: Optional[dict]) -> tuple[CorePolicy, dict]:
+    """The decision core as a policy, with its tuned knobs (ScalingConfig fields) and the fleet's asleep tier."""
+    core = cfg.core_config(quantile)
+    sk = dict(knobs or {})
+    if cfg.wake_s is not None:
+        sk.setdefault("wake_s", cfg.wake_s)
+        sk.setdefault("sleep_cost_share", cfg.sleep_cost_share)
+    if sk:
+        core = replace(core, scaling=replace(core.scaling, **sk))
+    times = [t.to_pydatetime() for t in split.times]
+    if bundle is None:
+        raise InputError("the predictive policy needs forecasts")
+    pol = CorePolicy(core, times, bundle.levels, bundle.paths, record=cfg.record_decisions, model=bundle.model)
+    s = core.scaling
+    info = {"forecaster": bundle.model, "quantile": s.quantile, "target_utilisation": s.target_utilisation,
+            "lead_min": s.lead_min, "stabilisation_s": s.stabilisation_s, "cooldown_down_s": s.cooldown_down_s,
+            "reactive_utilisation": s.reactive_utilisation, "buffer_level": s.buffer_level, "wake_s": s.wake_s,
+            "buffer_asleep": s.buffer_asleep}
+    return pol, info
+
+
 def run_policy(name: str, split: Split, cfg: FleetBacktestConfig, bundle: Optional[ForecastBundle] = None,
                quantile: Optional[float] = None, reactive_utilisation: Optional[float] = None,
                knobs: Optional[dict] = None) -> FleetRun:
@@ -206,23 +228,7 @@ def run_policy(name: str, split: Split, cfg: FleetBacktestConfig, bundle: Option
                     "cooldown_min": pol.cooldown_min, "scale_in_utilisation": pol.scale_in_utilisation}
             pol = _with_knobs(pol, knobs, info)
         elif name == "predictive":
-            core = cfg.core_config(quantile)
-            sk = dict(knobs or {})
-            if cfg.wake_s is not None:
-                sk.setdefault("wake_s", cfg.wake_s)
-                sk.setdefault("sleep_cost_share", cfg.sleep_cost_share)
-            if sk:
-                core = replace(core, scaling=replace(core.scaling, **sk))
-            times = [t.to_pydatetime() for t in split.times]
-            if bundle is None:
-                raise InputError("the predictive policy needs forecasts")
-            pol = CorePolicy(core, times, bundle.levels, bundle.paths, record=cfg.record_decisions,
-                             model=bundle.model)
-            s = core.scaling
-            info = {"forecaster": bundle.model, "quantile": s.quantile, "target_utilisation": s.target_utilisation,
-                    "lead_min": s.lead_min, "stabilisation_s": s.stabilisation_s,
-                    "cooldown_down_s": s.cooldown_down_s, "reactive_utilisation": s.reactive_utilisation,
-                    "buffer_level": s.buffer_level, "wake_s": s.wake_s, "buffer_asleep": s.buffer_asleep}
+            pol, info = _predictive(split, cfg, bundle, quantile, knobs)
         else:
             raise InputError(f"unknown policy {name!r}; use {', '.join(POLICIES)}")
         n0 = _initial(pol, split)
