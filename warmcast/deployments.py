@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from warmcast.alerts_config import AlertSpec
 from warmcast.errors import InputError, NotFoundError
 from warmcast.pools_config import GpuSpec, PoolsSpec, check_against
+from warmcast.sleep_tier import SleepTier
 from warmcast.slo import SLO
 
 # Full match (\A..\Z, never ^..$: $ also matches before a final newline): a name becomes a
@@ -136,6 +137,7 @@ class Deployment(_Strict):
     profiles: dict[str, Profile]
     schedule: Schedule = Field(default_factory=Schedule)
     slo: SLO = Field(default_factory=SLO)  # what 'on time' means for this deployment (warmcast/slo.py)
+    sleep: SleepTier | None = None  # the asleep tier: wake time and cost (warmcast/sleep_tier.py)
     gpu: GpuSpec | None = None  # GPU types and memory need, for capacity plans by type
     pools: PoolsSpec | None = None  # hot and cold pools under shared limits
     alerts: AlertSpec = Field(default_factory=AlertSpec)  # tiered alert responses (warmcast/alerts_config.py)

@@ -40,7 +40,7 @@ def core_config_from_values(values: Mapping[str, Any], tz: Optional[tzinfo] = No
         max_replicas=int(values.get("max_replicas", 8)),
         gpus_per_replica=int(values.get("gpus_per_replica", 1)),
         cold_start_min=float(values.get("cold_start_min", 15.0)),
-        **dict(scaling or {}),
+        **{**_sleep_fields(values.get("sleep")), **dict(scaling or {})},
     )
     sched = values.get("schedule") or {}
     windows = tuple(ScheduleWindow(w["profile"], _as_time(w["start"]), _as_time(w["end"]))
@@ -55,6 +55,14 @@ def core_config_from_values(values: Mapping[str, Any], tz: Optional[tzinfo] = No
         **dict(switch or {}),
     )
     return CoreConfig(scaling=sc, warmup=warmup or WarmupConfig(), switch=sw, dry_run=dry_run)
+
+
+def _sleep_fields(sleep: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """ScalingConfig fields of the deployment's asleep tier (none without a ``sleep:`` key)."""
+    if not sleep:
+        return {}
+    return {"wake_s": float(sleep["wake_s"]), "sleep_cost_share": float(sleep.get("cost_share", 1.0)),
+            "buffer_asleep": bool(sleep.get("buffer_asleep", False))}
 
 
 def core_config(deployment, *, dry_run: bool = False, **overrides: Any) -> CoreConfig:

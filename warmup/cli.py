@@ -69,22 +69,26 @@ def fleet(
                               reactive_utilisation=reactive_utilisation, queue_target_waiting=queue_target,
                               forecaster=forecaster, min_replicas=min_replicas, max_replicas=max_replicas,
                               gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core)
-    if slo_flags.wanted:
-        cfg = _tune(data, cfg, dep.slo if deployment is not None else None, slo_flags)
+    cfg = _tiers_and_risk(data, cfg, dep if deployment is not None else None, slo_flags)
     result = run_backtest(data, cfg, progress=True)
     paths = write_outputs(result, out, plot=not no_plot)
     _echo_report(result)
     typer.echo("wrote " + ", ".join(str(p) for p in paths))
 
 
-def _tune(data: Any, cfg: Any, slo: Any, flags: SLOFlags) -> Any:
-    """The config with each policy's knobs tuned for the SLO on the days before the test start."""
+def _tiers_and_risk(data: Any, cfg: Any, dep: Any, flags: SLOFlags) -> Any:
+    """The config with the deployment's asleep tier, and each policy's knobs tuned for the SLO on the
+    days before the test start when the SLO flags ask for it."""
     from dataclasses import replace
 
     from warmcast.slo import SLO
     from warmup.sim.risk import tune
 
-    slo = slo or SLO()
+    if dep is not None and dep.sleep is not None:  # the simulated fleet gets the asleep tier too
+        cfg = replace(cfg, wake_s=dep.sleep.wake_s, sleep_cost_share=dep.sleep.cost_share)
+    if not flags.wanted:
+        return cfg
+    slo = dep.slo if dep is not None else SLO()
     slo = slo.model_copy(update={k: v for k, v in (("late_share", flags.late_share), ("late_wait_s", flags.wait_s))
                                  if v is not None})
     policies = tuple(p for p in ("predictive", "reactive", "queue") if p in cfg.policies)

@@ -114,3 +114,36 @@ def test_predictive_with_an_asleep_buffer_wakes_on_bursts(bursty) -> None:
     assert ready.standby.sum() == 0 and slept.standby.sum() > 0
     assert slept.wakes > 0 and any(kind == "wake" for _, kind, _ in slept.events)
     assert slept.provisioned.sum() < ready.provisioned.sum()   # the buffer is held asleep, not ready
+
+
+DEPLOYMENT = """
+deployments:
+  - name: chat
+    cold_start_min: 15
+    sleep: {{wake_s: {wake}, cost_share: 0.5, buffer_asleep: true}}
+    profiles:
+      day: {{capacity_rpm: 300}}
+"""
+
+
+def test_the_deployments_sleep_key_reaches_the_core(tmp_path) -> None:
+    from warmcast.deployments import load_deployments
+    from warmup.adapters import core_config
+
+    p = tmp_path / "deployments.yaml"
+    p.write_text(DEPLOYMENT.format(wake=20))
+    sc = core_config(load_deployments(p).deployments[0]).scaling
+    assert (sc.wake_s, sc.sleep_cost_share, sc.buffer_asleep) == (20.0, 0.5, True)
+    no_sleep = DEPLOYMENT.replace("    sleep: {{wake_s: {wake}, cost_share: 0.5, buffer_asleep: true}}\n", "")
+    p.write_text(no_sleep.format())
+    assert core_config(load_deployments(p).deployments[0]).scaling.wake_s is None
+
+
+def test_a_bad_sleep_key_names_the_problem(tmp_path) -> None:
+    from warmcast.deployments import load_deployments
+    from warmcast.errors import InputError
+
+    p = tmp_path / "deployments.yaml"
+    p.write_text(DEPLOYMENT.format(wake=-3))
+    with pytest.raises(InputError, match="wake_s"):
+        load_deployments(p)

@@ -122,6 +122,11 @@ def make_forecaster(name: str, progress: bool = False):
         from forecaster.lstm import LSTMForecaster
 
         return LSTMForecaster(progress=progress)
+    if name == "lstm_quick":  # one member, 8 epochs: for benches that fit per window on a small machine
+        from forecaster.lstm import LSTMConfig, LSTMForecaster
+
+        return LSTMForecaster(config=LSTMConfig(members=1, epochs=8, min_epochs=4, patience=3, max_origins=6000,
+                                                refit_full=False), progress=progress)
     if name in ("sim_seasonal_profile", "profile"):
         return SimSeasonalProfile()
     from forecaster import baselines
@@ -135,7 +140,7 @@ def make_forecaster(name: str, progress: bool = False):
         "uc": lambda: baselines.UCFourier(),
     }
     if name not in table:
-        raise InputError(f"unknown forecaster {name!r}; use lstm, uc_fourier, holt_winters, seasonal_naive, "
+        raise InputError(f"unknown forecaster {name!r}; use lstm, lstm_quick, uc_fourier, holt_winters, seasonal_naive, "
                          "persistence or sim_seasonal_profile")
     return table[name]()
 
