@@ -38,6 +38,8 @@ from warmup.sim.forecasts import make_forecaster  # noqa: E402
 from warmup.sim.risk import LEVELS, hindsight, tune  # noqa: E402
 
 POLICIES = ("predictive", "reactive", "queue")
+KNOBS = ("quantile", "buffer_level", "target_utilisation", "stabilisation_s", "stabilisation_min",
+         "reactive_utilisation", "target_waiting", "scale_in_utilisation")
 TRACES = {
     "azure": dict(file="azure2024_conversation_10s.csv", capacity=300.0,
                   windows=("2024-05-17", "2024-05-16", "2024-05-18")),
@@ -97,7 +99,8 @@ def verdict(rows: dict, slo: SLO) -> str:
         ok = saving >= 0.10
         return f"{'MET' if ok else 'NOT MET'}: both meet the SLO; predictive {saving:+.1%} GPU-hours vs reactive"
     ok = p["gpu_hours"] <= r["gpu_hours"]
-    return f"{'MET' if ok else 'NOT MET'}: reactive misses the SLO; predictive at {p['gpu_hours'] / r['gpu_hours']:.3f}x its GPU-hours"
+    ratio = p["gpu_hours"] / r["gpu_hours"]
+    return f"{'MET' if ok else 'NOT MET'}: reactive misses the SLO; predictive at {ratio:.3f}x its GPU-hours"
 
 
 def fmt(rows: dict, slo: SLO) -> str:
@@ -105,9 +108,7 @@ def fmt(rows: dict, slo: SLO) -> str:
     out = [head, "-" * 100]
     for k, r in rows.items():
         met = "yes" if r["late_share"] <= slo.late_share else "no"
-        knobs = {a: b for a, b in r["params"].items() if a in ("quantile", "buffer_level", "target_utilisation",
-                                                                "stabilisation_s", "stabilisation_min",
-                                                                "target_waiting", "scale_in_utilisation")}
+        knobs = {a: b for a, b in r["params"].items() if a in KNOBS}
         out.append(f"{k:<32}{r['gpu_hours']:>9.1f}{r['gpu_hours_vs_oracle']:>9.3f}{r['late_pct']:>9.4f}"
                    f"{r['late_episodes']:>9d}{met:>5}  {knobs if k in POLICIES else ''}")
     return "\n".join(out)

@@ -140,8 +140,8 @@ def make_forecaster(name: str, progress: bool = False):
         "uc": lambda: baselines.UCFourier(),
     }
     if name not in table:
-        raise InputError(f"unknown forecaster {name!r}; use lstm, lstm_quick, uc_fourier, holt_winters, seasonal_naive, "
-                         "persistence or sim_seasonal_profile")
+        raise InputError(f"unknown forecaster {name!r}; use lstm, lstm_quick, uc_fourier, holt_winters, "
+                         "seasonal_naive, persistence or sim_seasonal_profile")
     return table[name]()
 
 

@@ -27,10 +27,14 @@ from warmup.sim.fleet import summarise
 LEVELS = (0.1, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
 
 # Stage 1: quantile x buffer; stage 2 varies utilisation and stabilisation around the stage-1 winner.
+# A low quantile with a reactive floor below full utilisation lets the policy lean on the current load where
+# the forecast's errors are wide; the tuning decides whether that is cheaper.
 PREDICTIVE_STAGE1 = [{"quantile": q, "buffer_level": b}
-                     for q, b in product((0.5, 0.6, 0.7, 0.8, 0.9, 0.95), (None, 0.9, 0.99))]
-PREDICTIVE_STAGE2 = [{"target_utilisation": u, "stabilisation_s": s}
-                     for u, s in ((0.9, 300.0), (1.0, 900.0), (0.9, 900.0))]
+                     for q, b in product((0.5, 0.6, 0.7, 0.8, 0.9, 0.95), (None, 0.9, 0.99))] + [
+                     {"quantile": q, "buffer_level": None, "reactive_utilisation": 0.9, "stabilisation_s": 900.0}
+                     for q in (0.1, 0.5)]
+PREDICTIVE_STAGE2 = [{"target_utilisation": u, "stabilisation_s": s, "reactive_utilisation": r}
+                     for u, s, r in product((1.0, 0.9), (300.0, 900.0), (1.0, 0.9)) if (u, s, r) != (1.0, 300.0, 1.0)]
 REACTIVE_GRID = [{"target_utilisation": u, "stabilisation_min": s}
                  for s in (5, 15) for u in (0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)]
 QUEUE_GRID = [{"target_waiting": w, "scale_in_utilisation": u}
