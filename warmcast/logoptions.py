@@ -60,22 +60,28 @@ _OPTIONS: dict[str, tuple[Any, Any]] = {
 }
 
 
-def log_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Give ``command`` the shared log flags; it receives them as one ``reading: LogReading``."""
+def option_group(command: Callable[..., Any], param: str, options: dict[str, tuple[Any, Any]],
+                 build: Callable[..., Any]) -> Callable[..., Any]:
+    """Give ``command`` the typer ``options``; it receives them as one value, ``param=build(**values)``."""
     sig = inspect.signature(command)
-    if "reading" not in sig.parameters:
-        raise TypeError(f"{command.__name__} needs a 'reading' parameter to receive the log flags")
-    own = [p for p in sig.parameters.values() if p.name != "reading"]
+    if param not in sig.parameters:
+        raise TypeError(f"{command.__name__} needs a {param!r} parameter to receive its flags")
+    own = [p for p in sig.parameters.values() if p.name != param]
     added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=ann)
-             for name, (opt, ann) in _OPTIONS.items()]
+             for name, (opt, ann) in options.items()]
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
-        reading = LogReading(**{name: kwargs.pop(name) for name in _OPTIONS})
-        return command(**kwargs, reading=reading)
+        value = build(**{name: kwargs.pop(name) for name in options})
+        return command(**kwargs, **{param: value})
 
     # typer reads the signature and the type hints: show it the command's own parameters plus ours
     wrapper.__signature__ = sig.replace(parameters=own + added)  # type: ignore[attr-defined]
-    annotations = {k: v for k, v in command.__annotations__.items() if k != "reading"}
-    wrapper.__annotations__ = {**annotations, **{name: ann for name, (_, ann) in _OPTIONS.items()}}
+    annotations = {k: v for k, v in command.__annotations__.items() if k != param}
+    wrapper.__annotations__ = {**annotations, **{name: ann for name, (_, ann) in options.items()}}
     return wrapper
+
+
+def log_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give ``command`` the shared log flags; it receives them as one ``reading: LogReading``."""
+    return option_group(command, "reading", _OPTIONS, LogReading)

@@ -2,12 +2,12 @@
 (the pattern of ``warmcast.logoptions``), so the command stays one screen long."""
 from __future__ import annotations
 
-import functools
-import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import typer
+
+from warmcast.logoptions import option_group
 
 
 @dataclass(frozen=True)
@@ -37,17 +37,4 @@ _OPTIONS: dict[str, tuple[Any, Any]] = {
 
 def slo_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Give ``command`` the SLO flags; it receives them as one ``slo_flags: SLOFlags``."""
-    sig = inspect.signature(command)
-    own = [p for p in sig.parameters.values() if p.name != "slo_flags"]
-    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=ann)
-             for name, (opt, ann) in _OPTIONS.items()]
-
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
-        flags = SLOFlags(**{name: kwargs.pop(name) for name in _OPTIONS})
-        return command(**kwargs, slo_flags=flags)
-
-    wrapper.__signature__ = sig.replace(parameters=own + added)  # type: ignore[attr-defined]
-    annotations = {k: v for k, v in command.__annotations__.items() if k != "slo_flags"}
-    wrapper.__annotations__ = {**annotations, **{name: ann for name, (_, ann) in _OPTIONS.items()}}
-    return wrapper
+    return option_group(command, "slo_flags", _OPTIONS, SLOFlags)
