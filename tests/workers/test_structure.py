@@ -117,7 +117,8 @@ def test_workers_modules_and_functions_are_small():
 
 def test_every_step_module_exposes_one_typed_step():
     steps = sorted(p.stem for p in (ROOT / "workers" / "steps").glob("*.py") if p.stem not in ("__init__", "outcome"))
-    assert steps == ["expire", "forecast", "ingest", "plan", "retrain", "signals", "switch", "warmup", "warmup_run"]
+    assert steps == ["expire", "forecast", "ingest", "plan", "retrain", "retune", "signals", "switch", "warmup",
+                     "warmup_run"]
     for name in steps:
         tree = ast.parse((ROOT / "workers" / "steps" / f"{name}.py").read_text())
         funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "step"]

@@ -55,8 +55,13 @@ def step(ctx: Ctx, deployment: str, *, validation_days: float = 2.0, forecaster:
     bt = FleetBacktestConfig(capacity_rpm=dep.capacity_rpm, cold_start_min=dep.cold_start_min, test_start=end,
                              forecaster=forecaster, min_replicas=dep.min_replicas, max_replicas=dep.max_replicas,
                              core=cfg)
-    tuning = tune(from_series(frame["requests"], source=deployment), bt, dep.slo, validation_days,
-                  ("predictive",), model=make_forecaster(forecaster), grids=LIVE_GRIDS)
+    try:
+        tuning = tune(from_series(frame["requests"], source=deployment), bt, dep.slo, validation_days,
+                      ("predictive",), model=make_forecaster(forecaster), grids=LIVE_GRIDS)
+    except (InputError, ValueError) as err:  # the night's retrain stands; the risk stays as it was
+        why = f"re-tune failed: {err}"
+        ctx.state.audit(deployment, "retune", "risk unchanged", why, False)
+        return RetuneOutcome(deployment, why=why)
     return _store(ctx, deployment, tuning, {k: getattr(cfg.scaling, k) for k in KNOBS})
 
 
