@@ -27,6 +27,7 @@ _COMMAND_MODULES = (
     "warmup.advise_cli",
     "warmup.alerts_cli",
     "warmup.actuators.cli",
+    "warmup.calibration.cli",
     "workers.cli",
     "api.cli",
 )

@@ -31,6 +31,7 @@ raised, a permanent failure (other 4xx, a non-vLLM answer) raises
 from __future__ import annotations
 
 import asyncio
+import json as _json
 import logging
 import time
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ class CompletionResult:
     latency_s: float
     prompt_tokens: int
     completion_tokens: int
+    ttft_s: float | None = None   # streamed completions only: time to the first generated token
 
 
 def _is_transient_status(code: int) -> bool:
@@ -232,6 +234,32 @@ class VLLMClient:
             raise InstanceError(self.name, f"/v1/completions answered a non-JSON body: {r.text[:200]}") from None
         return CompletionResult(latency, int(usage.get("prompt_tokens", prompt_tokens)),
                                 int(usage.get("completion_tokens", 0)))
+
+    async def complete_stream(self, prompt_tokens: int, max_tokens: int, *, rng: np.random.Generator | None = None,
+                              timeout_s: float = 120.0) -> CompletionResult:
+        """One streamed completion, timed to its first token and to its end; no retry (a load test
+        counts failures).  Raises InstanceError on an HTTP error or a broken stream."""
+        info = await self.model_info()
+        body = {"model": info.id, "prompt": self._prompt(prompt_tokens, rng or np.random.default_rng()),
+                "max_tokens": int(max_tokens), "ignore_eos": True, "temperature": 0.0, "stream": True,
+                "stream_options": {"include_usage": True}}
+        t0, ttft, usage = time.perf_counter(), None, {}
+        try:
+            async with self._http.stream("POST", "/v1/completions", json=body, timeout=timeout_s) as r:
+                if r.status_code >= 400:
+                    raise InstanceError(self.name, f"POST /v1/completions -> HTTP {r.status_code}: "
+                                                   f"{(await r.aread())[:300]!r}", status=r.status_code)
+                async for line in r.aiter_lines():
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    chunk = _json.loads(line[6:])
+                    if ttft is None and chunk.get("choices"):  # no tokenizer: text may be empty
+                        ttft = time.perf_counter() - t0
+                    usage = chunk.get("usage") or usage
+        except (httpx.HTTPError, ValueError) as err:
+            raise InstanceError(self.name, f"streamed completion failed: {type(err).__name__}: {err}") from None
+        return CompletionResult(time.perf_counter() - t0, int(usage.get("prompt_tokens", prompt_tokens)),
+                                int(usage.get("completion_tokens", 0)), ttft)
 
     async def warmup(
         self,

@@ -1,0 +1,108 @@
+"""The pure part of capacity calibration: judging a step, the rate search, the matrix, the burst."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from warmcast.slo import SLO
+from warmup.calibration.search import (Quantiles, SearchConfig, StepStats, Trial, bracket, judge, next_step,
+                                       recovery_time_s, scaled_rates, scaled_scenarios)
+from warmup.calibration.steps import Arrival, Record, schedule, step_stats
+
+
+def _stats(ttft_p99=100.0, e2e_short_p99=200.0, errors=0, late=0, sent=100) -> StepStats:
+    q = Quantiles(10.0, 50.0, ttft_p99)
+    return StepStats("short", 1.0, 10.0, sent, sent - errors, errors, 1.0, 100.0, q, Quantiles(1, 2, 3),
+                     Quantiles(100, 150, 300), Quantiles(100, 150, e2e_short_p99), late)
+
+
+def test_judge_names_every_broken_bound():
+    slo = SLO(ttft_p99_ms=500, e2e_p99_ms=800, error_share=0.001)
+    assert judge(_stats(), slo).passed
+    v = judge(_stats(ttft_p99=600, e2e_short_p99=900), slo)
+    assert not v.passed and "TTFT P99 600 ms > 500 ms" in v.reason and "end-to-end P99" in v.reason
+    assert not judge(_stats(errors=1), slo).passed            # 1% > 0.1%
+    assert not judge(_stats(late=1), SLO(late_share=0.0)).passed
+    assert not judge(_stats(ttft_p99=math.nan), slo).passed   # nothing completed
+    # the end-to-end bound is for short prompts: a step without any is judged on the rest
+    assert judge(_stats(e2e_short_p99=math.nan), slo).passed
+
+
+def _search(threshold: float, cfg: SearchConfig, flaky=None):
+    trials: list[Trial] = []
+    step = next_step(trials, cfg)
+    while not step.done:
+        passed = step.next_rate <= threshold if flaky is None else flaky(step.next_rate, len(trials))
+        trials.append(Trial(step.next_rate, passed))
+        step = next_step(trials, cfg)
+    return step, trials
+
+
+@pytest.mark.parametrize("threshold", [0.7, 3.3, 7.9, 11.0, 30.0])
+def test_search_brackets_the_threshold_within_tolerance(threshold):
+    cfg = SearchConfig(ladder=(1.0, 4.0, 10.0), min_rate=0.1, tolerance=0.1, max_steps=20)
+    step, trials = _search(threshold, cfg)
+    assert step.capacity_rps is not None and step.capacity_rps <= threshold
+    assert threshold - step.capacity_rps <= 0.1 * step.capacity_rps + 1e-9, (threshold, step, trials)
+    assert trials[0].rate_rps == 1.0 and (not trials[0].passed or trials[1].rate_rps == 4.0)  # ladder first
+
+
+def test_search_gives_up_when_no_rate_meets_the_slo():
+    cfg = SearchConfig(ladder=(1.0, 4.0, 10.0), min_rate=0.2, max_steps=20)
+    step, trials = _search(0.0, cfg)
+    assert step.done and step.capacity_rps is None and "no rate meets the SLO" in step.reason
+    assert min(t.rate_rps for t in trials) >= 0.2 and len(trials) == 3   # 1, 0.5, 0.25
+
+
+def test_a_pass_above_a_failure_is_not_trusted_and_the_budget_ends_the_search():
+    assert bracket([Trial(1, True), Trial(4, False), Trial(6, True)]) == (1, 4)
+    cfg = SearchConfig(ladder=(1.0, 4.0, 10.0), min_rate=0.1, tolerance=0.01, max_steps=4)
+    step, trials = _search(3.0, cfg)
+    assert len(trials) == 4 and step.capacity_rps is not None and step.capacity_rps <= 3.0
+    assert "budget" in step.reason
+
+
+def test_matrix_scales_to_the_server_and_says_so():
+    full, s_full = scaled_scenarios(40000)
+    assert s_full.factor == 1.0 and full[0].parts[0][1] == 1024
+    small, s = scaled_scenarios(2048, ("short", "long", "mix"))
+    long_prompt = small[1].parts[0][1]
+    assert long_prompt + small[1].output <= 2048 and s.factor < 0.07 and "scaled by" in s.note
+    assert [(p[0], p[2]) for p in small[2].parts] == [(0.7, "short"), (0.3, "long")]
+    with pytest.raises(ValueError, match="unknown scenario"):
+        scaled_scenarios(2048, ("tiny",))
+    r = scaled_rates(5.0)
+    assert r == pytest.approx({"low": 0.5, "typical": 2.0, "peak": 5.0})
+
+
+def test_schedule_rates_and_mix():
+    sc = scaled_scenarios(2048, ("mix",))[0][0]
+    arr = schedule(sc, 20.0, 5.0, 100.0, np.random.default_rng(1))
+    measured = [a for a in arr if a.measured]
+    assert abs(len(measured) / 100.0 - 20.0) < 2.0 and all(a.at_s >= 5.0 for a in measured)
+    assert abs(sum(a.label == "long" for a in arr) / len(arr) - 0.3) < 0.05
+    const = schedule(sc, 2.0, 0.0, 10.0, np.random.default_rng(1), "constant")
+    assert [round(a.at_s, 6) for a in const] == [0.5 * i for i in range(1, 20)]
+
+
+def test_step_stats_counts_unfinished_as_errors_and_late():
+    def rec(ok, ttft, label="short", measured=True):
+        a = Arrival(1.0, 10, 5, label, measured)
+        return Record(a, ok, ttft, ttft + 40, 10, 5) if ok else Record(a, False, error="unfinished")
+    rs = [rec(True, 100.0) for _ in range(8)] + [rec(True, 6000.0, "long"), rec(False, 0)] + [rec(True, 1e6, measured=False)]
+    st = step_stats("mix", 1.0, 10.0, rs, late_wait_s=5.0)
+    assert (st.sent, st.ok, st.errors, st.late) == (10, 9, 1, 2)
+    assert st.throughput_rps == pytest.approx(0.9) and st.tokens_per_s == pytest.approx(9 * 15 / 10)
+    assert st.e2e_short_ms.p99 == pytest.approx(140.0) and st.itl_ms.p50 == pytest.approx(10.0)
+
+
+def test_recovery_time_of_a_burst():
+    calm = [(t * 0.1, 50.0) for t in range(100)]                      # 0..10 s
+    spike = [(10 + t * 0.1, 900.0 if t < 30 else 60.0) for t in range(100)]  # 3 s over, then back
+    rec = recovery_time_s(calm + spike, 10.0, 500.0, 2.0)
+    assert rec is not None and 3.0 <= rec <= 5.0
+    assert recovery_time_s(calm + [(10 + t * 0.1, 50.0) for t in range(50)], 10.0, 500.0, 2.0) == 0.0
+    never = [(10 + t * 0.1, math.inf) for t in range(50)]
+    assert recovery_time_s(calm + never, 10.0, 500.0, 2.0) is None

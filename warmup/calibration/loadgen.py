@@ -1,0 +1,87 @@
+"""The HTTP load generator of calibration: warmcast's own async vLLM client, open loop.
+
+Sends a step's schedule (:func:`warmup.calibration.steps.schedule`) as streamed
+completions, each at its arrival time whatever the server's backlog (open loop, as
+``vllm bench serve``), and records time to first token and to the end.  Requests still
+running ``drain_s`` after the last arrival are cancelled (the server aborts them on the
+closed connection) and recorded as unfinished, so an overloaded step cannot look good
+by leaving its slowest requests out.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+import httpx
+import numpy as np
+
+from warmup.actuators.vllm_client import InstanceError, VLLMClient
+from warmup.calibration.search import Scenario
+from warmup.calibration.steps import Arrival, Record
+
+
+def load_client(url: str, model: str | None = None, timeout_s: float = 300.0) -> VLLMClient:
+    """A client whose connection pool never queues requests on our side (that would be
+    counted as the server's latency)."""
+    transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+    return VLLMClient(url, model=model, timeout_s=timeout_s, retries=1, transport=transport)
+
+
+async def _one(client: VLLMClient, a: Arrival, rng: np.random.Generator) -> Record:
+    try:
+        r = await client.complete_stream(a.prompt, a.output, rng=rng)
+    except InstanceError as err:
+        return Record(a, False, error=str(err)[:200])
+    ttft = (r.ttft_s if r.ttft_s is not None else r.latency_s) * 1000.0
+    return Record(a, True, ttft, r.latency_s * 1000.0, r.prompt_tokens, r.completion_tokens)
+
+
+async def send(client: VLLMClient, arrivals: list[Arrival], *, drain_s: float, seed: int = 0) -> list[Record]:
+    """Send every arrival at its time; one record per arrival, in order."""
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    tasks: list[asyncio.Task] = []
+    for a in arrivals:
+        delay = t0 + a.at_s - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(_one(client, a, rng)))
+    if not tasks:
+        return []
+    left = t0 + arrivals[-1].at_s + drain_s - time.perf_counter()
+    done, pending = await asyncio.wait(tasks, timeout=max(0.0, left))
+    for t in pending:
+        t.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return [t.result() if t in done else Record(a, False, error=f"unfinished {drain_s:g} s after the last arrival")
+            for t, a in zip(tasks, arrivals)]
+
+
+async def probe(client: VLLMClient, scenario: Scenario, *, concurrency: int, duration_s: float,
+                seed: int = 0) -> float:
+    """Saturation throughput (completed req/s) with ``concurrency`` requests always outstanding."""
+    rng = np.random.default_rng(seed)
+    shares = np.array([p[0] for p in scenario.parts], float)
+    shares /= shares.sum()
+    end = time.perf_counter() + duration_s
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        while time.perf_counter() < end:
+            _, prompt, _ = scenario.parts[int(rng.choice(len(shares), p=shares))]
+            try:
+                await client.complete_stream(prompt, scenario.output, rng=rng)
+            except InstanceError:
+                await asyncio.sleep(0.2)
+                continue
+            if time.perf_counter() <= end:
+                done += 1
+
+    t0 = time.perf_counter()
+    try:
+        await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(concurrency))), duration_s * 3 + 30)
+    except asyncio.TimeoutError:
+        pass
+    return done / max(min(time.perf_counter(), end) - t0, 1e-9) if done else math.nan

@@ -1,0 +1,141 @@
+"""The calibration's files: ``calibration.json`` (the document) and ``calibration.png``.
+
+Both are written to a temporary name and renamed, so a failed run never leaves a
+half-written file where a previous calibration was.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+from warmcast.slo import SLO
+
+FORMAT = 1
+
+
+def hardware() -> dict[str, Any]:
+    """The machine running the calibration (the server's too when it is local): CPU, cores, memory, GPUs."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = None
+    try:
+        mem = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    gpus: list[str] = []
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=20).stdout
+            gpus = [g.strip() for g in out.splitlines() if g.strip()]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return {"host": platform.node(), "cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem, "gpus": gpus}
+
+
+def document(run: dict[str, Any], *, slo: SLO, plan: Any, url: str, server: dict[str, Any],
+             deployment: Optional[str] = None, profile: Optional[str] = None,
+             now: Optional[datetime] = None) -> dict[str, Any]:
+    """The calibration document from :func:`warmup.calibration.runner.run_calibration`'s result."""
+    head = run["headline"]
+    scen = {}
+    for name, r in run["results"].items():
+        scen[name] = {"parts": [{"share": s, "prompt_tokens": n, "label": lab} for s, n, lab in r.scenario.parts],
+                      "output_tokens": r.scenario.output, "probe_rps": round(r.probe_rps, 4),
+                      "rates_rps": {k: round(v, 4) for k, v in r.rates.items()},
+                      "capacity_rps": None if r.capacity_rps is None else round(r.capacity_rps, 4),
+                      "capacity_rpm": None if r.capacity_rps is None else round(r.capacity_rps * 60, 2),
+                      "tokens_per_s": r.tokens_per_s, "reason": r.reason, "curve": r.curve}
+    return {
+        "format": FORMAT, "created_at": (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "deployment": deployment, "profile": profile, "url": url,
+        "capacity": {"scenario": head.scenario.name, "rps": round(head.capacity_rps, 4),
+                     "rpm": round(head.capacity_rps * 60, 2), "tokens_per_s": head.tokens_per_s},
+        "slo": slo.model_dump(), "slo_text": slo.describe(),
+        "server": {"model": run["model"], "max_model_len": run["max_model_len"], **server},
+        "hardware": hardware(),
+        "matrix": {"scaling": run["scaling"].note, "prompt_factor": round(run["scaling"].factor, 6),
+                   "arrivals": plan.arrivals, "warmup_s": plan.warmup_s, "step_s": plan.step_s,
+                   "drain_s": plan.drain_s, "probe_s": plan.probe_s, "probe_concurrency": plan.probe_concurrency,
+                   "tolerance": plan.tolerance, "max_steps": plan.max_steps,
+                   "rate_scaling": "low/typical/peak = 50/200/500 req/s scaled so that peak = the probe's throughput"},
+        "scenarios": scen, "burst": run["burst"],
+    }
+
+
+def _replace_atomically(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_files(doc: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
+    """``calibration.json`` and ``calibration.png`` under ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    js, png = out_dir / "calibration.json", out_dir / "calibration.png"
+    _replace_atomically(js, lambda p: p.write_text(json.dumps(doc, indent=1)))
+    _replace_atomically(png, lambda p: plot(doc, p))
+    return js, png
+
+
+def plot(doc: dict[str, Any], path: Path) -> None:
+    """TTFT and end-to-end P99 against the rate per scenario, the SLO line and the chosen capacity."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scen = doc["scenarios"]
+    panels = len(scen) + (1 if doc.get("burst") else 0)
+    fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.6), squeeze=False)
+    slo = doc["slo"]
+    for ax, (name, s) in zip(axes[0], scen.items()):
+        pts = sorted(s["curve"], key=lambda p: p["rate_rps"])
+        rates = [p["rate_rps"] for p in pts]
+        for key, style in (("ttft_ms", "o-"), ("e2e_ms", "s--")):
+            ax.plot(rates, [p[key]["p99"] if p[key]["p99"] is not None else float("nan") for p in pts], style,
+                    label=f"{key[:-3].upper()} P99")
+        ax.plot(rates, [p["ttft_ms"]["p50"] if p["ttft_ms"]["p50"] is not None else float("nan") for p in pts],
+                ".:", label="TTFT P50")
+        bound = slo.get("ttft_p99_ms") or slo["late_wait_s"] * 1000.0
+        ax.axhline(bound, color="red", lw=1, label=f"SLO TTFT P99 {bound:g} ms")
+        if s["capacity_rps"] is not None:
+            ax.axvline(s["capacity_rps"], color="green", lw=1, label=f"capacity {s['capacity_rps']:.3g} req/s")
+        ax.set_yscale("log")
+        ax.set_title(f"{name} ({', '.join(str(p['prompt_tokens']) for p in s['parts'])} tokens)")
+        ax.set_xlabel("offered rate, req/s")
+        ax.set_ylabel("latency, ms")
+        ax.legend(fontsize=7)
+    if doc.get("burst"):
+        _plot_burst(axes[0][-1], doc["burst"])
+    fig.suptitle(f"{doc['server']['model']}: {doc['slo_text']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, format="png")
+    plt.close(fig)
+
+
+def _plot_burst(ax, b: dict[str, Any]) -> None:
+    xs = [t for t, v in b["samples"] if v is not None]
+    ax.plot(xs, [v for _, v in b["samples"] if v is not None], ".", ms=3, label="TTFT per request")
+    ax.axvline(b["step_at_s"], color="orange", lw=1, label=f"{b['low_rps']:.3g} -> {b['high_rps']:.3g} req/s")
+    ax.axhline(b["bound_ms"], color="red", lw=1, label="SLO")
+    if b["recovery_s"]:
+        ax.axvline(b["step_at_s"] + b["recovery_s"], color="green", lw=1, label=f"recovered +{b['recovery_s']} s")
+    ax.set_yscale("log")
+    ax.set_title("burst: low -> 6x low")
+    ax.set_xlabel("send time, s")
+    ax.legend(fontsize=7)

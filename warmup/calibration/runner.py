@@ -1,0 +1,162 @@
+"""Run a calibration against one server: probe, search per scenario, burst step.
+
+The decisions (which rate next, pass or fail, when the burst recovered) are the pure
+functions of :mod:`warmup.calibration.search`; this module only sequences load steps
+through the load generator and collects what they measured into the calibration
+document (see :mod:`warmup.calibration.report` for its files).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from warmcast.errors import WarmcastError
+from warmcast.slo import SLO
+from warmup.actuators.vllm_client import VLLMClient
+from warmup.calibration import loadgen
+from warmup.calibration.search import (BURST_FACTOR, Scenario, SearchConfig, StepStats, Trial, judge, next_step,
+                                       quantile, recovery_time_s, scaled_rates, scaled_scenarios)
+from warmup.calibration.steps import first_errors, schedule, step_stats
+
+Progress = Callable[[str], None]
+
+
+class CalibrationError(WarmcastError):
+    """The calibration has no answer (the server serves nothing, or no rate meets the SLO)."""
+
+
+@dataclass(frozen=True)
+class CalibrationPlan:
+    scenarios: tuple[str, ...] = ("short", "medium", "long", "mix")
+    headline: Optional[str] = None      # the scenario whose capacity is stored (default: mix, else the first)
+    warmup_s: float = 5.0               # each step's unmeasured warm-up
+    step_s: float = 15.0                # each step's measured window
+    drain_s: float = 10.0               # after the last arrival, wait this long for answers
+    probe_s: float = 8.0
+    probe_concurrency: int = 8
+    arrivals: str = "poisson"
+    burst: bool = True
+    burst_s: float = 20.0
+    tolerance: float = 0.1
+    max_steps: int = 8
+    output_tokens: Optional[int] = None
+    seed: int = 0
+
+    @property
+    def headline_scenario(self) -> str:
+        return self.headline or ("mix" if "mix" in self.scenarios else self.scenarios[0])
+
+    def steps_budget(self) -> int:
+        """Progress units: a probe and at most ``max_steps`` steps per scenario, and the burst."""
+        return 1 + len(self.scenarios) * (self.max_steps + 1) + int(self.burst)
+
+
+@dataclass
+class ScenarioResult:
+    scenario: Scenario
+    probe_rps: float
+    rates: dict[str, float]
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    capacity_rps: Optional[float] = None
+    tokens_per_s: Optional[float] = None
+    reason: str = ""
+
+
+def curve_point(st: StepStats, passed: bool, why: str, errors: list[str]) -> dict[str, Any]:
+    def q(x):
+        return {k: (None if not math.isfinite(v) else round(v, 3)) for k, v in asdict(x).items()}
+    return {"rate_rps": round(st.rate_rps, 4), "passed": passed, "why": why, "sent": st.sent, "errors": st.errors,
+            "error_share": round(st.error_share, 5), "late_share": round(st.late_share, 5),
+            "throughput_rps": round(st.throughput_rps, 4), "tokens_per_s": round(st.tokens_per_s, 2),
+            "ttft_ms": q(st.ttft_ms), "itl_ms": q(st.itl_ms), "e2e_ms": q(st.e2e_ms),
+            "e2e_short_ms": q(st.e2e_short_ms), "error_samples": errors}
+
+
+async def _step(client: VLLMClient, sc: Scenario, rate: float, plan: CalibrationPlan, slo: SLO, seed: int):
+    arrivals = schedule(sc, rate, plan.warmup_s, plan.step_s, np.random.default_rng(seed), plan.arrivals)
+    records = await loadgen.send(client, arrivals, drain_s=plan.drain_s, seed=seed)
+    st = step_stats(sc.name, rate, plan.step_s, records, slo.late_wait_s)
+    return st, judge(st, slo), records
+
+
+async def search_scenario(client: VLLMClient, sc: Scenario, plan: CalibrationPlan, slo: SLO,
+                          progress: Progress) -> ScenarioResult:
+    """Probe the scenario's throughput, then step rates until the search has its answer."""
+    probe_rps = await loadgen.probe(client, sc, concurrency=plan.probe_concurrency, duration_s=plan.probe_s,
+                                    seed=plan.seed)
+    if not math.isfinite(probe_rps):
+        raise CalibrationError(f"scenario {sc.name}: the server completed no request in the "
+                               f"{plan.probe_s:g}-s throughput probe")
+    rates = scaled_rates(probe_rps)
+    progress(f"{sc.name}: probe {probe_rps:.3g} req/s; ladder " + " / ".join(f"{v:.3g}" for v in rates.values()))
+    res = ScenarioResult(sc, probe_rps, rates)
+    cfg = SearchConfig(ladder=tuple(rates.values()), tolerance=plan.tolerance, max_steps=plan.max_steps,
+                       min_rate=max(rates["low"] / 8, 5.0 / plan.step_s))
+    trials: list[Trial] = []
+    step = next_step(trials, cfg)
+    while not step.done:
+        st, verdict, records = await _step(client, sc, step.next_rate, plan, slo, plan.seed + len(trials) + 1)
+        trials.append(Trial(step.next_rate, verdict.passed))
+        res.curve.append(curve_point(st, verdict.passed, verdict.reason, first_errors(records)))
+        progress(f"{sc.name}: {step.next_rate:.3g} req/s {'meets' if verdict.passed else 'breaks'} the SLO "
+                 f"(TTFT P99 {st.ttft_ms.p99:.4g} ms)")
+        step = next_step(trials, cfg)
+    res.capacity_rps, res.reason = step.capacity_rps, step.reason
+    if step.capacity_rps is not None:
+        at = next(p for p in res.curve if p["passed"] and abs(p["rate_rps"] - round(step.capacity_rps, 4)) < 1e-9)
+        res.tokens_per_s = at["tokens_per_s"]
+    return res
+
+
+async def burst_step(client: VLLMClient, sc: Scenario, low_rps: float, plan: CalibrationPlan, slo: SLO,
+                     bound_ms: float) -> dict[str, Any]:
+    """Low rate, then 6x low: how long the P99 TTFT takes to be back under ``bound_ms``."""
+    rng = np.random.default_rng(plan.seed + 1000)
+    pre = plan.warmup_s + plan.step_s / 2
+    calm = schedule(sc, low_rps, 0.0, pre, rng, plan.arrivals)
+    high = schedule(sc, low_rps * BURST_FACTOR, 0.0, plan.burst_s, rng, plan.arrivals, start_s=pre)
+    records = await loadgen.send(client, calm + high, drain_s=plan.drain_s, seed=plan.seed + 1000)
+    samples = [(r.arrival.at_s, r.ttft_ms if r.ok else math.inf) for r in records]
+    window = max(2.0, plan.burst_s / 8)
+    before = [v for t, v in samples if t < pre]
+    during = [v for t, v in samples if t >= pre]
+    rec = recovery_time_s(samples, pre, bound_ms, window)
+
+    def p99(xs: list[float]) -> Optional[float]:  # a failure counts as infinitely slow
+        v = quantile(sorted(xs), 0.99) if xs else math.nan
+        return round(v, 3) if math.isfinite(v) else None
+    return {"scenario": sc.name, "low_rps": round(low_rps, 4), "high_rps": round(low_rps * BURST_FACTOR, 4),
+            "step_at_s": round(pre, 3), "burst_s": plan.burst_s, "window_s": window, "bound_ms": bound_ms,
+            "recovery_s": None if rec is None else round(rec, 3), "recovered": rec is not None,
+            "ttft_p99_before_ms": p99(before), "ttft_p99_during_ms": p99(during),
+            "errors": sum(1 for r in records if not r.ok),
+            "samples": [[round(t, 3), None if not math.isfinite(v) else round(v, 2)] for t, v in samples]}
+
+
+async def run_calibration(client: VLLMClient, plan: CalibrationPlan, slo: SLO,
+                          progress: Progress = lambda _: None) -> dict[str, Any]:
+    """Every scenario's search and the burst step; raises CalibrationError when the headline
+    scenario has no rate meeting the SLO."""
+    info = await client.model_info()
+    scenarios, scaling = scaled_scenarios(info.max_model_len or 2048, plan.scenarios, plan.output_tokens)
+    progress(f"model {info.id}, max model length {info.max_model_len}: {scaling.note}")
+    results = {}
+    for sc in scenarios:
+        results[sc.name] = await search_scenario(client, sc, plan, slo, progress)
+    head = results[plan.headline_scenario]
+    if head.capacity_rps is None:
+        last = head.curve[-1] if head.curve else {}
+        raise CalibrationError(f"no rate meets the SLO ({slo.describe()}) for scenario {head.scenario.name}: "
+                               f"{head.reason}; at {last.get('rate_rps')} req/s: {last.get('why')}")
+    burst = None
+    if plan.burst:
+        short = next((s for s in scenarios if s.name == "short"), scenarios[0])
+        bound = slo.ttft_p99_ms if slo.ttft_p99_ms is not None else slo.late_wait_s * 1000.0
+        burst = await burst_step(client, short, results[short.name].rates["low"], plan, slo, bound)
+        progress(f"burst {burst['low_rps']:.3g} -> {burst['high_rps']:.3g} req/s: P99 recovered after "
+                 f"{burst['recovery_s']} s")
+    return {"model": info.id, "max_model_len": info.max_model_len, "scaling": scaling, "results": results,
+            "headline": head, "burst": burst}

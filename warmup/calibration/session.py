@@ -1,0 +1,154 @@
+"""One ``warmcast calibrate`` run: resolve the SLO and the server, run, write the files, store.
+
+Nothing is written or stored before the run has its answer: an unreachable server, a
+server without the model or an SLO that no rate meets ends with a clear error and leaves
+``calibration.json`` and the stored calibrations as they were.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable, Optional
+
+from warmcast.errors import InputError, WarmcastError
+from warmcast.slo import SLO
+from warmup.actuators.vllm_client import InstanceError, InstanceUnavailable, VLLMClient
+from warmup.calibration import report
+from warmup.calibration.loadgen import load_client
+from warmup.calibration.runner import CalibrationPlan, run_calibration
+
+
+@dataclass
+class CalibrateRequest:
+    out: Path
+    url: Optional[str] = None
+    deployment: Optional[str] = None
+    profile: Optional[str] = None
+    model: Optional[str] = None
+    engine_args: list[str] = field(default_factory=list)
+    port: int = 0
+    store: bool = True
+    config: Optional[Path] = None
+    slo_flags: dict[str, Optional[float]] = field(default_factory=dict)
+    plan_args: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_slo(base: SLO, flags: dict[str, Optional[float]]) -> SLO:
+    """The deployment's SLO (or the default one) with the bounds given as flags replaced."""
+    given = {k: v for k, v in flags.items() if v is not None}
+    try:
+        return SLO(**{**base.model_dump(), **given})
+    except ValueError as err:
+        raise InputError(f"SLO flags: {err}") from None
+
+
+def make_plan(args: dict[str, Any]) -> CalibrationPlan:
+    plan = CalibrationPlan(**args)
+    known = ("short", "medium", "long", "mix")
+    bad = [s for s in plan.scenarios if s not in known] + (
+        [plan.headline] if plan.headline and plan.headline not in plan.scenarios else [])
+    if not plan.scenarios or bad:
+        raise InputError(f"--scenarios/--headline: {bad or 'none given'} not among the scenarios run; "
+                         f"choose from {', '.join(known)}")
+    if plan.arrivals not in ("poisson", "constant"):
+        raise InputError(f"--arrivals: {plan.arrivals!r}; use poisson or constant")
+    return plan
+
+
+async def _server_facts(client: VLLMClient, launched_args: Optional[dict[str, Any]]) -> dict[str, Any]:
+    try:
+        version = (await client._request("GET", "/version", retries=1)).json().get("version")
+    except (InstanceError, ValueError):
+        version = None
+    if launched_args is not None:
+        return {"vllm_version": version, "engine_args": launched_args, "engine_args_source": "launched by calibrate"}
+    info = await client.server_info()
+    args = (info or {}).get("vllm_config") if info else None
+    return {"vllm_version": version, "engine_args": args,
+            "engine_args_source": "/server_info (dev mode)" if args else "unknown: server not in dev mode"}
+
+
+@contextlib.asynccontextmanager
+async def _launched(dep: Any, profile: Optional[str], settings: Any, overrides: list[str], port: int,
+                    echo: Callable[[str], None]) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """One instance of the profile through the local backend, stopped afterwards."""
+    from warmup.actuators.cli import _parse_kv
+    from warmup.actuators.launch import local_launch_spec
+    from warmup.actuators.scalers import LocalProcessScaler
+
+    model, args, notes = local_launch_spec(dep, profile, settings.state_dir, _parse_kv(overrides))
+    for n in notes:
+        echo(f"note: {n}")
+    backend = LocalProcessScaler(f"{dep.name}-calibrate", model, args, base_port=port or dep.scaler.base_port,
+                                 python=dep.scaler.python, log_dir=Path(settings.state_dir) / "vllm-logs")
+    try:
+        echo(f"launching {model} ({dep.name}/{profile or dep.default_profile}) ...")
+        backend.scale_to(1, "calibration")
+        await backend.wait_ready(600)
+        yield backend.urls()[0], args
+    finally:
+        backend.scale_to(0, "calibration done")
+        backend.close()
+
+
+async def calibrate(req: CalibrateRequest, echo: Callable[[str], None]) -> dict[str, Any]:
+    """Run the calibration ``req`` describes; returns the document written."""
+    plan = make_plan(req.plan_args)
+    settings = dep = None
+    if req.deployment or not req.url:
+        from warmcast.runtime import load_fleet
+        from warmcast.settings import load_settings
+
+        if not req.deployment:
+            raise InputError("give --url (a running server) or --deployment (launch one through its local backend)")
+        settings = load_settings(req.config)
+        dep = load_fleet(settings).get(req.deployment)
+        if (req.profile or dep.default_profile) not in dep.profiles:
+            raise InputError(f"deployment {dep.name}: no profile {req.profile!r}; has {sorted(dep.profiles)}")
+    slo = resolve_slo(dep.slo if dep is not None else SLO(), req.slo_flags)
+    echo(f"SLO: {slo.describe()}")
+    async with contextlib.AsyncExitStack() as stack:
+        url, launched = req.url, None
+        if url is None:
+            url, launched = await stack.enter_async_context(
+                _launched(dep, req.profile, settings, req.engine_args, req.port, echo))
+        client = await stack.enter_async_context(load_client(url, req.model))
+        try:
+            await client.model_info()
+        except InstanceUnavailable as err:
+            raise WarmcastError(f"calibrate: server {url} is unreachable: {err}") from None
+        except InstanceError as err:
+            raise WarmcastError(f"calibrate: server {url} cannot be calibrated: {err}") from None
+        with _progress(plan) as progress:
+            run = await run_calibration(client, plan, slo, progress)
+        server = await _server_facts(client, launched)
+    profile = (req.profile or dep.default_profile) if dep is not None else req.profile
+    doc = report.document(run, slo=slo, plan=plan, url=url, server=server,
+                          deployment=dep.name if dep else None, profile=profile)
+    js, png = report.write_files(doc, req.out)
+    echo(f"capacity {doc['capacity']['rpm']:g} req/min ({doc['capacity']['tokens_per_s']} tokens/s) in scenario "
+         f"{doc['capacity']['scenario']}; wrote {js} and {png}")
+    if dep is not None and req.store:
+        from warmcast.calibrations import CalibrationStore
+        from warmcast.runtime import redis_client
+
+        version = CalibrationStore(redis_client(settings), settings.key_prefix).put(dep.name, profile, doc)
+        echo(f"stored as calibration v{version} of {dep.name}/{profile}")
+    return doc
+
+
+@contextlib.contextmanager
+def _progress(plan: CalibrationPlan):
+    """A progress bar over the step budget; each message advances it by one step."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=False) as bar:
+        task = bar.add_task("calibrating", total=plan.steps_budget())
+
+        def advance(msg: str) -> None:
+            bar.console.print(msg)
+            bar.update(task, advance=1, description=msg[:60])
+
+        yield advance
+        bar.update(task, completed=plan.steps_budget())
