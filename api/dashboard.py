@@ -77,6 +77,11 @@ def dashboard_data(ctx: ApiContext, dep: str, minutes: int) -> DashboardOut:
                 planned.append(ReplicaPoint(time=str(s["time"]), desired=int(s["desired"]), actual=None))
     if not replicas:
         notes.append("no replica history yet (the planner records it each tick)")
+    if conf is not None:
+        from warmcast.calibrations import load_capacities
+
+        caps = load_capacities(ctx.redis, ctx.settings.key_prefix, conf)
+        notes.append("capacity per replica: " + "; ".join(f"{n} {c.describe()}" for n, c in caps.items()))
     return DashboardOut(deployment=dep, now=service.utcnow().strftime(TS), paused=ctx.state.paused(dep) is not None,
                         load=Series(times=[t.strftime(TS) for t in load.index], values=values),
                         forecast=ForecastOut(**fc) if fc else None, replicas=replicas, planned=planned,

@@ -37,6 +37,13 @@ def celery_app(ctx: ApiContext):
     return app
 
 
+def _default_capacity(ctx: ApiContext, dep: Deployment) -> float:
+    """The default profile's calibrated capacity where one is stored, else the declared one."""
+    from warmcast.calibrations import load_capacities
+
+    return load_capacities(ctx.redis, ctx.settings.key_prefix, dep)[dep.default_profile].capacity_rpm
+
+
 def submit_whatif(ctx: ApiContext, dep: Deployment, body: WhatIfIn, log_path: str | None, source: str) -> JobOut:
     import uuid
 
@@ -49,7 +56,7 @@ def submit_whatif(ctx: ApiContext, dep: Deployment, body: WhatIfIn, log_path: st
     kwargs = {
         "deployment": dep.name, "policies": list(body.policies),
         "test_start": start.strftime(TS),
-        "capacity_rpm": float(body.capacity_rpm or dep.capacity_rpm),
+        "capacity_rpm": float(body.capacity_rpm or _default_capacity(ctx, dep)),
         "cold_start_min": float(dep.cold_start_min if body.cold_start_min is None else body.cold_start_min),
         "log_path": log_path,
     }

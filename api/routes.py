@@ -17,6 +17,7 @@ from api.errors import FieldError
 from api.schemas import (ActionOut, AuditEntry, AuditOut, CapacityOut, DashboardOut, DeploymentOut, DeploymentsOut,
                          EventOut, ForecastOut, HourOut, JobOut, ObservationsIn, ObservationsOut, PauseIn, PlanOut,
                          Policy, ProfileIn, ReplicaPoint, Series, WhatIfIn)
+from warmcast.calibrations import load_capacities
 from warmcast.deployments import Deployment
 from warmcast.errors import NotFoundError, WarmcastError
 from warmcast.ingest.window import TimeWindowError
@@ -84,10 +85,12 @@ def list_deployments(ctx: Ctx) -> DeploymentsOut:
         d = ctx.configured(name)
         extra: dict[str, Any] = {}
         if d is not None:
+            caps = load_capacities(ctx.redis, ctx.settings.key_prefix, d)
             extra = dict(model=d.model, gpus_per_replica=d.gpus_per_replica, min_replicas=d.min_replicas,
                          max_replicas=d.max_replicas, cold_start_min=d.cold_start_min,
                          default_profile=d.default_profile,
-                         profiles={k: p.capacity_rpm for k, p in d.profiles.items()})
+                         profiles={k: c.capacity_rpm for k, c in caps.items()},
+                         capacity_sources={k: c.source for k, c in caps.items()})
         out.append(DeploymentOut(name=name, configured=d is not None, has_load=name in stored,
                                  paused=ctx.state.paused(name) is not None, **extra))
     return DeploymentsOut(deployments=out)
@@ -172,7 +175,8 @@ def get_capacity(
     from warmup.capacity import CapacityRequest, capacity_plan
 
     conf = ctx.configured(dep)
-    cap = capacity_per_instance or (conf.capacity_rpm if conf else None)
+    current = load_capacities(ctx.redis, ctx.settings.key_prefix, conf)[conf.default_profile] if conf else None
+    cap = capacity_per_instance or (current.capacity_rpm if current else None)
     if cap is None:
         raise FieldError(("query", "capacity_per_instance"), "required: the deployment is not configured")
     days = ctx.store.days(dep)
@@ -198,7 +202,9 @@ def get_capacity(
     plan = capacity_plan(hist, req, fi, fp, f50)
     return CapacityOut(
         deployment=dep, span=span, quantile=quantile, utilisation=utilisation, capacity_per_instance=cap,
-        gpus_per_replica=req.gpus_per_replica, method=plan.method, notes=plan.notes,
+        gpus_per_replica=req.gpus_per_replica, method=plan.method,
+        notes=plan.notes + ([f"capacity per instance: {current.describe()}"] if current and not capacity_per_instance
+                            else []),
         history_minutes=plan.history_minutes, total_gpu_hours=plan.gpu_hours, peak_replicas=plan.peak_replicas,
         hours=[HourOut(start=h.start.strftime(TS), demand_p50_rpm=h.demand_p50_rpm, demand_rpm=h.demand_rpm,
                        replicas=h.replicas, gpu_hours=h.gpu_hours, source=h.source) for h in plan.hours])

@@ -27,6 +27,8 @@ class DeploymentOut(_Out):
     cold_start_min: Optional[float] = None
     default_profile: Optional[str] = None
     profiles: dict[str, float] = Field(default_factory=dict, description="profile -> capacity_rpm per instance")
+    capacity_sources: dict[str, str] = Field(default_factory=dict,
+                                             description="profile -> calibrated (measured, issue 15) or declared")
 
 
 class DeploymentsOut(_Out):

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from api import ondemand
 from api.deps import ApiContext
 from api.ondemand import TS, shape, utcnow
+from warmcast.calibrations import load_capacities
 from warmcast.deployments import Deployment
 from warmcast.errors import InputError, NotFoundError
 from warmcast.state import forecast_from_dict
@@ -132,14 +133,10 @@ def forecast_age_s(doc: dict[str, Any], now: pd.Timestamp | None = None) -> floa
 
 # --------------------------------------------------------------------------- plans
 
-def _capacity(dep: Deployment, profile: str | None = None) -> float:
-    return dep.profiles.get(profile or dep.default_profile, dep.profiles[dep.default_profile]).capacity_rpm
-
-
-def _core_plan(dep: Deployment, doc: dict[str, Any], quantile: float, utilisation: float, lead_min: float | None,
+def _core_plan(ctx: ApiContext, dep: Deployment, doc: dict[str, Any], quantile: float, utilisation: float, lead_min: float | None,
                now: pd.Timestamp) -> tuple[CoreConfig, tuple[PlanStep, ...]]:
     """The core's plan (:func:`warmup.core.plan_replicas`) for the forecast ``doc`` from ``now`` (data time)."""
-    cfg = core_config(dep)
+    cfg = core_config(dep, capacities=load_capacities(ctx.redis, ctx.settings.key_prefix, dep))
     lead = {} if lead_min is None else {"cold_start_min": float(lead_min), "margin_min": 0.0}
     cfg = replace(cfg, scaling=replace(cfg.scaling, quantile=quantile, target_utilisation=utilisation, **lead))
     fc = forecast_from_dict({"origin": doc["origin"], "mean": doc["mean"], "model": doc["model"],
@@ -150,8 +147,9 @@ def _core_plan(dep: Deployment, doc: dict[str, Any], quantile: float, utilisatio
 def computed_plan(ctx: ApiContext, dep: Deployment, quantile: float = 0.9, utilisation: float = 1.0) -> dict[str, Any]:
     """Desired replicas per minute from the forecast's origin (no stored plan yet), by the core's plan."""
     doc = latest_forecast(ctx, dep.name, 30, (0.1, 0.5, quantile))
-    _, plan = _core_plan(dep, doc, quantile, utilisation, None, pd.Timestamp(doc["origin"]))
+    _, plan = _core_plan(ctx, dep, doc, quantile, utilisation, None, pd.Timestamp(doc["origin"]))
     steps = [{"time": p.time.strftime(TS), "desired": p.desired, "profile": p.profile,
+              "capacity_rpm": p.capacity_rpm, "capacity_source": p.capacity_source,
               "demand_rpm": None if p.demand_rpm is None else round(p.demand_rpm, 2), "reason": p.reason}
              for p in plan]
     return {"deployment": dep.name, "source": "computed", "created_at": utcnow().strftime(TS),
@@ -200,7 +198,7 @@ def autoscaler_values(ctx: ApiContext, dep: Deployment, quantile: float, lead_mi
     # the two agree live, and a replayed or historic log still reads the right lead.
     age = forecast_age_s(doc) or 0.0
     now = pd.Timestamp(doc["origin"]) + pd.Timedelta(minutes=max(0, int(age // 60)))
-    cfg, plan = _core_plan(dep, doc, quantile, utilisation, lead_min, now)
+    cfg, plan = _core_plan(ctx, dep, doc, quantile, utilisation, lead_min, now)
     first = plan[0]
     planned = plan_desired(ctx.state.get("plan", dep.name))
     desired = first.desired if planned is None else planned
@@ -209,7 +207,8 @@ def autoscaler_values(ctx: ApiContext, dep: Deployment, quantile: float, lead_mi
         "deployment": dep.name, "desiredReplicas": int(desired), "forecastDemandRpm": round(first.demand_rpm or 0.0, 3),
         "forecastReplicas": int(first.desired), "plannedReplicas": planned,
         "quantile": quantile, "leadMinutes": int(math.ceil(cfg.scaling.lead_min)), "utilisation": utilisation,
-        "capacityPerInstanceRpm": first.capacity_rpm, "profile": first.profile,
+        "capacityPerInstanceRpm": first.capacity_rpm, "capacitySource": first.capacity_source,
+        "profile": first.profile,
         "peakAt": peak_at.strftime(TS) if first.demand_rpm is not None else None,
         "forecastOrigin": doc["origin"], "forecastSource": doc["source"], "model": doc["model"],
         "paused": ctx.state.paused(dep.name) is not None, "forecastAgeSeconds": round(age, 1),

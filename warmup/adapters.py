@@ -25,15 +25,19 @@ def core_config_from_values(values: Mapping[str, Any], tz: Optional[tzinfo] = No
                             scaling: Optional[Mapping[str, Any]] = None,
                             warmup: Optional[WarmupConfig] = None,
                             switch: Optional[Mapping[str, Any]] = None,
-                            dry_run: bool = False) -> CoreConfig:
+                            dry_run: bool = False,
+                            capacities: Optional[Mapping[str, tuple[float, str]]] = None) -> CoreConfig:
     """Pure mapping of a deployment's plain values to the core config.
 
     ``scaling`` / ``switch`` hold overrides of the core's own knobs (quantile,
-    target utilisation, stabilisation, prewarm, hold...).
+    target utilisation, stabilisation, prewarm, hold...).  ``capacities`` (profile ->
+    (capacity_rpm, source)) replaces the declared capacity of the profiles it names,
+    e.g. with a stored calibration (:func:`warmcast.calibrations.load_capacities`).
     """
     profiles: Mapping[str, Mapping[str, Any]] = values.get("profiles") or {}
     default = values.get("default_profile") or (next(iter(profiles)) if profiles else "default")
-    cap = float(profiles[default]["capacity_rpm"]) if default in profiles else 300.0
+    caps = {name: (float(p["capacity_rpm"]), "declared") for name, p in profiles.items()} | dict(capacities or {})
+    cap = caps[default][0] if default in profiles else 300.0
     sc = ScalingConfig(
         capacity_rpm=cap,
         min_replicas=int(values.get("min_replicas", 1)),
@@ -48,7 +52,8 @@ def core_config_from_values(values: Mapping[str, Any], tz: Optional[tzinfo] = No
     sw = SwitchConfig(
         enabled=len(profiles) > 1 and (bool(windows) or bool(sched.get("mix_trigger"))),
         default_profile=default,
-        profile_capacity=tuple((name, float(p["capacity_rpm"])) for name, p in profiles.items()),
+        profile_capacity=tuple((name, float(caps[name][0])) for name in profiles),
+        capacity_source=tuple((name, caps[name][1]) for name in profiles),
         trigger="schedule",
         windows=windows,
         tz=tz,
@@ -65,13 +70,16 @@ def _sleep_fields(sleep: Optional[Mapping[str, Any]]) -> dict[str, Any]:
             "buffer_asleep": bool(sleep.get("buffer_asleep", False))}
 
 
-def core_config(deployment, *, dry_run: bool = False, **overrides: Any) -> CoreConfig:
-    """CoreConfig for a :class:`warmcast.deployments.Deployment` (builds its ZoneInfo)."""
+def core_config(deployment, *, dry_run: bool = False, capacities: Optional[Mapping[str, Any]] = None,
+                **overrides: Any) -> CoreConfig:
+    """CoreConfig for a :class:`warmcast.deployments.Deployment` (builds its ZoneInfo); ``capacities``:
+    profile -> :class:`warmcast.calibrations.ProfileCapacity` (calibrated or declared), else declared."""
     from zoneinfo import ZoneInfo
 
     values = deployment.model_dump()
     tz = ZoneInfo(deployment.schedule.timezone)
-    return core_config_from_values(values, tz, dry_run=dry_run, **overrides)
+    caps = {n: (c.capacity_rpm, c.source) for n, c in (capacities or {}).items()}
+    return core_config_from_values(values, tz, dry_run=dry_run, capacities=caps, **overrides)
 
 
 def forecast_input(forecast, levels: Optional[Sequence[float]] = None) -> ForecastInput:

@@ -51,9 +51,12 @@ def superseded(ctx: Ctx, dep: str, journal: dict[str, Any], commit: Commit) -> N
 
 def _scale_entry(st: StateStore, dep: str, journal: dict[str, Any]) -> StateStore:
     """Queue the journal entry and the scale audit entry on ``st`` (a pipeline's store)."""
-    d = journal["decision"]
+    d, inputs = journal["decision"], journal["inputs"]
     st.put("plan-journal", dep, journal)
-    st.audit(dep, "scale", f"{d['action']} {d['current']}->{d['desired']}", reason_text(d), bool(journal["apply"]),
+    reason = reason_text(d)
+    if inputs.get("capacity_source"):  # which capacity the replicas were counted with (issue 15)
+        reason += f" [capacity {inputs['capacity_rpm']:g} req/min per replica, {inputs['capacity_source']}]"
+    st.audit(dep, "scale", f"{d['action']} {d['current']}->{d['desired']}", reason, bool(journal["apply"]),
              journal["outcome"], {**journal["inputs"], "tick": journal["tick"],
                                   "reactive_replicas": d["reactive_replicas"],
                                   "forecast_replicas": d["forecast_replicas"], "raw": d["raw"]})

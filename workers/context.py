@@ -64,8 +64,11 @@ class Ctx:
         return hit[1]
 
     def cfg(self, name: str):
-        return core_config(self.dep(name), dry_run=self.settings.dry_run,
-                           overrides=self.state.get("policy-config", name))
+        from warmcast.calibrations import load_capacities
+
+        dep = self.dep(name)
+        return core_config(dep, dry_run=self.settings.dry_run, overrides=self.state.get("policy-config", name),
+                           capacities=load_capacities(self.r, self.prefix, dep))
 
     # ------------------------------------------------------------ fleets
     @property

@@ -30,10 +30,12 @@ def _override(obj, values: dict[str, Any], what: str):
         raise InputError(f"policy-config {what}: {err}") from None
 
 
-def core_config(dep: Deployment, dry_run: bool = False, overrides: dict[str, Any] | None = None) -> CoreConfig:
+def core_config(dep: Deployment, dry_run: bool = False, overrides: dict[str, Any] | None = None,
+                capacities: dict[str, Any] | None = None) -> CoreConfig:
     """The core configuration for ``dep`` (``warmup.adapters.core_config``) with the operator's
-    stored overrides applied; ``dry_run`` is forecast-only mode."""
-    base = adapters.core_config(dep, dry_run=dry_run)
+    stored overrides applied; ``dry_run`` is forecast-only mode; ``capacities``: the stored
+    calibrations' capacity per profile (``warmcast.calibrations.load_capacities``)."""
+    base = adapters.core_config(dep, dry_run=dry_run, capacities=capacities)
     ov = overrides or {}
     unknown = sorted(set(ov) - {"scaling", "warmup", "switch"})
     if unknown:

@@ -122,7 +122,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         ax.legend(fontsize=7)
     if doc.get("burst"):
         _plot_burst(axes[0][-1], doc["burst"])
-    fig.suptitle(f"{doc['server']['model']}: {doc['slo_text']}", fontsize=9)
+    fig.suptitle(f"{Path(doc['server']['model']).name}: {doc['slo_text']}", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90, format="png")
     plt.close(fig)

@@ -142,6 +142,8 @@ class SwitchConfig:
     enabled: bool = False
     default_profile: str = "day"
     profile_capacity: tuple[tuple[str, float], ...] = ()   # (name, capacity_rpm)
+    # (name, "calibrated" or "declared"): where each profile's capacity comes from, for reasons
+    capacity_source: tuple[tuple[str, str], ...] = ()
     trigger: str = "schedule"                                # "schedule" or "context_mix"
     windows: tuple[ScheduleWindow, ...] = ()
     tz: Optional[tzinfo] = None                              # None: UTC
@@ -158,6 +160,10 @@ class SwitchConfig:
             raise ValueError("trigger must be 'schedule' or 'context_mix'")
         if not (0.0 < self.canary_share <= 1.0):
             raise ValueError("canary_share must be in (0, 1]")
+
+    def source_of(self, profile: str) -> str:
+        """'calibrated' (a measured capacity, issue 15) or 'declared' (the deployments file's)."""
+        return next((src for name, src in self.capacity_source if name == profile), "declared")
 
     def capacity_of(self, profile: str, fallback: float) -> float:
         for name, cap in self.profile_capacity:

@@ -40,6 +40,7 @@ class PlanStep:
     peak_in_min: int                 # minutes from ``time`` to that peak
     desired: int
     reasons: tuple[tuple[str, str], ...]  # (stage, why), in stage order
+    capacity_source: str = "declared"    # "calibrated" when the profile's capacity was measured (issue 15)
 
     @property
     def reason(self) -> str:
@@ -50,10 +51,11 @@ def stage_profile(cfg: CoreConfig, at: datetime) -> tuple[str, float, str]:
     """(profile, capacity per replica, why) at instant ``at``: the schedule's profile when switching is on."""
     sw, base = cfg.switch, cfg.scaling.capacity_rpm
     if not sw.enabled:
-        return sw.default_profile, base, f"profile {sw.default_profile} ({base:g} req/min per replica)"
+        src = sw.source_of(sw.default_profile)
+        return sw.default_profile, base, f"profile {sw.default_profile} ({base:g} req/min per replica, {src})"
     name, why = scheduled_profile(sw, at)
     cap = sw.capacity_of(name, base)
-    return name, cap, f"profile {name} ({cap:g} req/min per replica): {why}"
+    return name, cap, f"profile {name} ({cap:g} req/min per replica, {sw.source_of(name)}): {why}"
 
 
 def stage_forecast(cfg: CoreConfig, path: tuple[float, ...], offset: int, cap: float) -> tuple[int, float, int, str]:
@@ -93,7 +95,8 @@ def _no_forecast_step(cfg: CoreConfig, now: datetime, why: Reason, observed_rpm:
     n, r_why = stage_reactive_floor(cfg, 0, observed_rpm, queue_depth, cap)
     n, b_why = stage_plan_bounds(cfg, n)
     return PlanStep(now, profile, cap, None, 0, n,
-                    (("profile", p_why), ("forecast", why.text), ("reactive_floor", r_why), ("bounds", b_why)))
+                    (("profile", p_why), ("forecast", why.text), ("reactive_floor", r_why), ("bounds", b_why)),
+                    cfg.switch.source_of(profile))
 
 
 def plan_replicas(cfg: CoreConfig, fc: Optional[ForecastInput], now: datetime, observed_rpm: float = math.nan,
@@ -117,5 +120,6 @@ def plan_replicas(cfg: CoreConfig, fc: Optional[ForecastInput], now: datetime, o
             n, r_why = stage_reactive_floor(cfg, n, observed_rpm, queue_depth, cap)
             reasons.append(("reactive_floor", r_why))
         n, b_why = stage_plan_bounds(cfg, n)
-        steps.append(PlanStep(t, profile, cap, peak, at, n, tuple(reasons) + (("bounds", b_why),)))
+        steps.append(PlanStep(t, profile, cap, peak, at, n, tuple(reasons) + (("bounds", b_why),),
+                              cfg.switch.source_of(profile)))
     return tuple(steps)

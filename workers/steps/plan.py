@@ -70,13 +70,15 @@ def _decide(ctx: Ctx, dep: str, tick: str, run_id: str, held: Lease) -> dict[str
     now = datetime.now(timezone.utc)
     with policy.locked(ctx, dep):
         ps, pdoc = policy.load(ctx.state, dep)
-        cap = planning_capacity(cfg, ps, ps.switch.active_profile or cfg.switch.default_profile)
+        active = ps.switch.active_profile or cfg.switch.default_profile
+        cap = planning_capacity(cfg, ps, active)
         dec, new_ps = decide_scale(cfg.scaling, now, signals.instances_of(sig), signals.value(sig, "observed_rpm"),
                                    signals.value(sig, "queue_depth", 0.0), fc, ps, capacity_rpm=cap)
         blocked = policy.why_not_applied(ctx, dep)
         journal = {"tick": tick, "task_id": run_id, "status": "decided", "decided_at": time.time(),
                    "decision": to_json(dec), "apply": blocked is None, "blocked": blocked,
-                   "inputs": {**_inputs(sig, fdoc, cap), "lead": lead_used.as_doc()},
+                   "inputs": {**_inputs(sig, fdoc, cap), "capacity_source": cfg.switch.source_of(active),
+                              "lead": lead_used.as_doc()},
                    "plan": _plan_steps(cfg, fc, now, sig, lead_used.source),
                    "cooldowns_before": to_json(policy.without_scale_action(ps, PolicyState()))}
         new_doc = policy.document(new_ps if blocked is None else policy.without_scale_action(ps, new_ps), pdoc)
@@ -144,4 +146,5 @@ def _plan_steps(cfg: CoreConfig, fc: ForecastInput | None, now: datetime, sig: d
     steps = plan_replicas(cfg, fc, now, signals.value(sig, "observed_rpm"), signals.value(sig, "queue_depth", 0.0))
     return [{"time": p.time.strftime(TS), "desired": p.desired, "profile": p.profile,
              "demand_rpm": None if p.demand_rpm is None else round(p.demand_rpm, 2),
+             "capacity_rpm": p.capacity_rpm, "capacity_source": p.capacity_source,
              "reason": f"{p.reason} (cold start from {lead_source})"} for p in steps]
