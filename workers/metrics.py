@@ -24,6 +24,10 @@ FORECAST_MAE = Gauge("warmcast_forecast_mae", "MAE (req/min) of the previous for
                      ["deployment"])
 FORECAST_ERR = Histogram("warmcast_forecast_abs_error", "Absolute error (req/min) of forecasts once actuals arrive",
                          ["deployment", "lead"], buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000))
+CALIBRATION_FACTOR = Gauge("warmcast_calibration_correction", "Observed / calibrated TTFT P99 at the observed "
+                           "load per instance (smoothed; 1 = as calibrated)", ["deployment"])
+CALIBRATION_DRIFT = Gauge("warmcast_calibration_drift", "1 while the correction is more than 15% off 1: recalibrate",
+                          ["deployment"])
 SIGNAL = Gauge("warmcast_signal", "Latest live signal of a deployment", ["deployment", "signal"])
 WARMUP_REQUESTS = Counter("warmcast_warmup_requests_total", "Warmup requests sent", ["deployment"])
 

@@ -11,6 +11,7 @@ from typing import Any
 from warmup.core import Instance, InstanceState
 from workers import lead, metrics
 from workers.context import Ctx
+from workers.steps import drift
 from workers.steps.outcome import DOC_ONLY, Outcome
 
 
@@ -30,6 +31,7 @@ def step(ctx: Ctx, deployment: str) -> SignalsOutcome:
     ctx.state.put("signals", deployment, doc, ttl_s=3600)
     for name in ("queue_depth", "ready", "provisioned"):
         metrics.SIGNAL.labels(deployment, name).set(value(doc, name, 0.0))
+    drift.check(ctx, deployment, doc)
     return SignalsOutcome(deployment, str(doc.get("source", "sim")), value(doc, "queue_depth", 0.0),
                           doc.get("ready"), doc.get("provisioned"), doc)
 

@@ -1,0 +1,92 @@
+"""Stored calibrations (versioned per deployment and profile, YAML export), the capacity the core
+plans with, and `warmcast calibrate`'s command line where no server is needed."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from warmcast.calibrations import CalibrationStore, capacities
+from warmcast.deployments import DeploymentsFile
+from warmcast.errors import InputError, NotFoundError
+from warmup.actuators.local import free_port
+from warmup.adapters import core_config
+from warmup.core import plan_replicas
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPS = {"deployments": [{"name": "cd", "min_replicas": 1, "max_replicas": 50,
+                         "profiles": {"day": {"capacity_rpm": 100}, "night": {"capacity_rpm": 80}}}]}
+
+
+def _dep():
+    return DeploymentsFile.model_validate(DEPS).deployments[0]
+
+
+def test_versions_current_rollback_and_yaml_export(redis_client, key_prefix):
+    store = CalibrationStore(redis_client, key_prefix)
+    assert store.get("cd", "day") is None and store.current("cd") == {}
+    assert store.put("cd", "day", {"capacity": {"rpm": 60.0}, "created_at": "a"}) == 1
+    assert store.put("cd", "day", {"capacity": {"rpm": 70.0}, "created_at": "b"}) == 2
+    assert store.versions("cd", "day") == [1, 2] and store.get("cd", "day")["capacity"]["rpm"] == 70.0
+    store.set_current("cd", "day", 1)
+    assert store.get("cd", "day")["version"] == 1
+    with pytest.raises(NotFoundError, match="no calibration v9"):
+        store.set_current("cd", "day", 9)
+    with pytest.raises(InputError, match="capacity.rpm"):
+        store.put("cd", "day", {"capacity": {"rpm": -1}})
+    assert store.versions("cd", "day") == [1, 2]  # the bad one stored nothing
+    exported = yaml.safe_load(store.export_yaml("cd"))
+    assert exported["calibrations"]["day"]["current"] == 1
+    assert [v["capacity"]["rpm"] for v in exported["calibrations"]["day"]["versions"]] == [60.0, 70.0]
+
+
+def test_calibrated_capacity_changes_the_core_plan_and_its_reason():
+    dep = _dep()
+    caps = capacities(dep, {"day": {"capacity": {"rpm": 40.0}, "version": 3, "created_at": "x"}})
+    assert caps["day"].source == "calibrated" and caps["night"].source == "declared"
+    now = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
+    declared = plan_replicas(core_config(dep), None, now, observed_rpm=390.0)[0]
+    calibrated = plan_replicas(core_config(dep, capacities=caps), None, now, observed_rpm=390.0)[0]
+    assert (declared.desired, calibrated.desired) == (4, 10)
+    assert declared.capacity_source == "declared" and "declared" in declared.reason
+    assert calibrated.capacity_source == "calibrated" and "40 req/min per replica, calibrated" in calibrated.reason
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "warmcast.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+
+def test_help_documents_every_option():
+    out = _cli("calibrate", "--help", env={"COLUMNS": "200"}).stdout
+    for opt in ("--url", "--deployment", "--profile", "--model", "--out", "--slo-ttft-p99-ms", "--slo-e2e-p99-ms",
+                "--slo-error-share", "--slo-late-wait-s", "--scenarios", "--headline", "--warmup-s", "--step-s",
+                "--drain-s", "--probe-s", "--probe-concurrency", "--arrivals", "--burst", "--burst-s", "--tolerance",
+                "--max-steps", "--output-tokens", "--seed", "--store", "--engine-arg", "--port", "--config"):
+        assert opt in out, opt
+
+
+def test_unreachable_server_ends_clearly_and_keeps_the_stored_calibration(tmp_path, redis_client, key_prefix,
+                                                                          redis_server_url):
+    deps = tmp_path / "deployments.yaml"
+    deps.write_text(yaml.safe_dump(DEPS))
+    env = {"WARMCAST_REDIS_URL": redis_server_url, "WARMCAST_KEY_PREFIX": key_prefix,
+           "WARMCAST_DEPLOYMENTS_FILE": str(deps), "WARMCAST_STATE_DIR": str(tmp_path / "state")}
+    store = CalibrationStore(redis_client, key_prefix)
+    store.put("cd", "day", {"capacity": {"rpm": 42.0}})
+    out = tmp_path / "cal"
+    out.mkdir()
+    (out / "calibration.json").write_text(json.dumps({"previous": True}))
+    url = f"http://127.0.0.1:{free_port(18800)}"
+    r = _cli("calibrate", "--url", url, "-d", "cd", "--out", str(out), env=env)
+    assert r.returncode == 2 and f"server {url} is unreachable" in r.stderr, r.stderr
+    bad = _cli("calibrate", "--url", url, "-d", "cd", "--out", str(out), "--scenarios", "huge", env=env)
+    assert bad.returncode == 2 and "huge" in bad.stderr and "short, medium, long, mix" in bad.stderr
+    assert store.versions("cd", "day") == [1] and store.get("cd", "day")["capacity"]["rpm"] == 42.0
+    assert json.loads((out / "calibration.json").read_text()) == {"previous": True}
