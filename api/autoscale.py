@@ -76,6 +76,10 @@ class ForecastCollector:
                                     labels=["deployment"])
         paused = GaugeMetricFamily("warmcast_paused", "1 while automatic actions are paused", labels=["deployment"])
         up = GaugeMetricFamily("warmcast_api_redis_up", "1 when Redis answered this scrape")
+        corr = GaugeMetricFamily("warmcast_calibration_correction", "Observed / calibrated TTFT P99 at the observed "
+                                 "load per instance (smoothed; 1 = as calibrated)", labels=["deployment", "profile"])
+        drift = GaugeMetricFamily("warmcast_calibration_drift", "1 while the correction is more than 15% off 1: "
+                                  "recalibrate", labels=["deployment", "profile"])
         try:
             names = self.ctx.known_names()
         except Exception:  # noqa: BLE001 - a scrape must answer even with Redis down
@@ -85,7 +89,11 @@ class ForecastCollector:
         up.add_metric([], 1)
         for dep in names:
             self._one(dep, q, mean, age, desired, paused)
-        yield from (q, mean, age, desired, paused, up)
+            d = self.ctx.state.get("calibration-drift", dep)  # written by the workers' signals step
+            if d and d.get("factor") is not None:
+                corr.add_metric([dep, d["profile"]], float(d["factor"]))
+                drift.add_metric([dep, d["profile"]], 1.0 if d.get("drifted") else 0.0)
+        yield from (q, mean, age, desired, paused, up, corr, drift)
 
     def _one(self, dep, q, mean, age, desired, paused) -> None:
         doc = service.cached_or_stored(self.ctx, dep)
