@@ -66,7 +66,7 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 def test_help_documents_every_option():
     out = _cli("calibrate", "--help", env={"COLUMNS": "200"}).stdout
     for opt in ("--url", "--deployment", "--profile", "--model", "--out", "--slo-ttft-p99-ms", "--slo-e2e-p99-ms",
-                "--slo-error-share", "--slo-late-wait-s", "--scenarios", "--headline", "--warmup-s", "--step-s",
+                "--slo-error-share", "--slo-late-wait-s", "--scenarios", "--headline", "--warmup-s", "--step-s", "--min-requests",
                 "--drain-s", "--probe-s", "--probe-concurrency", "--arrivals", "--burst", "--burst-s", "--tolerance",
                 "--max-steps", "--output-tokens", "--seed", "--store", "--engine-arg", "--port", "--config"):
         assert opt in out, opt

@@ -33,7 +33,9 @@ def calibrate_cmd(
     headline: Optional[str] = typer.Option(None, help="Scenario whose capacity is the result (default: mix if run, "
                                                       "else the first)."),
     warmup_s: float = typer.Option(5.0, min=0.0, help="Unmeasured warm-up at the step's rate before each step."),
-    step_s: float = typer.Option(15.0, min=1.0, help="Measured seconds per load step."),
+    step_s: float = typer.Option(15.0, min=1.0, help="Measured seconds per load step (longer at low rates: "
+                                                     "--min-requests)."),
+    min_requests: int = typer.Option(20, min=1, help="Arrivals a step's measured window holds on average."),
     drain_s: float = typer.Option(10.0, min=0.5, help="Wait this long after a step's last request; later ones fail."),
     probe_s: float = typer.Option(8.0, min=1.0, help="Seconds of the throughput probe that scales the rates."),
     probe_concurrency: int = typer.Option(8, min=1, help="Requests outstanding during the probe."),
@@ -60,7 +62,8 @@ def calibrate_cmd(
                                       "error_share": slo_error_share, "late_wait_s": slo_late_wait_s,
                                       "late_share": slo_late_share},
                            plan_args=dict(scenarios=tuple(s.strip() for s in scenarios.split(",") if s.strip()),
-                                          headline=headline, warmup_s=warmup_s, step_s=step_s, drain_s=drain_s,
+                                          headline=headline, warmup_s=warmup_s, step_s=step_s,
+                                          min_requests=min_requests, drain_s=drain_s,
                                           probe_s=probe_s, probe_concurrency=probe_concurrency, arrivals=arrivals,
                                           burst=burst, burst_s=burst_s, tolerance=tolerance, max_steps=max_steps,
                                           output_tokens=output_tokens, seed=seed))

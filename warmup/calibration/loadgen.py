@@ -60,28 +60,29 @@ async def send(client: VLLMClient, arrivals: list[Arrival], *, drain_s: float, s
 
 async def probe(client: VLLMClient, scenario: Scenario, *, concurrency: int, duration_s: float,
                 seed: int = 0) -> float:
-    """Saturation throughput (completed req/s) with ``concurrency`` requests always outstanding."""
+    """Saturation throughput (completed req/s) with ``concurrency`` requests always outstanding,
+    for ``duration_s`` and at least until ``2 * concurrency`` requests completed (at most 5x as long):
+    a short probe of long requests would otherwise count only the few that happened to finish."""
     rng = np.random.default_rng(seed)
     shares = np.array([p[0] for p in scenario.parts], float)
     shares /= shares.sum()
-    end = time.perf_counter() + duration_s
-    done = 0
+    t0 = time.perf_counter()
+    end, hard_end = t0 + duration_s, t0 + 5 * duration_s
+    finished: list[float] = []
+
+    def going() -> bool:
+        now = time.perf_counter()
+        return now < end or (len(finished) < 2 * concurrency and now < hard_end)
 
     async def worker() -> None:
-        nonlocal done
-        while time.perf_counter() < end:
+        while going():
             _, prompt, _ = scenario.parts[int(rng.choice(len(shares), p=shares))]
             try:
-                await client.complete_stream(prompt, scenario.output, rng=rng)
+                await client.complete_stream(prompt, scenario.output, rng=rng, timeout_s=hard_end - t0 + 30)
             except InstanceError:
                 await asyncio.sleep(0.2)
                 continue
-            if time.perf_counter() <= end:
-                done += 1
+            finished.append(time.perf_counter())
 
-    t0 = time.perf_counter()
-    try:
-        await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(concurrency))), duration_s * 3 + 30)
-    except asyncio.TimeoutError:
-        pass
-    return done / max(min(time.perf_counter(), end) - t0, 1e-9) if done else math.nan
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return len(finished) / (max(finished) - t0) if finished else math.nan

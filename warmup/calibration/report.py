@@ -68,6 +68,7 @@ def document(run: dict[str, Any], *, slo: SLO, plan: Any, url: str, server: dict
         "hardware": hardware(),
         "matrix": {"scaling": run["scaling"].note, "prompt_factor": round(run["scaling"].factor, 6),
                    "arrivals": plan.arrivals, "warmup_s": plan.warmup_s, "step_s": plan.step_s,
+                   "min_requests": plan.min_requests,
                    "drain_s": plan.drain_s, "probe_s": plan.probe_s, "probe_concurrency": plan.probe_concurrency,
                    "tolerance": plan.tolerance, "max_steps": plan.max_steps,
                    "rate_scaling": "low/typical/peak = 50/200/500 req/s scaled so that peak = the probe's throughput"},

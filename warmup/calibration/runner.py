@@ -33,7 +33,8 @@ class CalibrationPlan:
     scenarios: tuple[str, ...] = ("short", "medium", "long", "mix")
     headline: Optional[str] = None      # the scenario whose capacity is stored (default: mix, else the first)
     warmup_s: float = 5.0               # each step's unmeasured warm-up
-    step_s: float = 15.0                # each step's measured window
+    step_s: float = 15.0                # each step's measured window (longer at low rates: min_requests)
+    min_requests: int = 20              # a step's window holds at least this many arrivals on average
     drain_s: float = 10.0               # after the last arrival, wait this long for answers
     probe_s: float = 8.0
     probe_concurrency: int = 8
@@ -76,9 +77,10 @@ def curve_point(st: StepStats, passed: bool, why: str, errors: list[str]) -> dic
 
 
 async def _step(client: VLLMClient, sc: Scenario, rate: float, plan: CalibrationPlan, slo: SLO, seed: int):
-    arrivals = schedule(sc, rate, plan.warmup_s, plan.step_s, np.random.default_rng(seed), plan.arrivals)
+    window = max(plan.step_s, plan.min_requests / rate)
+    arrivals = schedule(sc, rate, plan.warmup_s, window, np.random.default_rng(seed), plan.arrivals)
     records = await loadgen.send(client, arrivals, drain_s=plan.drain_s, seed=seed)
-    st = step_stats(sc.name, rate, plan.step_s, records, slo.late_wait_s)
+    st = step_stats(sc.name, rate, window, records, slo.late_wait_s)
     return st, judge(st, slo), records
 
 
@@ -94,7 +96,7 @@ async def search_scenario(client: VLLMClient, sc: Scenario, plan: CalibrationPla
     progress(f"{sc.name}: probe {probe_rps:.3g} req/s; ladder " + " / ".join(f"{v:.3g}" for v in rates.values()))
     res = ScenarioResult(sc, probe_rps, rates)
     cfg = SearchConfig(ladder=tuple(rates.values()), tolerance=plan.tolerance, max_steps=plan.max_steps,
-                       min_rate=max(rates["low"] / 8, 5.0 / plan.step_s))
+                       min_rate=max(rates["low"] / 8, plan.min_requests / (4 * plan.step_s)))  # windows <= 4x
     trials: list[Trial] = []
     step = next_step(trials, cfg)
     while not step.done:
