@@ -18,6 +18,8 @@ def fleet(
     capacity_rpm: Optional[float] = typer.Option(None, "--capacity-rpm", min=0.001,
                                                  help="Requests/min one instance serves (required without "
                                                       "--deployment, else the default profile's)."),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration.json (warmcast calibrate): "
+                                               "its measured capacity instead of --capacity-rpm / the declared one."),
     cold_start_min: Optional[float] = typer.Option(None, "--cold-start-min", min=0, max=240,
                                                    help="Launch to ready, minutes (default 15, or the deployment's)."),
     test_start: str = typer.Option(..., "--test-start", help="First test minute (UTC); the forecaster trains before it."),
@@ -53,6 +55,8 @@ def fleet(
     from warmup.sim import FleetBacktestConfig, load_log, run_backtest, write_outputs
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip())
+    if calibration is not None:
+        capacity_rpm = _calibrated_rpm(calibration)
     ts, te = _test_window(test_start, test_end)
     core = None
     if deployment is not None:
@@ -104,6 +108,19 @@ def _test_window(test_start: str, test_end: Optional[str]) -> tuple[Any, Any]:
         return pd.Timestamp(test_start), (pd.Timestamp(test_end) if test_end else None)
     except ValueError as err:
         raise InputError(f"--test-start/--test-end: {err}") from None
+
+
+def _calibrated_rpm(path: Path) -> float:
+    """The capacity (requests/min) of a ``warmcast calibrate`` calibration.json."""
+    import json
+
+    try:
+        rpm = json.loads(path.read_text())["capacity"]["rpm"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(f"--calibration {path}: not a calibration.json with capacity.rpm ({err})") from None
+    if not isinstance(rpm, (int, float)) or rpm <= 0:
+        raise InputError(f"--calibration {path}: capacity.rpm must be a positive number, got {rpm!r}")
+    return float(rpm)
 
 
 def _deployment(path: Path, name: Optional[str]) -> tuple[Any, Any]:

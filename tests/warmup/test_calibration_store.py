@@ -90,3 +90,14 @@ def test_unreachable_server_ends_clearly_and_keeps_the_stored_calibration(tmp_pa
     assert bad.returncode == 2 and "huge" in bad.stderr and "short, medium, long, mix" in bad.stderr
     assert store.versions("cd", "day") == [1] and store.get("cd", "day")["capacity"]["rpm"] == 42.0
     assert json.loads((out / "calibration.json").read_text()) == {"previous": True}
+
+
+def test_fleet_backtest_reads_the_capacity_of_a_calibration_file(tmp_path):
+    from warmup.cli import _calibrated_rpm
+
+    good, bad = tmp_path / "calibration.json", tmp_path / "other.json"
+    good.write_text(json.dumps({"capacity": {"rpm": 61.5}}))
+    bad.write_text(json.dumps({"capacity": {}}))
+    assert _calibrated_rpm(good) == 61.5
+    with pytest.raises(InputError, match="other.json: not a calibration.json"):
+        _calibrated_rpm(bad)
