@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,9 @@ def summary(ttft_ms: list[float], e2e_ms: list[float], ok: int, n: int, duration
 async def warmcast_run(url: str, rate: float, n: int, seed: int) -> dict[str, float]:
     sc = Scenario("short", ((1.0, PROMPT, "short"),), OUTPUT)
     arrivals = schedule(sc, rate, 0.0, 10 * n / rate, np.random.default_rng(seed))[:n]
+    # as vllm bench serve does: Poisson gaps rescaled so that the n arrivals span exactly n / rate
+    k = (n / rate) / arrivals[-1].at_s
+    arrivals = [replace(a, at_s=a.at_s * k) for a in arrivals]
     async with loadgen.load_client(url) as client:
         records = await loadgen.send(client, arrivals, drain_s=120.0, seed=seed)
     ok = [r for r in records if r.ok]
