@@ -53,7 +53,7 @@ def test_search_gives_up_when_no_rate_meets_the_slo():
     cfg = SearchConfig(ladder=(1.0, 4.0, 10.0), min_rate=0.2, max_steps=20)
     step, trials = _search(0.0, cfg)
     assert step.done and step.capacity_rps is None and "no rate meets the SLO" in step.reason
-    assert min(t.rate_rps for t in trials) >= 0.2 and len(trials) == 3   # 1, 0.5, 0.25
+    assert [t.rate_rps for t in trials] == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]  # each failure confirmed
 
 
 def test_a_pass_above_a_failure_is_not_trusted_and_the_budget_ends_the_search():
@@ -62,6 +62,21 @@ def test_a_pass_above_a_failure_is_not_trusted_and_the_budget_ends_the_search():
     step, trials = _search(3.0, cfg)
     assert len(trials) == 4 and step.capacity_rps is not None and step.capacity_rps <= 3.0
     assert "budget" in step.reason
+
+
+def test_a_failure_is_confirmed_before_it_counts():
+    cfg = SearchConfig(ladder=(1.0, 4.0, 10.0), min_rate=0.1, tolerance=0.1, max_steps=20)
+    stalled = set()
+
+    def flaky(rate, i):  # the machine stalls during the first step at 4 req/s; the knee is at 7
+        if rate == 4.0 and not stalled:
+            stalled.add(rate)
+            return False
+        return rate <= 7.0
+    step, trials = _search(0.0, cfg, flaky)
+    assert [(t.rate_rps, t.passed) for t in trials[:3]] == [(1.0, True), (4.0, False), (4.0, True)]
+    assert 7.0 / 1.1 <= step.capacity_rps <= 7.0
+    assert next_step([Trial(1.0, True), Trial(4.0, False)], cfg).next_rate == 4.0
 
 
 def test_matrix_scales_to_the_server_and_says_so():

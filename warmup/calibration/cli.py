@@ -44,7 +44,7 @@ def calibrate_cmd(
     burst_s: float = typer.Option(20.0, min=1.0, help="Seconds at 6x the low rate."),
     tolerance: float = typer.Option(0.1, min=0.01, max=1.0, help="Stop bisecting when the failing rate is within "
                                                                  "this share above the passing one."),
-    max_steps: int = typer.Option(8, min=2, max=50, help="Most load steps per scenario."),
+    max_steps: int = typer.Option(12, min=2, max=50, help="Most load steps per scenario."),
     output_tokens: Optional[int] = typer.Option(None, min=1, help="Generated tokens per request (default: scaled "
                                                                   "256)."),
     seed: int = typer.Option(0, help="Seed of arrivals and prompts."),

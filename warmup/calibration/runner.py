@@ -42,7 +42,7 @@ class CalibrationPlan:
     burst: bool = True
     burst_s: float = 20.0
     tolerance: float = 0.1
-    max_steps: int = 8
+    max_steps: int = 12
     output_tokens: Optional[int] = None
     seed: int = 0
 

@@ -6,7 +6,8 @@ runner feeds their :class:`StepStats` to :func:`next_step` until it says done.  
 is a ladder (low / typical / peak, from the throughput probe) until the first failing
 rate, then bisection between the last passing and the first failing rate until they are
 within ``tolerance`` of each other; all passing grows the rate, all failing halves it down
-to ``min_rate`` (below that no rate meets the SLO and the search says so).
+to ``min_rate`` (below that no rate meets the SLO and the search says so).  A failing rate is
+measured twice before it counts (``SearchConfig.confirm``): a passing one is believed at once.
 """
 from __future__ import annotations
 
@@ -106,6 +107,7 @@ class SearchConfig:
     tolerance: float = 0.1         # done when first failing - last passing <= tolerance * last passing
     max_steps: int = 10
     growth: float = 2.0            # every rate so far passed: try this much more
+    confirm: int = 2               # a rate fails once it failed this often (and never passed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,20 +127,34 @@ class SearchStep:
         return self.next_rate is None
 
 
-def bracket(trials: Sequence[Trial]) -> tuple[Optional[float], Optional[float]]:
+def verdicts(trials: Sequence[Trial], confirm: int = 1) -> dict[float, Optional[bool]]:
+    """Per rate tried: True once it passed; False once it failed ``confirm`` times; None while a
+    failure awaits confirmation.  Past the knee a queue builds step after step, so failures repeat;
+    a transient stall of the machine fails one step, and its repeat passes."""
+    runs: dict[float, list[bool]] = {}
+    for t in trials:
+        runs.setdefault(t.rate_rps, []).append(t.passed)
+    return {r: True if any(v) else (False if len(v) >= confirm else None) for r, v in runs.items()}
+
+
+def bracket(trials: Sequence[Trial], confirm: int = 1) -> tuple[Optional[float], Optional[float]]:
     """(last passing, first failing) rate.  A pass above a failure is noise and is not trusted:
     the last passing rate is the highest pass *below* the lowest failure."""
-    fails = [t.rate_rps for t in trials if not t.passed]
+    v = verdicts(trials, confirm)
+    fails = [r for r, x in v.items() if x is False]
     first_fail = min(fails) if fails else None
-    passes = [t.rate_rps for t in trials if t.passed and (first_fail is None or t.rate_rps < first_fail)]
+    passes = [r for r, x in v.items() if x is True and (first_fail is None or r < first_fail)]
     return (max(passes) if passes else None), first_fail
 
 
 def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> SearchStep:
     """The next rate to measure, or the answer, from the trials so far."""
-    ok, bad = bracket(trials)
+    ok, bad = bracket(trials, cfg.confirm)
     if len(trials) >= cfg.max_steps:
         return SearchStep(None, ok, f"step budget ({cfg.max_steps}) spent; " + _answer(ok, bad))
+    pending = [r for r, x in verdicts(trials, cfg.confirm).items() if x is None]
+    if pending:
+        return SearchStep(pending[0], None, f"{pending[0]:.4g} req/s failed once: measure it again to confirm")
     if bad is None:
         tried = max((t.rate_rps for t in trials), default=0.0)
         above = [r for r in cfg.ladder if r > tried]
