@@ -120,7 +120,7 @@ def table(runs: dict[str, list[dict[str, float]]]) -> list[str]:
 def matrix(url: str, out: Path, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, "-m", "warmcast.cli", "calibrate", "--url", url, "--out", str(out),
            "--slo-ttft-p99-ms", str(args.slo_ttft_ms), "--slo-e2e-p99-ms", str(args.slo_e2e_ms),
-           "--step-s", str(args.step_s), "--warmup-s", "3", "--probe-s", "6", "--drain-s", "8", "--max-steps", "6"]
+           "--step-s", str(args.step_s), "--warmup-s", "3", "--probe-s", "6", "--drain-s", "8", "--max-steps", "10"]
     subprocess.run(cmd, check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     return json.loads((out / "calibration.json").read_text())
 

@@ -100,7 +100,8 @@ def test_calibrate_finds_a_rate_that_holds_the_slo_and_1_5x_breaks_it(server, tm
     if holds[0] > TTFT_BOUND_MS:
         holds.append(_p99(asyncio.run(_ttfts(server.url, server.model, cap, 20.0, seed=8))))
     over = _p99(asyncio.run(_ttfts(server.url, server.model, cap * 1.5, 20.0)))
-    assert min(holds) <= TTFT_BOUND_MS < over, (cap, holds, over, curve)
+    steps = [(p["rate_rps"], p["passed"], p["ttft_ms"]["p99"]) for p in curve]
+    assert min(holds) <= TTFT_BOUND_MS < over, f"capacity {cap} req/s; check P99 {holds} / {over} ms; steps {steps}"
 
 
 def test_bad_input_ends_clearly_and_keeps_the_stored_calibration(server, tmp_path, redis_client,  # noqa: F811
