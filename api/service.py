@@ -213,3 +213,17 @@ def autoscaler_values(ctx: ApiContext, dep: Deployment, quantile: float, lead_mi
         "forecastOrigin": doc["origin"], "forecastSource": doc["source"], "model": doc["model"],
         "paused": ctx.state.paused(dep.name) is not None, "forecastAgeSeconds": round(age, 1),
     }
+
+
+def demand_target(ctx: ApiContext, dep: Deployment, quantile: float, lead_min: int | None,
+                  utilisation: float) -> float:
+    """KEDA's target for ``forecastDemandRpm`` (requests/min one replica should serve): the
+    capacity of the profile the core's plan has active at the present minute, times
+    ``utilisation``, so that demand / target is the plan's replicas, at night as by day.  With
+    no forecast yet, the profile of the core's plan without one (the schedule's, at wall time)."""
+    try:
+        cap = float(autoscaler_values(ctx, dep, quantile, lead_min, utilisation)["capacityPerInstanceRpm"])
+    except NotFoundError:
+        cfg = core_config(dep, capacities=load_capacities(ctx.redis, ctx.settings.key_prefix, dep))
+        cap = plan_replicas(cfg, None, utcnow().tz_localize("UTC").to_pydatetime())[0].capacity_rpm
+    return cap * utilisation

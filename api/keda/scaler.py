@@ -4,7 +4,8 @@ Trigger metadata (``scalerMetadata`` in the ScaledObject):
 
 - ``deployment``: warmcast deployment name (default: the ScaledObject's name)
 - ``metric``: ``desiredReplicas`` (default; target 1 per replica, so KEDA sets that
-  many replicas) or ``forecastDemandRpm`` (target = capacity per replica x utilisation)
+  many replicas) or ``forecastDemandRpm`` (target = capacity per replica of the profile the
+  core's plan has active now x utilisation)
 - ``quantile`` (default 0.9), ``lead`` minutes (default: the planner's lead),
   ``utilisation`` (default 1.0)
 - ``streamIntervalSeconds`` for StreamIsActive (default 15)
@@ -66,10 +67,11 @@ class Query:
     def value(self, ctx: ApiContext) -> float:
         return float(self.values(ctx)[self.metric])
 
-    def target(self) -> float:
+    def target(self, ctx: ApiContext) -> float:
         if self.metric == "desiredReplicas":
             return 1.0
-        return service._capacity(self.dep) * self.utilisation
+        # the capacity of the profile active now, by the core's plan (night or day), not the default's
+        return service.demand_target(ctx, self.dep, self.quantile, self.lead, self.utilisation)
 
     def metric_name(self) -> str:
         return f"warmcast-{self.dep.name}-{self.metric}"
@@ -119,7 +121,10 @@ class WarmcastScaler(pb_grpc.ExternalScalerServicer):
 
     async def GetMetricSpec(self, request, context):
         q = await self._query(request, context)
-        t = q.target()
+        try:
+            t = await asyncio.get_running_loop().run_in_executor(self.pool, q.target, self.ctx)
+        except Exception as err:  # noqa: BLE001 - Redis down and the like: KEDA retries
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"{type(err).__name__}: {err}")
         return pb.GetMetricSpecResponse(metricSpecs=[
             pb.MetricSpec(metricName=q.metric_name(), targetSize=max(1, int(round(t))), targetSizeFloat=t)])
 

@@ -15,7 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from api_helpers import kill_if_alive, sigterm_stop_seconds, stored_forecast
+from api_helpers import END, kill_if_alive, sigterm_stop_seconds, stored_forecast
+from warmcast.deployments import demo_deployment
+from warmup.adapters import core_config, forecast_input
+from warmup.core import plan_replicas
 
 ROOT = Path(__file__).resolve().parents[2]
 KEDA_PROTO = Path(__file__).resolve().parent / "keda_upstream" / "externalscaler.proto"
@@ -88,6 +91,14 @@ def test_committed_modules_match_the_proto(tmp_path):
         assert (tmp_path / "api" / "keda" / name).read_text() == (ROOT / "api" / "keda" / name).read_text(), name
 
 
+def night_target(utilisation: float = 0.8) -> float:
+    """The core's answer for the demo deployment at the stored forecast's 00:00 (night window)."""
+    core = plan_replicas(core_config(demo_deployment()), forecast_input(stored_forecast(), (0.9,)),
+                         END.tz_localize("UTC"))
+    assert core[0].profile == "night"
+    return core[0].capacity_rpm * utilisation
+
+
 def test_external_scaler_serves_the_forecast_numbers(generated, scaler, state):
     fc = stored_forecast()
     peak = float(max(fc.quantiles[0.9][:16]))  # P90 over the 15-minute cold-start lead of the demo deployment
@@ -105,7 +116,9 @@ def test_external_scaler_serves_the_forecast_numbers(generated, scaler, state):
     assert out[0] == {"result": True} and out[1] == {"result": True}
     assert out[2] == {"name": "warmcast-demo-desiredReplicas", "target": 1.0, "targetInt": 1}
     assert out[3] == {"name": "s0-warmcast-demo-desiredReplicas", "value": float(replicas), "int": replicas}
-    assert out[4]["target"] == pytest.approx(300 * 0.8) and out[4]["targetInt"] == 240
+    # the demand target is the capacity of the profile the core's plan has active now: at 00:00
+    # the night profile's 200 rpm (not the default day profile's 300)
+    assert out[4]["target"] == pytest.approx(night_target()) and out[4]["targetInt"] == 160
     assert out[5]["value"] == pytest.approx(peak, rel=1e-3)
     assert out[6]["value"] == float(int(np.ceil(fc.quantiles[0.5][0] / 200)))
     # the planner's stored number wins over the forecast arithmetic, as on the HTTP route
