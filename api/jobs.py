@@ -2,8 +2,9 @@
 
 Task contract (issue 6): ``warmcast.whatif_backtest`` with kwargs ``deployment,
 policies, test_start, capacity_rpm, cold_start_min, log_path=None`` returns a
-per-policy report dict.  The job id is the Celery task id; a small record in Redis
-(``P:job:ID``) ties it to its deployment so one deployment cannot read another's.
+per-policy report dict (``cold_start_min`` None: the planner's lead, named in the
+report).  The job id is the Celery task id; a small record in Redis (``P:job:ID``)
+ties it to its deployment so one deployment cannot read another's.
 """
 from __future__ import annotations
 
@@ -57,7 +58,9 @@ def submit_whatif(ctx: ApiContext, dep: Deployment, body: WhatIfIn, log_path: st
         "deployment": dep.name, "policies": list(body.policies),
         "test_start": start.strftime(TS),
         "capacity_rpm": float(body.capacity_rpm or _default_capacity(ctx, dep)),
-        "cold_start_min": float(dep.cold_start_min if body.cold_start_min is None else body.cold_start_min),
+        # None: the worker replays with the planner's lead (measured launch-to-ready first, see
+        # workers.lead) and its report names the value and its source
+        "cold_start_min": None if body.cold_start_min is None else float(body.cold_start_min),
         "log_path": log_path,
     }
     rec = {"deployment": dep.name, "submitted_at": utcnow().strftime(TS), "source": source,

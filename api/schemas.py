@@ -89,7 +89,9 @@ class WhatIfIn(BaseModel):
                                    max_length=5)
     test_start: datetime = Field(description="start of the replayed part; data before it trains the forecaster")
     capacity_rpm: Optional[float] = Field(None, ge=0.001, le=1e7, description="default: the deployment's profile")
-    cold_start_min: Optional[float] = Field(None, ge=0, le=240, description="default: the deployment's")
+    cold_start_min: Optional[float] = Field(None, ge=0, le=240,
+                                            description="default: the planner's lead (measured launch-to-ready "
+                                                        "first), named in the report")
 
 
 class JobOut(_Out):

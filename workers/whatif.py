@@ -3,6 +3,9 @@
 Replays the deployment's stored load (or an uploaded log) through the fleet
 simulator (:mod:`warmup.sim`) under each asked policy and returns the per-policy
 report (GPU-hours, share of requests waiting over 5 s, minutes short, actions).
+Unless the request gives a cold start, the replay uses the lead the live planner uses
+(:mod:`workers.lead`: measured launches, then the measure-coldstart record, then the
+deployments file), and the report says which value and where it came from.
 """
 from __future__ import annotations
 
@@ -29,8 +32,9 @@ def _safe(v: Any) -> Any:
 
 
 def run_whatif(ctx, deployment: str, policies: list[str], test_start: str, capacity_rpm: float,
-               cold_start_min: float, log_path: str | None = None) -> dict[str, Any]:
+               cold_start_min: float | None = None, log_path: str | None = None) -> dict[str, Any]:
     from warmup.sim import FleetBacktestConfig, from_series, load_log, run_backtest
+    from workers import lead
 
     if not policies:
         raise InputError("policies: name at least one of static, reactive, queue, predictive, oracle")
@@ -49,9 +53,11 @@ def run_whatif(ctx, deployment: str, policies: list[str], test_start: str, capac
         ts = pd.Timestamp(test_start)
     except ValueError as err:
         raise InputError(f"test_start {test_start!r}: {err}") from None
+    used = (lead.resolve(ctx, deployment) if cold_start_min is None else
+            lead.Lead(float(cold_start_min), "what-if request", "cold_start_min given with the what-if"))
     forecaster = os.environ.get("WARMCAST_WORKERS_WHATIF_FORECASTER", "lstm")
-    cfg = FleetBacktestConfig(capacity_rpm=float(capacity_rpm), cold_start_min=float(cold_start_min),
+    cfg = FleetBacktestConfig(capacity_rpm=float(capacity_rpm), cold_start_min=used.cold_start_min,
                               test_start=ts, policies=tuple(policies), forecaster=forecaster)
     result = run_backtest(log, cfg, progress=False)
-    return _safe({"deployment": deployment, "source": source, "policies": result.rows,
+    return _safe({"deployment": deployment, "source": source, "lead": used.as_doc(), "policies": result.rows,
                   "meta": result.meta})

@@ -55,6 +55,8 @@ def test_whatif_on_stored_load_and_on_an_upload(client, store, worker, tmp_path)
     text = str(body["result"])
     for policy in ("static", "reactive", "oracle"):
         assert policy in text
+    assert body["result"]["lead"] == {"cold_start_min": 10, "source": "what-if request",
+                                      "detail": "cold_start_min given with the what-if"}
 
     csv = "time,requests\n" + "".join(f"{t:%Y-%m-%d %H:%M:%S},{v:g}\n"
                                       for t, v in synthetic_frame(days=2)["requests"].items())
@@ -65,3 +67,6 @@ def test_whatif_on_stored_load_and_on_an_upload(client, store, worker, tmp_path)
     body = _poll(client, "demo", up.json()["job_id"])
     assert body["status"] == "SUCCESS", (body, worker.read_text()[-3000:])
     assert "uploaded log" in str(body["result"]) and "oracle" in str(body["result"])
+    # no cold start given: the worker replays with the planner's lead and names where it came from
+    # (no launch measured, no measure-coldstart record here: the deployments file's)
+    assert body["result"]["lead"]["source"] == "deployments file", body["result"]["lead"]

@@ -243,8 +243,24 @@ def test_whatif_backtest_task_returns_per_policy_report(ctx, monkeypatch):
     for row in rep["policies"].values():
         assert row["gpu_hours"] > 0
     json.dumps(rep)  # JSON-able for the result backend
+    assert rep["lead"]["source"] == "what-if request" and rep["lead"]["cold_start_min"] == 5.0
     with pytest.raises(InputError):
         run_whatif(ctx, "simdep", [], test_start, 100.0, 5.0)
+
+
+def test_whatif_without_a_cold_start_replays_with_the_measured_lead(ctx):
+    """No cold start in the request: the planner's lead, the P90 of measured launches here."""
+    from workers import lead
+    from workers.whatif import run_whatif
+
+    seed_deployment(ctx, "simdep", mean_rpm=120)
+    test_start = str(ctx.store.frame("simdep").index[-1].floor("D") - pd.Timedelta(days=1))
+    for s in (240.0, 300.0, 360.0):  # launch-to-ready seconds, as lead.observe records them
+        ctx.r.lpush(f"{ctx.prefix}:launch-ready:simdep", repr(s))
+    want = lead.resolve(ctx, "simdep")
+    rep = run_whatif(ctx, "simdep", ["static", "oracle"], test_start, 100.0)
+    assert want.source == "measured launches" and want.cold_start_min != ctx.dep("simdep").cold_start_min
+    assert rep["lead"] == want.as_doc()
 
 
 def _jump(ctx) -> None:
