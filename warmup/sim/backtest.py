@@ -7,7 +7,6 @@ it.  Every policy starts warm with the fleet it would have had at the test start
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from warmcast.errors import InputError
-from warmup.core import CoreConfig
+from warmup.core import CoreConfig, replicas_for
 from warmup.sim.data import LoadLog
 from warmup.sim.fleet import FleetParams, FleetRun, Observation, run_online, run_plan, summarise
 from warmup.sim.forecasts import ForecastBundle, make_forecaster, online_forecasts
@@ -158,7 +157,7 @@ def _initial(policy, split: Split) -> int:
         n = policy.recommend(obs)
         return max(policy.min_replicas, n)
     if isinstance(policy, QueueKEDA):
-        return max(policy.min_replicas, int(math.ceil(max(split.minute_before, 0) / policy.capacity_rpm)))
+        return max(policy.min_replicas, replicas_for(max(split.minute_before, 0), policy.capacity_rpm, 1.0))
     return policy.decide(obs)
 
 
@@ -206,12 +205,13 @@ def run_policy(name: str, split: Split, cfg: FleetBacktestConfig, bundle: Option
     if name == "oracle":
         prov, ready = oracle_plan(oracle_need(split.demand, cfg.capacity_rpm, cfg.min_replicas), cfg.cold_start_min)
         run = run_plan("oracle", prov, ready, split.arrivals, params)
-        info = {"need": "ceil(demand / capacity) per minute, launched one cold start ahead"}
+        info = {"need": "the core's plan on the true demand (ceil(demand / capacity)) per minute, "
+                        "launched one cold start ahead"}
     else:
         if name == "static":
             n = cfg.static_replicas
             if n is None:
-                n = max(cfg.min_replicas, int(math.ceil(split.demand.max() / cfg.capacity_rpm - 1e-9)))
+                n = int(oracle_need(split.demand, cfg.capacity_rpm, cfg.min_replicas).max())  # the core's plan
                 info = {"replicas": n, "sized": "peak minute of the test part (hindsight)"}
             else:
                 info = {"replicas": n}

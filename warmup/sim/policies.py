@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Optional
 
 import numpy as np
@@ -31,10 +31,12 @@ from warmup.core import (
     Instance,
     InstanceState,
     PolicyState,
+    ScalingConfig,
     SwitchPhase,
     TickInput,
     WarmupAction,
     decide,
+    plan_replicas,
     replicas_for,
 )
 from warmup.sim.errors import ForecastErrors
@@ -240,5 +242,15 @@ def oracle_plan(need: np.ndarray, cold_start_min: float) -> tuple[np.ndarray, np
 
 
 def oracle_need(demand: np.ndarray, capacity_rpm: float, min_replicas: int = 1) -> np.ndarray:
-    d = np.nan_to_num(np.asarray(demand, dtype=float), nan=0.0)
-    return np.maximum(np.ceil(d / capacity_rpm - 1e-9), min_replicas).astype(np.int64)
+    """Ready replicas per minute with perfect foresight: the core's plan (:func:`plan_replicas`)
+    with the true demand as its forecast, no lead (``oracle_plan`` launches ahead itself) and
+    100% utilisation, i.e. ceil(demand / capacity), never below ``min_replicas``."""
+    d = np.maximum(np.nan_to_num(np.asarray(demand, dtype=float), nan=0.0), 0.0)
+    if len(d) == 0:
+        return np.zeros(0, dtype=np.int64)
+    top = max(min_replicas, int(math.ceil(float(d.max()) / capacity_rpm)) + 1)
+    cfg = CoreConfig(scaling=ScalingConfig(capacity_rpm=capacity_rpm, min_replicas=min_replicas, max_replicas=top,
+                                           cold_start_min=0.0, quantile=0.5, target_utilisation=1.0))
+    origin = datetime(2000, 1, 1, tzinfo=timezone.utc)  # the plan depends on the path, not on the date
+    plan = plan_replicas(cfg, ForecastInput(origin, (0.5,), (tuple(d.tolist()),)), origin)
+    return np.fromiter((s.desired for s in plan), dtype=np.int64, count=len(plan))
