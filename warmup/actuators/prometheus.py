@@ -12,6 +12,12 @@ The queries (``{sel}`` is the deployment's label selector, e.g.
     histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket{sel}[1m])))
     sum by (instance, le) (vllm:request_prompt_tokens_bucket{sel})      (the live context mix)
 
+Arrivals are counted from raw per-target series, not from ``increase()``: one query,
+``sum by (__name__, instance) ({__name__=~"<waiting>|<running>|<finished>",sel})``, gives
+each target's counter and gauges from one scrape, and ``workers.arrivals`` counts them as it
+counts the instances' own /metrics (reset-aware as ``increase()``, in-flight requests counted on
+arrival, a target missing from the answer held at its last reading, never read as zero).
+
 With ``window=None`` the quantile is over the cumulative buckets (everything
 since each server started), which equals the scrape client's cumulative
 histogram once the servers are idle; that is what the live test compares.
@@ -137,27 +143,23 @@ class PrometheusSignals:
         """Instant query; the vector's values summed (None when empty or NaN)."""
         return _scalar(await self._payload(promql), promql, self.url)
 
-    async def query_by(self, promql: str, label: str) -> dict[str, float]:
-        """Instant query of a vector; each series' value by its ``label`` (NaN values left out)."""
-        data = _data(await self._payload(promql), promql, self.url, ("vector",))
-        out: dict[str, float] = {}
-        for r in data.get("result") or []:
-            v = float(r["value"][1])
-            if not math.isnan(v):
-                out[r["metric"].get(label, "")] = v
-        return out
-
     async def per_instance(self) -> dict[str, dict[str, float]]:
         """Waiting, running and finished requests of each scrape target (Prometheus' ``instance``
-        label, ``host:port``): what the loop's per-instance scrape reads from each server."""
-        sel = _sel(self.selector)
-        names = {"waiting": WAITING[0], "running": RUNNING[0], "success": SUCCESS[0]}
-        got = await asyncio.gather(*(self.query_by(f"sum by (instance) ({m}{sel})", "instance")
-                                     for m in names.values()))
+        label, ``host:port``): what the loop's per-instance scrape reads from each server.
+
+        One query for all three: Prometheus answers it from one consistent view, so a target's
+        counter and gauges come from the same scrape.  Three queries could straddle a scrape and
+        read a request both finished and still running, which counts it twice."""
+        names = {WAITING[0]: "waiting", RUNNING[0]: "running", SUCCESS[0]: "success"}
+        inner = _sel(self.selector)[1:-1]
+        matcher = f'__name__=~"{"|".join(names)}"' + (f",{inner}" if inner else "")
+        promql = f"sum by (__name__, instance) ({{{matcher}}})"
+        data = _data(await self._payload(promql), promql, self.url, ("vector",))
         out: dict[str, dict[str, float]] = {}
-        for key, values in zip(names, got):
-            for inst, v in values.items():
-                out.setdefault(inst, {})[key] = v
+        for r in data.get("result") or []:
+            v, labels = float(r["value"][1]), r["metric"]
+            if not math.isnan(v) and labels.get("__name__") in names:
+                out.setdefault(labels.get("instance", ""), {})[names[labels["__name__"]]] = v
         return out
 
     async def prompt_histograms(self) -> dict[str, Histogram]:
