@@ -280,8 +280,8 @@ class Rig:
         """IsActive's answer, or the gRPC error."""
         import grpc
 
-        from api.keda import externalscaler_pb2 as pb
-        from api.keda import externalscaler_pb2_grpc as pb_grpc
+        from api.keda.vendor import externalscaler_pb2 as pb
+        from api.keda.vendor import externalscaler_pb2_grpc as pb_grpc
 
         with grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}") as channel:
             try:

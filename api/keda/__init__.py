@@ -1,1 +1,1 @@
-"""KEDA external scaler (gRPC): the interface in externalscaler.proto, generated modules beside it."""
+"""KEDA external scaler (gRPC): KEDA's own externalscaler.proto and its generated modules in vendor/."""

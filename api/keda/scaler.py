@@ -23,8 +23,8 @@ import grpc
 
 from api import service
 from api.deps import ApiContext
-from api.keda import externalscaler_pb2 as pb
-from api.keda import externalscaler_pb2_grpc as pb_grpc
+from api.keda.vendor import externalscaler_pb2 as pb
+from api.keda.vendor import externalscaler_pb2_grpc as pb_grpc
 from warmcast.errors import InputError, NotFoundError
 
 METRICS = ("desiredReplicas", "forecastDemandRpm")
@@ -80,8 +80,8 @@ class Query:
 class WarmcastScaler(pb_grpc.ExternalScalerServicer):
     """The four RPCs on grpc.aio: an open StreamIsActive is a coroutine asleep between checks,
     not a thread, so any number of streams leave the unary calls their threads (finding 6).
-    Values (Redis reads, maybe a forecast) are computed in ``pool``. StreamMetricSpec of newer
-    KEDA is not declared: gRPC answers UNIMPLEMENTED and KEDA falls back to GetMetricSpec."""
+    Values (Redis reads, maybe a forecast) are computed in ``pool``. KEDA's optional
+    StreamMetricSpec is answered UNIMPLEMENTED: KEDA then falls back to GetMetricSpec."""
 
     def __init__(self, ctx: ApiContext, pool: ThreadPoolExecutor) -> None:
         self.ctx = ctx
@@ -134,6 +134,11 @@ class WarmcastScaler(pb_grpc.ExternalScalerServicer):
         name = request.metricName or q.metric_name()
         return pb.GetMetricsResponse(metricValues=[
             pb.MetricValue(metricName=name, metricValue=int(round(v)), metricValueFloat=v)])
+
+    async def StreamMetricSpec(self, request, context):
+        # Optional in KEDA's interface; pushing spec changes would add nothing, as the target
+        # (1 per replica, or capacity x utilisation) only changes with the deployment's configuration.
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "StreamMetricSpec: use GetMetricSpec")
 
 
 class ScalerServer:

@@ -1,8 +1,8 @@
 """KEDA external scaler over real gRPC: a client generated from KEDA's own .proto, in its own process.
 
 The client is generated in the test from KEDA's current externalscaler.proto
-(tests/api/keda_upstream, copied unchanged from kedacore/keda) and runs in a
-subprocess, as KEDA would: it has no access to warmcast's code.
+(api/keda/vendor, copied unchanged from kedacore/keda; the server's modules come from the
+same file) and runs in a subprocess, as KEDA would: it has no access to warmcast's code.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from warmup.adapters import core_config, forecast_input
 from warmup.core import plan_replicas
 
 ROOT = Path(__file__).resolve().parents[2]
-KEDA_PROTO = Path(__file__).resolve().parent / "keda_upstream" / "externalscaler.proto"
+KEDA_PROTO = ROOT / "api" / "keda" / "vendor" / "externalscaler.proto"
 
 CLIENT = textwrap.dedent('''
     import json, sys
@@ -86,9 +86,10 @@ def scaler(settings, seeded):
 def test_committed_modules_match_the_proto(tmp_path):
     pytest.importorskip("grpc_tools")
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I.", f"--python_out={tmp_path}",
-                    f"--grpc_python_out={tmp_path}", "api/keda/externalscaler.proto"], cwd=ROOT, check=True)
+                    f"--grpc_python_out={tmp_path}", "api/keda/vendor/externalscaler.proto"], cwd=ROOT, check=True)
     for name in ("externalscaler_pb2.py", "externalscaler_pb2_grpc.py"):
-        assert (tmp_path / "api" / "keda" / name).read_text() == (ROOT / "api" / "keda" / name).read_text(), name
+        vendored = Path("api") / "keda" / "vendor" / name
+        assert (tmp_path / vendored).read_text() == (ROOT / vendored).read_text(), name
 
 
 def night_target(utilisation: float = 0.8) -> float:
@@ -143,8 +144,8 @@ def test_stream_is_active_sends_changes(settings, seeded, state):
     import grpc
 
     from api.deps import build_context
-    from api.keda import externalscaler_pb2 as pb
-    from api.keda import externalscaler_pb2_grpc as rpc
+    from api.keda.vendor import externalscaler_pb2 as pb
+    from api.keda.vendor import externalscaler_pb2_grpc as rpc
     from api.keda.scaler import serve
 
     handle = serve(build_context(settings), "127.0.0.1:0")
@@ -165,8 +166,8 @@ def test_finding6_open_streams_do_not_starve_unary_calls(settings, seeded):
     import grpc
 
     from api.deps import build_context
-    from api.keda import externalscaler_pb2 as pb
-    from api.keda import externalscaler_pb2_grpc as rpc
+    from api.keda.vendor import externalscaler_pb2 as pb
+    from api.keda.vendor import externalscaler_pb2_grpc as rpc
     from api.keda.scaler import serve
 
     handle = serve(build_context(settings), "127.0.0.1:0", workers=2)

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from api.keda import externalscaler_pb2 as api_dot_keda_dot_externalscaler__pb2
+from api.keda.vendor import externalscaler_pb2 as api_dot_keda_dot_vendor_dot_externalscaler__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in api/keda/externalscaler_pb2_grpc.py depends on'
+        + ' but the generated code in api/keda/vendor/externalscaler_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,23 +36,28 @@ class ExternalScalerStub:
         """
         self.IsActive = channel.unary_unary(
                 '/externalscaler.ExternalScaler/IsActive',
-                request_serializer=api_dot_keda_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
-                response_deserializer=api_dot_keda_dot_externalscaler__pb2.IsActiveResponse.FromString,
+                request_serializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
+                response_deserializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.IsActiveResponse.FromString,
                 _registered_method=True)
         self.StreamIsActive = channel.unary_stream(
                 '/externalscaler.ExternalScaler/StreamIsActive',
-                request_serializer=api_dot_keda_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
-                response_deserializer=api_dot_keda_dot_externalscaler__pb2.IsActiveResponse.FromString,
+                request_serializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
+                response_deserializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.IsActiveResponse.FromString,
                 _registered_method=True)
         self.GetMetricSpec = channel.unary_unary(
                 '/externalscaler.ExternalScaler/GetMetricSpec',
-                request_serializer=api_dot_keda_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
-                response_deserializer=api_dot_keda_dot_externalscaler__pb2.GetMetricSpecResponse.FromString,
+                request_serializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
+                response_deserializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.GetMetricSpecResponse.FromString,
                 _registered_method=True)
         self.GetMetrics = channel.unary_unary(
                 '/externalscaler.ExternalScaler/GetMetrics',
-                request_serializer=api_dot_keda_dot_externalscaler__pb2.GetMetricsRequest.SerializeToString,
-                response_deserializer=api_dot_keda_dot_externalscaler__pb2.GetMetricsResponse.FromString,
+                request_serializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.GetMetricsRequest.SerializeToString,
+                response_deserializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.GetMetricsResponse.FromString,
+                _registered_method=True)
+        self.StreamMetricSpec = channel.unary_stream(
+                '/externalscaler.ExternalScaler/StreamMetricSpec',
+                request_serializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
+                response_deserializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.GetMetricSpecResponse.FromString,
                 _registered_method=True)
 
 
@@ -83,28 +88,52 @@ class ExternalScalerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamMetricSpec(self, request, context):
+        """Optional. When implemented, the scaler pushes updated metric specs
+        whenever HPA target values change. KEDA updates the cached specs and
+        syncs the HPA accordingly. If unimplemented (returns Unimplemented),
+        KEDA silently falls back to the existing pull-based behavior.
+
+        Servers implementing this RPC must follow two rules:
+        1. Send the current metric specs immediately when the stream is
+        opened (like StreamIsActive), not only when values change.
+        2. Keep GetMetricSpec returning the same current values as the
+        latest streamed update. KEDA may rebuild its internal scaler
+        state (e.g. after a scaler error) and falls back to
+        GetMetricSpec until the next streamed update; if the two
+        diverge, HPA targets can temporarily revert to stale values.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExternalScalerServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'IsActive': grpc.unary_unary_rpc_method_handler(
                     servicer.IsActive,
-                    request_deserializer=api_dot_keda_dot_externalscaler__pb2.ScaledObjectRef.FromString,
-                    response_serializer=api_dot_keda_dot_externalscaler__pb2.IsActiveResponse.SerializeToString,
+                    request_deserializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.ScaledObjectRef.FromString,
+                    response_serializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.IsActiveResponse.SerializeToString,
             ),
             'StreamIsActive': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamIsActive,
-                    request_deserializer=api_dot_keda_dot_externalscaler__pb2.ScaledObjectRef.FromString,
-                    response_serializer=api_dot_keda_dot_externalscaler__pb2.IsActiveResponse.SerializeToString,
+                    request_deserializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.ScaledObjectRef.FromString,
+                    response_serializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.IsActiveResponse.SerializeToString,
             ),
             'GetMetricSpec': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMetricSpec,
-                    request_deserializer=api_dot_keda_dot_externalscaler__pb2.ScaledObjectRef.FromString,
-                    response_serializer=api_dot_keda_dot_externalscaler__pb2.GetMetricSpecResponse.SerializeToString,
+                    request_deserializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.ScaledObjectRef.FromString,
+                    response_serializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.GetMetricSpecResponse.SerializeToString,
             ),
             'GetMetrics': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMetrics,
-                    request_deserializer=api_dot_keda_dot_externalscaler__pb2.GetMetricsRequest.FromString,
-                    response_serializer=api_dot_keda_dot_externalscaler__pb2.GetMetricsResponse.SerializeToString,
+                    request_deserializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.GetMetricsRequest.FromString,
+                    response_serializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.GetMetricsResponse.SerializeToString,
+            ),
+            'StreamMetricSpec': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamMetricSpec,
+                    request_deserializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.ScaledObjectRef.FromString,
+                    response_serializer=api_dot_keda_dot_vendor_dot_externalscaler__pb2.GetMetricSpecResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -132,8 +161,8 @@ class ExternalScaler:
             request,
             target,
             '/externalscaler.ExternalScaler/IsActive',
-            api_dot_keda_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
-            api_dot_keda_dot_externalscaler__pb2.IsActiveResponse.FromString,
+            api_dot_keda_dot_vendor_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
+            api_dot_keda_dot_vendor_dot_externalscaler__pb2.IsActiveResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -159,8 +188,8 @@ class ExternalScaler:
             request,
             target,
             '/externalscaler.ExternalScaler/StreamIsActive',
-            api_dot_keda_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
-            api_dot_keda_dot_externalscaler__pb2.IsActiveResponse.FromString,
+            api_dot_keda_dot_vendor_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
+            api_dot_keda_dot_vendor_dot_externalscaler__pb2.IsActiveResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -186,8 +215,8 @@ class ExternalScaler:
             request,
             target,
             '/externalscaler.ExternalScaler/GetMetricSpec',
-            api_dot_keda_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
-            api_dot_keda_dot_externalscaler__pb2.GetMetricSpecResponse.FromString,
+            api_dot_keda_dot_vendor_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
+            api_dot_keda_dot_vendor_dot_externalscaler__pb2.GetMetricSpecResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -213,8 +242,35 @@ class ExternalScaler:
             request,
             target,
             '/externalscaler.ExternalScaler/GetMetrics',
-            api_dot_keda_dot_externalscaler__pb2.GetMetricsRequest.SerializeToString,
-            api_dot_keda_dot_externalscaler__pb2.GetMetricsResponse.FromString,
+            api_dot_keda_dot_vendor_dot_externalscaler__pb2.GetMetricsRequest.SerializeToString,
+            api_dot_keda_dot_vendor_dot_externalscaler__pb2.GetMetricsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamMetricSpec(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/externalscaler.ExternalScaler/StreamMetricSpec',
+            api_dot_keda_dot_vendor_dot_externalscaler__pb2.ScaledObjectRef.SerializeToString,
+            api_dot_keda_dot_vendor_dot_externalscaler__pb2.GetMetricSpecResponse.FromString,
             options,
             channel_credentials,
             insecure,
