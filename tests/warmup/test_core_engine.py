@@ -106,3 +106,18 @@ def test_adapter_maps_forecast() -> None:
     out = decide(CoreConfig(scaling=ScalingConfig(max_replicas=40)),
                  TickInput(origin.to_pydatetime().replace(tzinfo=timezone.utc), fleet(1), 100.0, forecast=fi))
     assert out.scale.forecast_replicas == 1
+
+
+def test_pair_lookups_take_the_first_pair_and_fall_back():
+    """Profile capacities and extra forecast paths are tuples of pairs: one lookup serves both."""
+    from warmup.core.config import SwitchConfig
+    from warmup.core.inputs import ForecastInput, first_value
+
+    assert first_value((("a", 1), ("b", 2), ("a", 3)), "a", 0) == 1
+    assert first_value((("a", 1),), "z", 0) == 0
+    sw = SwitchConfig(profile_capacity=(("day", 300.0), ("night", 200.0)))
+    assert sw.capacity_of("night", 1.0) == 200.0 and sw.capacity_of("long", 1.0) == 1.0
+    fc = flat_forecast([1.0] * 3)
+    fc = replace(fc, extra=(("long_share", (0.5, 0.5, 0.5)),))
+    assert isinstance(fc, ForecastInput)
+    assert fc.extra_path("long_share") == (0.5, 0.5, 0.5) and fc.extra_path("short") is None

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 from datetime import time, tzinfo
 from typing import Optional
 
+from warmup.core.inputs import first_value
+
 
 @dataclass(frozen=True, slots=True)
 class ScalingConfig:
@@ -166,10 +168,7 @@ class SwitchConfig:
         return next((src for name, src in self.capacity_source if name == profile), "declared")
 
     def capacity_of(self, profile: str, fallback: float) -> float:
-        for name, cap in self.profile_capacity:
-            if name == profile:
-                return cap
-        return fallback
+        return first_value(self.profile_capacity, profile, fallback)
 
 
 @dataclass(frozen=True, slots=True)

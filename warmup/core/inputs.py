@@ -10,7 +10,15 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Optional
+from typing import Optional, TypeVar
+
+V = TypeVar("V")
+
+
+def first_value(pairs: tuple[tuple[str, V], ...], key: str, default: V) -> V:
+    """The value paired with ``key`` (the first such pair), else ``default``: the core keeps
+    name -> value maps as tuples of pairs so that its values stay hashable and frozen."""
+    return next((v for k, v in pairs if k == key), default)
 
 
 def as_utc(t: datetime) -> datetime:
@@ -94,10 +102,7 @@ class ForecastInput:
         return all(math.isfinite(v) and v >= 0 for path in self.values for v in path)
 
     def extra_path(self, name: str) -> Optional[tuple[float, ...]]:
-        for k, v in self.extra:
-            if k == name:
-                return v
-        return None
+        return first_value(self.extra, name, None)
 
 
 @dataclass(frozen=True, slots=True)
