@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from warmcast.alerts_config import AlertSpec
@@ -19,6 +18,7 @@ from warmcast.errors import InputError, NotFoundError
 from warmcast.pools_config import GpuSpec, PoolsSpec, check_against
 from warmcast.sleep_tier import SleepTier
 from warmcast.slo import SLO
+from warmcast.yamlfile import read_yaml
 
 # Full match (\A..\Z, never ^..$: $ also matches before a final newline): a name becomes a
 # Redis key and a folder under models/, so nothing else may ride along.
@@ -237,13 +237,7 @@ def check_profiles_engine_args(dfile: DeploymentsFile, source: str) -> str:
 
 def load_deployments(path: str | Path) -> DeploymentsFile:
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"deployments file {p} does not exist (set WARMCAST_DEPLOYMENTS_FILE)")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as err:
-        raise InputError(f"{p}: not valid YAML: {err}") from None
-    return parse_deployments(raw, str(p))
+    return parse_deployments(read_yaml(p, f"deployments file {p} does not exist (set WARMCAST_DEPLOYMENTS_FILE)"), str(p))
 
 
 def demo_deployment(name: str = "demo") -> Deployment:

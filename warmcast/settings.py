@@ -11,11 +11,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from warmcast.errors import WarmcastError
+from warmcast.yamlfile import read_yaml
 
 
 class SettingsError(WarmcastError):
@@ -78,9 +78,7 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     file_values: dict[str, Any] = {}
     if path:
         p = Path(path)
-        if not p.is_file():
-            raise SettingsError(f"config file {p} does not exist (WARMCAST_CONFIG / --config)")
-        loaded = yaml.safe_load(p.read_text()) or {}
+        loaded = read_yaml(p, f"config file {p} does not exist (WARMCAST_CONFIG / --config)", SettingsError) or {}
         if not isinstance(loaded, dict):
             raise SettingsError(f"config file {p} must hold a mapping of setting: value")
         # Environment variables beat the file: drop file keys the environment sets.

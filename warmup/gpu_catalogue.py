@@ -18,6 +18,7 @@ import yaml
 
 from warmcast.deployments import Deployment
 from warmcast.errors import InputError
+from warmcast.yamlfile import read_yaml
 from warmup.core.gpus import Capacity, GpuOption, GpuType, build_options, estimated_capacity
 
 SHIPPED = Path(__file__).resolve().parent / "gpus.yaml"
@@ -47,13 +48,7 @@ def load_catalogue(extra: str | Path | None = None) -> dict[str, GpuType]:
     types = _parse(yaml.safe_load(SHIPPED.read_text()), str(SHIPPED))
     if extra is not None:
         p = Path(extra)
-        if not p.is_file():
-            raise InputError(f"GPU catalogue {p} does not exist")
-        try:
-            raw = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as err:
-            raise InputError(f"{p}: not valid YAML: {err}") from None
-        types.update(_parse(raw, str(p)))
+        types.update(_parse(read_yaml(p, f"GPU catalogue {p} does not exist"), str(p)))
     return types
 
 

@@ -60,3 +60,24 @@ def test_settings_from_env_and_yaml_name_the_bad_key(tmp_path, monkeypatch):
     cfg.write_text("no_such_setting: 1\n")
     with pytest.raises(SettingsError, match="no_such_setting"):
         load_settings(cfg)
+
+
+def test_missing_or_broken_yaml_files_are_named(tmp_path):
+    """Settings, deployments and GPU catalogue files share one reader: a missing file or bad YAML
+    is an error naming the file (the settings file's bad YAML was a traceback before)."""
+    from warmup.gpu_catalogue import load_catalogue
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("a: [1, 2\n")
+    with pytest.raises(SettingsError, match=r"broken\.yaml: not valid YAML"):
+        load_settings(broken)
+    with pytest.raises(SettingsError, match="config file .*nope.yaml does not exist"):
+        load_settings(tmp_path / "nope.yaml")
+    with pytest.raises(InputError, match=r"broken\.yaml: not valid YAML"):
+        load_deployments(broken)
+    with pytest.raises(InputError, match="deployments file .*nope.yaml does not exist"):
+        load_deployments(tmp_path / "nope.yaml")
+    with pytest.raises(InputError, match=r"broken\.yaml: not valid YAML"):
+        load_catalogue(broken)
+    with pytest.raises(InputError, match="GPU catalogue .*nope.yaml does not exist"):
+        load_catalogue(tmp_path / "nope.yaml")
