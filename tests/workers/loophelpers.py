@@ -48,6 +48,21 @@ FAST = {  # a minute's loop in seconds
 }
 
 
+def vllm_deployments(port: int, capacity_rpm: float, extra: str = "") -> str:
+    """A deployments file: one deployment ``vdep`` of real vLLM CPU servers (dummy model, one
+    sequence at a time) from ``port`` up; ``extra`` adds keys (YAML lines, 4-space indent)."""
+    return f"""
+deployments:
+  - name: vdep
+    model: dummy
+    min_replicas: 1
+    max_replicas: 2
+    scaler: {{kind: local, python: {VLLM_PY}, base_port: {port}}}
+{extra}    profiles:
+      day: {{capacity_rpm: {capacity_rpm:g}, engine_args: {{max-num-seqs: 1}}}}
+"""
+
+
 
 
 class Loop:

@@ -23,21 +23,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loophelpers import NEEDS_VLLM, VLLM_PY, ctx_for, free_port, wait_for
+from loophelpers import NEEDS_VLLM, ctx_for, free_port, vllm_deployments, wait_for
 
 pytestmark = NEEDS_VLLM
 
-DEPLOYMENTS = """
-deployments:
-  - name: vdep
-    model: dummy
-    min_replicas: 1
-    max_replicas: 2
-    cold_start_min: 5
-    scaler: {{kind: local, python: {python}, base_port: {port}}}
-    profiles:
-      day: {{capacity_rpm: 300, engine_args: {{max-num-seqs: 1}}}}
-"""
 
 
 def _put_forecast(ctx, p90: list[float]) -> None:
@@ -153,7 +142,7 @@ def _wait_healthy(url: str, timeout: float) -> None:
 @pytest.mark.flaky(reruns=1)
 def test_vllm_end_to_end_prescale_and_warmup(make_loop, tmp_path):
     port = free_port()
-    loop = make_loop(deployments=DEPLOYMENTS.format(python=VLLM_PY, port=port),
+    loop = make_loop(deployments=vllm_deployments(port, 300, "    cold_start_min: 5\n"),
                      env={"WARMCAST_WORKERS_SIMULATE": "0", "WARMCAST_WORKERS_FORECAST_EVERY_S": "3600",
                           "WARMCAST_WORKERS_INGEST_EVERY_S": "3600", "WARMCAST_WORKERS_PLAN_EVERY_S": "3",
                           "WARMCAST_WORKERS_SCRAPE_EVERY_S": "1", "WARMCAST_WORKERS_WARMUP_EVERY_S": "1"})
