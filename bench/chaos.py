@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # bench/ itself must not be on the path: bench/api.py would hide the api package.
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
-from bench.chaosrig import Rig, Row, wait_until  # noqa: E402
+from bench.chaosrig import Rig, Row  # noqa: E402
+from warmcast.runtime import wait_until  # noqa: E402
 
 PLAN_EVERY_S = 5.0
 LEASE_S = 2.0

@@ -13,11 +13,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 import pandas as pd
 import redis
+
+from warmcast.runtime import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -51,17 +53,6 @@ class Row:
             out.append(f"| {r.fault} | {'yes' if r.recovered else 'no'} | {secs} | {r.lost} | {r.double} | "
                        f"{r.note.replace('|', '/')} |")
         return "\n".join(out)
-
-
-def wait_until(cond: Callable[[], Any], timeout_s: float, poll_s: float = 0.25) -> Any:
-    """``cond()``'s first truthy value within ``timeout_s``, else None."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(poll_s)
-    return None
 
 
 def free_port() -> int:

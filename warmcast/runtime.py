@@ -15,12 +15,15 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import redis
 
 from warmcast.errors import WarmcastError
 from warmcast.settings import Settings
 from warmcast.store import LoadStore
+
+T = TypeVar("T")
 
 
 class RedisUnavailable(WarmcastError):
@@ -47,6 +50,17 @@ class EmbeddedRedis:
         except subprocess.TimeoutExpired:
             self.process.kill()
         (self.data_dir / "server.json").unlink(missing_ok=True)
+
+
+def wait_until(cond: Callable[[], T], timeout_s: float, poll_s: float = 0.25) -> T | None:
+    """``cond()``'s first truthy value within ``timeout_s``, else None (the caller says what timed out)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(poll_s)
+    return None
 
 
 def free_loopback_port() -> int:

@@ -67,3 +67,11 @@ def test_cli_generate_ingest_summary_and_errors(tmp_path, redis_server_url, key_
     assert "Traceback" not in r.stderr
     r = _run(["summary", "--deployment", "ghost"], env, tmp_path)
     assert r.returncode == 2 and "no load stored for deployment 'ghost'" in r.stderr
+
+
+def test_wait_until_returns_the_first_truthy_value_or_none():
+    from warmcast.runtime import wait_until
+
+    calls = iter([0, None, [], "ready", "later"])
+    assert wait_until(lambda: next(calls), timeout_s=5, poll_s=0) == "ready"
+    assert wait_until(lambda: 0, timeout_s=0.05, poll_s=0.01) is None

@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -20,6 +19,7 @@ import pytest
 import redis
 
 from warmcast.runtime import free_loopback_port as free_port
+from warmcast.runtime import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
@@ -119,12 +119,9 @@ class Loop:
 
 
 def wait_for(cond: Callable[[], object], timeout: float, what: str, loop: Loop | None = None, poll: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(poll)
+    v = wait_until(cond, timeout, poll)
+    if v:
+        return v
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}" +
                          (f"\n{loop.logs()}" if loop else ""))
 
