@@ -65,21 +65,23 @@ def step(ctx: Ctx, deployment: str, *, tick: str, run_id: str) -> PlanOutcome:
 
 def _decide(ctx: Ctx, dep: str, tick: str, run_id: str, held: Lease) -> dict[str, Any]:
     """Decide and journal the decision with the new policy state (one MULTI); nothing applied yet."""
+    # inputs first (signals, then the forecast), then the core alone: each step module once, in order
     (cfg, lead_used), sig = lead.with_lead(ctx, dep, ctx.cfg(dep)), signals.latest(ctx, dep)
+    insts, load = signals.instances_of(sig), signals.value(sig, "observed_rpm")
+    queue = signals.value(sig, "queue_depth", 0.0)
     fdoc, fc = forecast.stored(ctx, dep)
     now = datetime.now(timezone.utc)
     with policy.locked(ctx, dep):
         ps, pdoc = policy.load(ctx.state, dep)
         active = ps.switch.active_profile or cfg.switch.default_profile
         cap = planning_capacity(cfg, ps, active)
-        dec, new_ps = decide_scale(cfg.scaling, now, signals.instances_of(sig), signals.value(sig, "observed_rpm"),
-                                   signals.value(sig, "queue_depth", 0.0), fc, ps, capacity_rpm=cap)
+        dec, new_ps = decide_scale(cfg.scaling, now, insts, load, queue, fc, ps, capacity_rpm=cap)
         blocked = policy.why_not_applied(ctx, dep)
         journal = {"tick": tick, "task_id": run_id, "status": "decided", "decided_at": time.time(),
                    "decision": to_json(dec), "apply": blocked is None, "blocked": blocked,
                    "inputs": {**_inputs(sig, fdoc, cap), "capacity_source": cfg.switch.source_of(active),
                               "lead": lead_used.as_doc()},
-                   "plan": _plan_steps(cfg, fc, now, sig, lead_used.source),
+                   "plan": _plan_steps(cfg, fc, now, load, queue, lead_used.source),
                    "cooldowns_before": to_json(policy.without_scale_action(ps, PolicyState()))}
         new_doc = policy.document(new_ps if blocked is None else policy.without_scale_action(ps, new_ps), pdoc)
 
@@ -140,10 +142,10 @@ def _fault(name: str, ctx: Ctx) -> None:
         time.sleep(pause)
 
 
-def _plan_steps(cfg: CoreConfig, fc: ForecastInput | None, now: datetime, sig: dict[str, Any],
+def _plan_steps(cfg: CoreConfig, fc: ForecastInput | None, now: datetime, load: float, queue: float,
                 lead_source: str) -> list[dict[str, Any]]:
     """The core's plan (:func:`warmup.core.plan_replicas`) as the API shows it."""
-    steps = plan_replicas(cfg, fc, now, signals.value(sig, "observed_rpm"), signals.value(sig, "queue_depth", 0.0))
+    steps = plan_replicas(cfg, fc, now, load, queue)
     return [{"time": p.time.strftime(TS), "desired": p.desired, "profile": p.profile,
              "demand_rpm": None if p.demand_rpm is None else round(p.demand_rpm, 2),
              "capacity_rpm": p.capacity_rpm, "capacity_source": p.capacity_source,
