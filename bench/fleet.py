@@ -123,6 +123,46 @@ def fmt_sweep(pq: list[dict], ru: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def validation_choice(args, log, cfg):
+    """The predictive quantile chosen on the two days before the test start (an LSTM trained before them)."""
+    t0 = time.perf_counter()
+    choice = choose_quantile(log, cfg, TARGET_LATE, 2.0, CANDIDATES, model=lstm(args.progress), progress=args.progress)
+    print(f"quantile chosen on {choice.validation[0]} .. {choice.validation[1]} (LSTM trained before it, "
+          f"fit {choice.fit_seconds:.0f} s, {time.perf_counter() - t0:.0f} s in all): P{choice.quantile * 100:.0f}")
+    for r in choice.table:
+        print(f"   q {r['quantile']:.2f}: late {r['late_share'] * 100:.4f}%  GPU {r['gpu_hours_vs_oracle']:.3f}x")
+    return choice
+
+
+def print_hindsight(pq: list[dict], ru: list[dict]) -> None:
+    """The cheapest sweep point of each policy within the lateness target (chosen in hindsight)."""
+    best = [r for r in pq if r["late_pct"] <= TARGET_LATE * 100]
+    if best:
+        b = min(best, key=lambda r: r["gpu_x"])
+        print(f"cheapest predictive quantile within {TARGET_LATE * 100:.2f}% late (hindsight): P{b['quantile'] * 100:.0f} "
+              f"at {b['gpu_x']:.3f}x")
+    rb = [r for r in ru if r["late_pct"] <= TARGET_LATE * 100]
+    if rb:
+        b = min(rb, key=lambda r: r["gpu_x"])
+        print(f"cheapest reactive target utilisation within {TARGET_LATE * 100:.2f}% late (hindsight): "
+              f"{b['target_utilisation']:.2f} at {b['gpu_x']:.3f}x")
+
+
+def plot_azure(img: Path, cfg, split, bundle, runs: dict, pq: list[dict], ru: list[dict], q_op: float) -> None:
+    """The trade-off plot of both sweeps and the fleet plots of the standard five policies."""
+    img.mkdir(parents=True, exist_ok=True)
+    plot_tradeoff(pq, ru, img / "fleet_tradeoff.png",
+                  "Azure 2024 conversation, test 2024-05-17..18, 300 req/min per instance, cold start 15 min")
+    five = {"oracle": runs["oracle"], "static": runs["static"], "reactive": runs["reactive (util 0.86)"],
+            "queue": runs["queue"], "predictive": runs[f"predictive (P{q_op * 100:.0f})"]}
+    res = FleetResult(cfg=cfg, split=split, runs=five, rows=rows_for(split, cfg, bundle, five), meta={})
+    plot_fleet(res, img / "fleet_azure.png",
+               title=f"Azure 2024 conversation (10 s replay); reactive at util 0.86, predictive LSTM P{q_op * 100:.0f}")
+    day = int(np.flatnonzero(split.times == pd.Timestamp("2024-05-17 05:00"))[0])
+    plot_fleet(res, img / "fleet_azure_morning.png", window=(day, day + 8 * 60),
+               title="Azure 2024-05-17 05:00-13:00 (zoom)")
+
+
 def part_azure(args, out: dict) -> None:
     path = Path(args.data) / "azure2024_conversation_10s.csv"
     log = load_log(path)
@@ -131,15 +171,7 @@ def part_azure(args, out: dict) -> None:
     print(f"\n=== azure: {path.name}, {log.step_s} s resolution, test from {cfg.test_start} ===", flush=True)
 
     # 1. Optionally: a quantile chosen on the two days before the test start (no test data).
-    choice = None
-    if args.validate:
-        t0 = time.perf_counter()
-        choice = choose_quantile(log, cfg, TARGET_LATE, 2.0, CANDIDATES, model=lstm(args.progress),
-                                 progress=args.progress)
-        print(f"quantile chosen on {choice.validation[0]} .. {choice.validation[1]} (LSTM trained before it, "
-              f"fit {choice.fit_seconds:.0f} s, {time.perf_counter() - t0:.0f} s in all): P{choice.quantile * 100:.0f}")
-        for r in choice.table:
-            print(f"   q {r['quantile']:.2f}: late {r['late_share'] * 100:.4f}%  GPU {r['gpu_hours_vs_oracle']:.3f}x")
+    choice = validation_choice(args, log, cfg) if args.validate else None
 
     # 2. The LSTM trained on everything before the test start; forecasts at every test minute.
     bundle = compute_forecasts(log, cfg, LEVELS, model=lstm(args.progress), progress=args.progress)
@@ -173,29 +205,8 @@ def part_azure(args, out: dict) -> None:
     og = rows["oracle"]["gpu_hours"]
     pq, ru = sweep(split, cfg, bundle, og)
     print("\n" + fmt_sweep(pq, ru))
-    best = [r for r in pq if r["late_pct"] <= TARGET_LATE * 100]
-    if best:
-        b = min(best, key=lambda r: r["gpu_x"])
-        print(f"cheapest predictive quantile within {TARGET_LATE * 100:.2f}% late (hindsight): P{b['quantile'] * 100:.0f} "
-              f"at {b['gpu_x']:.3f}x")
-    rb = [r for r in ru if r["late_pct"] <= TARGET_LATE * 100]
-    if rb:
-        b = min(rb, key=lambda r: r["gpu_x"])
-        print(f"cheapest reactive target utilisation within {TARGET_LATE * 100:.2f}% late (hindsight): "
-              f"{b['target_utilisation']:.2f} at {b['gpu_x']:.3f}x")
-    img = Path(args.img)
-    img.mkdir(parents=True, exist_ok=True)
-    plot_tradeoff(pq, ru, img / "fleet_tradeoff.png",
-                  "Azure 2024 conversation, test 2024-05-17..18, 300 req/min per instance, cold start 15 min")
-    # The fleet plot of the standard five policies.
-    five = {"oracle": runs["oracle"], "static": runs["static"], "reactive": runs["reactive (util 0.86)"],
-            "queue": runs["queue"], "predictive": runs[f"predictive (P{q_op * 100:.0f})"]}
-    res = FleetResult(cfg=cfg, split=split, runs=five, rows=rows_for(split, cfg, bundle, five), meta={})
-    plot_fleet(res, img / "fleet_azure.png",
-               title=f"Azure 2024 conversation (10 s replay); reactive at util 0.86, predictive LSTM P{q_op * 100:.0f}")
-    day = int(np.flatnonzero(split.times == pd.Timestamp("2024-05-17 05:00"))[0])
-    plot_fleet(res, img / "fleet_azure_morning.png", window=(day, day + 8 * 60),
-               title="Azure 2024-05-17 05:00-13:00 (zoom)")
+    print_hindsight(pq, ru)
+    plot_azure(Path(args.img), cfg, split, bundle, runs, pq, ru, q_op)
     out["azure"] = {"quantile_choice": None if choice is None else {
         "quantile": choice.quantile, "validation": choice.validation, "table": choice.table,
         "fit_seconds": choice.fit_seconds},
