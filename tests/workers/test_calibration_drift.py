@@ -7,7 +7,7 @@ import pytest
 
 from warmcast.calibrations import CalibrationStore
 from warmup.calibration.drift import check_drift, curve_of, predicted_p99_ms
-from workers.steps import drift
+from workers import drift
 
 DOC = {"capacity": {"rpm": 120.0, "scenario": "short"},
        "scenarios": {"short": {"curve": [

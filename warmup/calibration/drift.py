@@ -4,7 +4,7 @@ As NVIDIA Dynamo's SLA planner does, the ratio observed / predicted is a correct
 smoothed over readings (an exponential moving average, so one noisy scrape does not flag);
 a factor more than ``threshold`` (15%) from 1 flags drift: the instance no longer serves what
 it was calibrated to serve (a new engine version, another GPU, a changed request mix), and
-the calibration should be run again.  Pure: the worker hook (``workers/steps/drift.py``)
+the calibration should be run again.  Pure: the worker hook (``workers/drift.py``)
 reads the signals and the stored calibration and records what this returns.
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Any
 from warmup.core import Instance, InstanceState
 from workers import lead, metrics
 from workers.context import Ctx
-from workers.steps import drift
+from workers import drift
 from workers.steps.outcome import DOC_ONLY, Outcome
 
 
