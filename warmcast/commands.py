@@ -75,7 +75,7 @@ def ingest(
     store = _store(config)
     frame, report = aggregate_file(files, on_error=on_error, progress=True, window=store.window(deployment),
                                    **reading.kwargs())
-    store.upsert_frame(deployment, frame)
+    store.upsert_frame(deployment, frame, resolution_min=report.resolution_min)
     typer.echo(report.summary())
     typer.echo(f"deployment {deployment}: stored in the load store")
 
@@ -85,7 +85,7 @@ def summary(
     last: int = typer.Option(24 * 60, help="Summarise the last N minutes stored."),
     config: Optional[Path] = ConfigOpt,
 ) -> None:
-    """Print a per-minute summary of a deployment's stored load."""
+    """Print a summary of a deployment's stored load, in its own bins (per minute unless coarser)."""
     from warmcast.summary import summary_text
 
     store = _store(config)
@@ -105,10 +105,11 @@ def store_export(deployment: str = typer.Option(..., "--deployment", "-d"),
 def store_import(file: Path = typer.Argument(...), deployment: str = typer.Option(..., "--deployment", "-d"),
                  config: Optional[Path] = ConfigOpt) -> None:
     """Import a file written by 'store export' (validated first; nothing is written on error)."""
+    from warmcast.resolution import resolution_of
     from warmcast.store import read_export
 
     frame = read_export(file)
-    n = _store(config).upsert_frame(deployment, frame)
+    n = _store(config).upsert_frame(deployment, frame, resolution_min=resolution_of(frame))
     typer.echo(f"imported {n:,} minutes into {deployment}")
 
 

@@ -7,6 +7,9 @@ Layout (``P`` is the key prefix, ``D`` the deployment):
   drop whole days.
 - ``P:load:D:days`` sorted set of stored day numbers (score = days since epoch).
 - ``P:deployments`` set of deployment names with stored load.
+- ``P:load:D:resolution`` minutes per bin, for a series coarser than a minute (absent: 1).
+  A 5-minute series keeps one field per bin (its start minute) and reads back in 5-minute
+  bins; a write at another resolution than the one stored is refused whole.
 
 Writes are idempotent upserts (a minute's value is replaced, never added to) and
 go out in one MULTI/EXEC transaction, so a failed ingest leaves what was stored
@@ -25,6 +28,7 @@ from warmcast.deployments import check_deployment_name
 from warmcast.errors import InputError, NotFoundError
 from warmcast.ingest.accumulate import SIGNALS, regular
 from warmcast.ingest.window import NS_PER_DAY, NS_PER_MIN, TimeWindow
+from warmcast.resolution import with_resolution
 
 
 
@@ -41,6 +45,21 @@ class LoadStore:
     def _days_key(self, dep: str) -> str:
         return f"{self.prefix}:load:{dep}:days"
 
+    def _resolution_key(self, dep: str) -> str:
+        return f"{self.prefix}:load:{dep}:resolution"
+
+    def resolution(self, deployment: str) -> int:
+        """Minutes per stored bin (1 unless a coarser count series was ingested)."""
+        raw = self.r.get(self._resolution_key(check_deployment_name(deployment)))
+        return int(raw) if raw else 1
+
+    def _check_resolution(self, dep: str, minutes: int) -> None:
+        stored = self.resolution(dep)
+        if stored != minutes and self.days(dep):
+            raise InputError(f"deployment {dep!r} stores {stored}-minute bins; this series has {minutes}-minute "
+                             "bins, and one deployment holds one resolution: ingest it under another "
+                             "deployment name (or delete this one first); nothing was stored")
+
     # ------------------------------------------------------------ writes
     def window(self, deployment: str, now_ns: int | None = None) -> TimeWindow:
         """The times this deployment accepts now (see ``warmcast.ingest.window``)."""
@@ -49,14 +68,16 @@ class LoadStore:
         believable = [d for d in days if d * NS_PER_DAY <= window.latest_ns]
         return TimeWindow(window.latest_ns, self.retention_days, believable[-1] if believable else None)
 
-    def upsert_frame(self, deployment: str, frame: pd.DataFrame, now_ns: int | None = None) -> int:
+    def upsert_frame(self, deployment: str, frame: pd.DataFrame, now_ns: int | None = None,
+                     resolution_min: int = 1) -> int:
         """Store every non-NaN value of ``frame`` (index: minutes, columns: signals) atomically.
-        Returns the number of minutes written.  A minute outside :meth:`window` refuses the
-        whole write (TimeWindowError) and nothing is stored."""
+        Returns the number of minutes (bins) written.  A minute outside :meth:`window`, or a
+        ``resolution_min`` other than the deployment's, refuses the whole write and nothing is stored."""
         dep = check_deployment_name(deployment)
         frame = _validate_frame(frame)
         if frame.empty:
             return 0
+        self._check_resolution(dep, resolution_min)
         minutes = frame.index.as_unit("ns").asi8 // NS_PER_MIN
         self.window(dep, now_ns).check_minutes(minutes[np.isfinite(frame.to_numpy(float)).any(axis=1)])
         days = minutes // 1440
@@ -65,6 +86,10 @@ class LoadStore:
             self._queue_signal(pipe, dep, signal, frame[signal].to_numpy(float), minutes, days)
         pipe.zadd(self._days_key(dep), {str(int(d)): int(d) for d in np.unique(days)})
         pipe.sadd(f"{self.prefix}:deployments", dep)
+        if resolution_min != 1:
+            pipe.set(self._resolution_key(dep), int(resolution_min))
+        else:  # a deployment whose coarse days retention dropped may start again per minute
+            pipe.delete(self._resolution_key(dep))
         pipe.execute()
         self.apply_retention(dep)
         return int(len(frame))
@@ -101,7 +126,7 @@ class LoadStore:
         pipe = self.r.pipeline(transaction=True)
         if keys:
             pipe.delete(*keys)
-        pipe.delete(self._days_key(deployment))
+        pipe.delete(self._days_key(deployment), self._resolution_key(deployment))
         pipe.srem(f"{self.prefix}:deployments", deployment)
         pipe.execute()
 
@@ -114,7 +139,8 @@ class LoadStore:
 
     def frame(self, deployment: str, start: pd.Timestamp | str | None = None,
               end: pd.Timestamp | str | None = None, signals: tuple[str, ...] = SIGNALS) -> pd.DataFrame:
-        """Minutes in [start, end) as a regular per-minute frame; NaN where nothing is stored."""
+        """Bins in [start, end) as a regular frame at the deployment's resolution (per minute unless
+        stored coarser; ``attrs['resolution_min']`` says so); NaN where nothing is stored."""
         dep = check_deployment_name(deployment)
         lo = None if start is None else pd.Timestamp(start).value // NS_PER_MIN
         hi = None if end is None else pd.Timestamp(end).value // NS_PER_MIN
@@ -125,7 +151,7 @@ class LoadStore:
             if dep not in self.deployments():
                 raise NotFoundError(f"no load stored for deployment {dep!r}; ingest a log first "
                                     f"(stored: {self.deployments()})")
-            return _empty_frame(signals)
+            return with_resolution(_empty_frame(signals), self.resolution(dep))
         frame = self._read_days(dep, days, signals)
         mins = frame.index.as_unit("ns").asi8 // NS_PER_MIN
         keep = np.ones(len(frame), bool)
@@ -133,7 +159,8 @@ class LoadStore:
             keep &= mins >= lo
         if hi is not None:
             keep &= mins < hi
-        return regular(frame[keep].dropna(how="all"))
+        res = self.resolution(dep)
+        return with_resolution(regular(frame[keep].dropna(how="all"), res), res)
 
     def _read_days(self, dep: str, days: list[int], signals: tuple[str, ...]) -> pd.DataFrame:
         pipe = self.r.pipeline(transaction=False)

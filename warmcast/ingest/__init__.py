@@ -30,7 +30,8 @@ from warmcast.ingest.formats import OnError, Preset, file_kind, resolve_preset
 from warmcast.ingest.parse import Parsed, parse_chunk, parse_times
 from warmcast.ingest.readers import Chunk, read_chunks
 from warmcast.ingest.report import IngestReport
-from warmcast.ingest.window import NS_PER_MIN, TimeWindow
+from warmcast.ingest.window import FUTURE_SLACK_NS, NS_PER_MIN, TimeWindow
+from warmcast.resolution import grid_step_ns, valid_resolution, with_resolution
 
 CHUNK_ROWS = 1_000_000
 
@@ -72,6 +73,7 @@ class _Fold:
     last_ns: int = np.iinfo(np.int64).min  # previous row, to count rows out of order
     max_ns: int = np.iinfo(np.int64).min
     step_ns: int = NS_PER_MIN  # a count series' interval (smallest step seen), for its last minute
+    grid_ns: int = 0  # the grid a count series' times lie on (gcd of their gaps): its resolution
 
     def file(self, path: Path, preset: Preset, chunk_rows: int, progress: bool) -> None:
         cols = [c for c in dict.fromkeys((preset.time, preset.count, preset.input, preset.output)) if c]
@@ -101,12 +103,15 @@ class _Fold:
         self.acc.mark_blank(parsed.ns[blank] // NS_PER_MIN)
         ns = parsed.ns[keep]
         if len(ns):
+            before = self.max_ns
             report.out_of_order += int((np.diff(ns) < 0).sum()) + int(ns[0] < self.last_ns)
             self.last_ns, self.max_ns = int(ns[-1]), max(self.max_ns, int(ns.max()))
             if preset.kind == "counts":
                 report.duplicate_times += len(ns) - len(np.unique(ns))
                 steps = np.diff(np.unique(ns))
                 self.step_ns = min(self.step_ns, int(steps.min())) if len(steps) else self.step_ns
+                seen = ns if before == np.iinfo(np.int64).min else np.append(ns, before)  # across chunks too
+                self.grid_ns = grid_step_ns(seen, self.grid_ns)
         kept = np.flatnonzero(keep)
         pick = (lambda a: None if a is None else a[keep])
         self.acc.add(ns // NS_PER_MIN, parsed.count[keep], pick(parsed.inp), pick(parsed.out),
@@ -119,9 +124,20 @@ class _Fold:
         if requests_log:
             report.long_gaps = acc.fill_request_span()
         self._drop_partial_last_minute(requests_log)
-        frame = acc.frame(has_tokens)
+        report.resolution_min = 1 if requests_log else valid_resolution(self.grid_ns)
+        self._drop_unfinished_bin()
+        frame = with_resolution(acc.frame(has_tokens), report.resolution_min)
         report.finish(frame)
         return frame, report
+
+    def _drop_unfinished_bin(self) -> None:
+        """A coarse series' newest bin that ends after now is still filling (a live export): stored,
+        it would be a far too low newest value, which a forecast starts from."""
+        res, last = self.report.resolution_min, self.acc.last_minute()
+        now_min = (self.window.latest_ns - FUTURE_SLACK_NS) // NS_PER_MIN
+        if res > 1 and last is not None and last + res > now_min:
+            self.report.unfinished_bin = pd.Timestamp(last * NS_PER_MIN)
+            self.report.partial_requests = self.acc.drop_minute(last)
 
     def _refuse_too_old(self) -> None:
         """Rows retention would delete at once (counted from the newest accepted row) are refused."""
@@ -180,9 +196,10 @@ def _handle_bad(parsed: Parsed, chunk: Chunk, path: Path, on_error: OnError, rep
 
 
 def load_minute_frame(path: str | Path, fmt: str = "auto", tz: str = "UTC", **kw) -> pd.DataFrame:
-    """Any supported log as a regular per-minute frame (NaN gaps); bad rows raise."""
-    frame, _ = aggregate_file([path], fmt=fmt, tz=tz, **kw)
-    return regular(frame)
+    """Any supported log as a regular frame (NaN gaps) at its resolution: per minute, or a
+    coarser count series' own interval (``attrs['resolution_min']``); bad rows raise."""
+    frame, report = aggregate_file([path], fmt=fmt, tz=tz, **kw)
+    return with_resolution(regular(frame, report.resolution_min), report.resolution_min)
 
 
 def load_count_series(path: str | Path, fmt: str = "auto", tz: str = "UTC", start: str | None = None,

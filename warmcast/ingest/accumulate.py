@@ -146,9 +146,11 @@ def _hist_quantile(hist: np.ndarray, q: float) -> np.ndarray:
     return np.where(total > 0, np.round(value), np.nan)
 
 
-def regular(frame: pd.DataFrame) -> pd.DataFrame:
-    """Reindex to every minute between the first and last; missing minutes become NaN."""
+def regular(frame: pd.DataFrame, resolution_min: int = 1) -> pd.DataFrame:
+    """Reindex to every bin (minute, or ``resolution_min`` minutes) between the first and last;
+    missing bins become NaN."""
     if frame.empty:
         return frame
-    idx = pd.date_range(frame.index[0], frame.index[-1], freq="min", name="time")
+    freq = "min" if resolution_min == 1 else f"{resolution_min}min"
+    idx = pd.date_range(frame.index[0], frame.index[-1], freq=freq, name="time")
     return frame.reindex(idx)

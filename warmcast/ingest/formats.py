@@ -101,7 +101,8 @@ def resolve_preset(fmt: str, path: Path, time_col: str | None = None, input_col:
                    output_col: str | None = None, count_col: str | None = None,
                    time_unit: str | None = None) -> tuple[str, Preset]:
     """The preset for a file, with any column mapping applied."""
-    name = detect_format(path) if fmt == "auto" else fmt
+    # --count-col only means something for a count series: it says which kind this log is
+    name = ("counts" if count_col else detect_format(path)) if fmt == "auto" else fmt
     if name not in PRESETS:
         raise InputError(f"unknown format {fmt!r}; choose one of {sorted(PRESETS)} or auto")
     p = PRESETS[name]

@@ -27,12 +27,16 @@ class IngestReport:
     partial_minute: pd.Timestamp | None = None  # the minute the log ends in, not stored
     partial_requests: float = 0.0  # what that minute held
     problems: list[str] = field(default_factory=list)  # first few skipped-row messages
+    resolution_min: int = 1  # minutes per bin: a count series coarser than a minute keeps its interval
+    unfinished_bin: pd.Timestamp | None = None  # a coarse series' last bin, not ended yet: not stored
 
     def summary(self) -> str:
         span = f"{self.first} .. {self.last}" if self.first is not None else "empty"
+        bins = f"{self.minutes:,} minutes" if self.resolution_min == 1 else \
+            f"{self.minutes:,} bins of {self.resolution_min} min (the series' own interval)"
         lines = [
             f"format {self.format}: {self.rows:,} rows read from {', '.join(self.files)}",
-            f"stored {self.minutes:,} minutes ({span} UTC): {self.requests:,.0f} requests, "
+            f"stored {bins} ({span} UTC): {self.requests:,.0f} requests, "
             f"{self.input_tokens:,.0f} input tokens, {self.output_tokens:,.0f} output tokens",
         ]
         notes = [
@@ -47,6 +51,9 @@ class IngestReport:
             lines.append(f"  last minute {self.partial_minute:%Y-%m-%d %H:%M} not stored: the log ends inside it "
                          f"({self.partial_requests:,.0f} requests seen); pass the log that continues it in the "
                          "same call to store it whole")
+        if self.unfinished_bin is not None:
+            lines.append(f"  last bin {self.unfinished_bin:%Y-%m-%d %H:%M} not stored: it has not ended yet "
+                         f"(it ends at {self.unfinished_bin + pd.Timedelta(minutes=self.resolution_min):%H:%M} UTC)")
         lines += [f"  skipped: {p}" for p in self.problems]
         return "\n".join(lines)
 
