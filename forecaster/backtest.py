@@ -22,7 +22,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from forecaster.base import DAY, minute_series
+from forecaster.base import DAY, minute_series, per_step, resolution
+from warmcast.resolution import bin_label
 
 LEVELS = (0.1, 0.5, 0.9)
 TIME_FMT = "%Y-%m-%d %H:%M:%S"
@@ -41,19 +42,28 @@ class BacktestResult:
     notes: dict[str, str] = field(default_factory=dict)
     train_scale: dict[str, float] = field(default_factory=dict)  # in-sample naive MAEs (MASE)
     metrics: dict = field(default_factory=dict)
+    step_min: int = 1  # minutes per lead (the series' resolution); horizon and actuals are in these steps
 
 
-def origins_for(index: pd.DatetimeIndex, test_start: pd.Timestamp, horizon: int, step: int) -> pd.DatetimeIndex:
-    last = index[-1] - pd.Timedelta(minutes=horizon - 1)
-    if last < test_start:
+def origins_for(index: pd.DatetimeIndex, test_start: pd.Timestamp, horizon: int, step: int,
+                res: int = 1) -> pd.DatetimeIndex:
+    """Origins every ``step`` minutes from the first bin boundary at or after ``test_start`` while
+    the last of ``horizon`` leads (of ``res`` minutes) lies in the index.  On a coarse series an
+    origin is a bin boundary, so a forecast there reads only bins that have ended."""
+    if step % res:
+        raise ValueError(f"origins every {step} min do not fall on the series' {res}-minute bins; "
+                         f"use a multiple of {res}")
+    last = index[-1] - pd.Timedelta(minutes=(horizon - 1) * res)
+    first = index[0] + np.ceil((test_start - index[0]) / pd.Timedelta(minutes=res)) * pd.Timedelta(minutes=res)
+    if last < first:
         return pd.DatetimeIndex([])
-    return pd.date_range(test_start, last, freq=f"{step}min")
+    return pd.date_range(first, last, freq=f"{step}min")
 
 
-def _in_sample_scale(train: pd.Series) -> dict[str, float]:
+def _in_sample_scale(train: pd.Series, res: int = 1) -> dict[str, float]:
     v = train.to_numpy(dtype=float)
     out = {}
-    for name, lag in (("persistence", 1), ("seasonal_naive_day", DAY)):
+    for name, lag in (("persistence", 1), ("seasonal_naive_day", per_step(DAY, res))):
         if len(v) > lag:
             d = np.abs(v[lag:] - v[:-lag])
             out[name] = float(np.nanmean(d)) if np.isfinite(d).any() else float("nan")
@@ -62,7 +72,8 @@ def _in_sample_scale(train: pd.Series) -> dict[str, float]:
 
 def run_backtest(frame: pd.DataFrame | pd.Series, test_start, models: Sequence, horizon: int = 30,
                  step: int = 10, progress: bool = True) -> BacktestResult:
-    """Fit each model on the data before ``test_start`` and forecast every origin."""
+    """Fit each model on the data before ``test_start`` and forecast every origin.  ``horizon`` is in
+    the series' steps (minutes, or a coarser series' bins); ``step`` (between origins) in minutes."""
     from tqdm.auto import tqdm
 
     if isinstance(frame, pd.Series):
@@ -70,17 +81,19 @@ def run_backtest(frame: pd.DataFrame | pd.Series, test_start, models: Sequence, 
     s = minute_series(frame)
     if len(s) != len(frame):  # irregular frame: put every column on the regular grid
         frame = frame[~frame.index.duplicated(keep="last")].sort_index().reindex(s.index)
+    r = resolution(s)
     T = pd.Timestamp(test_start)
     train = frame.loc[frame.index < T]
     if len(train) == 0:
         raise ValueError(f"no data before the test start {T}")
-    origins = origins_for(frame.index, T, horizon, step)
+    origins = origins_for(frame.index, T, horizon, step, r)
     if len(origins) == 0:
-        raise ValueError(f"no complete {horizon}-minute forecast fits after the test start {T}")
+        raise ValueError(f"no complete {horizon * r}-minute forecast fits after the test start {T}")
     pos = frame.index.get_indexer(origins)
     vals = s.to_numpy(dtype=float)
     actual = vals[pos[:, None] + np.arange(horizon)[None, :]]
-    res = BacktestResult(T, origins, horizon, actual, train_scale=_in_sample_scale(train["requests"]))
+    res = BacktestResult(T, origins, horizon, actual, train_scale=_in_sample_scale(train["requests"], r),
+                         step_min=r)
     for model in models:
         name = model.name
         try:
@@ -181,7 +194,7 @@ def compute_metrics(res: BacktestResult) -> dict:
     """
     ok = np.isfinite(res.actual)
     out: dict = {"test_start": res.test_start.strftime(TIME_FMT), "origins": len(res.origins),
-                 "horizon": res.horizon, "points": int(ok.sum()), "models": {}}
+                 "horizon": res.horizon, "resolution_min": res.step_min, "points": int(ok.sum()), "models": {}}
     maes = {}
     for name, p in res.preds.items():
         m_ok = ok & np.isfinite(p).all(axis=2)
@@ -211,7 +224,10 @@ def summary(metrics: dict) -> str:
     win = metrics.get("winner")
     if not win:
         return "no model produced a finite forecast"
-    lines = [f"lowest MAE: {win['model']} (MAE {win['mae']:.3f})"]
+    res = metrics.get("resolution_min", 1)
+    lines = [] if res == 1 else [f"series resolution {res} min: leads are {res}-minute bins, errors in "
+                                 f"{bin_label(res)}"]
+    lines.append(f"lowest MAE: {win['model']} (MAE {win['mae']:.3f})")
     bb = metrics.get("best_baseline")
     for name, m in sorted(metrics["models"].items()):
         if not name.startswith("lstm") or m.get("mae") is None or not bb:
@@ -231,9 +247,10 @@ def forecasts_frame(res: BacktestResult) -> pd.DataFrame:
     H = res.horizon
     n = len(res.origins)
     t0 = res.origins[0]
-    span = pd.date_range(t0, res.origins[-1] + pd.Timedelta(minutes=H), freq="min")
+    step = pd.Timedelta(minutes=res.step_min)
+    span = pd.date_range(t0, res.origins[-1] + H * step, freq=step)
     labels = np.asarray(span.strftime(TIME_FMT))
-    opos = ((res.origins - t0) // pd.Timedelta(minutes=1)).to_numpy()
+    opos = ((res.origins - t0) // step).to_numpy()
     o_idx = np.repeat(opos, H)
     t_idx = o_idx + np.tile(np.arange(H), n)
     parts = []
@@ -283,7 +300,7 @@ def plot(res: BacktestResult, path: str | Path) -> None:
     lstm = next((m for m in models if m.startswith("lstm")), None)
     colours = {lstm: "tab:blue", best: "tab:orange"}
     _plot_day(ax1, res, [n for n in (best, lstm) if n in models], models, colours)
-    _plot_leads(ax2, res.horizon, models, colours, lstm, best)
+    _plot_leads(ax2, res.horizon, models, colours, lstm, best, res.step_min)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -298,25 +315,27 @@ def _plot_day(ax, res: BacktestResult, names: list[str], models: dict, colours: 
     if start + pd.Timedelta(days=1) > res.origins[-1]:
         start = res.origins[0]
     sel = (res.origins >= start) & (res.origins < start + pd.Timedelta(days=1))
-    step = int((res.origins[1] - res.origins[0]) / pd.Timedelta(minutes=1)) if len(res.origins) > 1 else H
-    lo = min(10, max(H - step, 0))
-    leads = np.arange(lo, min(lo + step, H))
+    r = res.step_min
+    step = int((res.origins[1] - res.origins[0]) / pd.Timedelta(minutes=1)) if len(res.origins) > 1 else H * r
+    lo = min(10 // r, max(H - step // r, 0))  # leads in steps: 10-20 min ahead, tiled by the origin step
+    leads = np.arange(lo, min(lo + max(step // r, 1), H))
     oi = np.flatnonzero(sel)
-    t = (res.origins[oi].to_numpy()[:, None] + leads[None, :].astype("timedelta64[m]")).ravel()
+    t = (res.origins[oi].to_numpy()[:, None] + (leads[None, :] * r).astype("timedelta64[m]")).ravel()
     ax.plot(t, res.actual[oi][:, leads].ravel(), color="0.55", lw=0.7, label="actual")
     for name in names:
         p = res.preds[name][oi][:, leads]
         c = colours[name]
         ax.fill_between(t, p[..., 0].ravel(), p[..., 2].ravel(), color=c, alpha=0.18, lw=0, label=f"{name} P10-P90")
         ax.plot(t, p[..., 1].ravel(), color=c, lw=1.2, label=f"{name} P50 (MAE {models[name]['mae']:.1f})")
-    ax.set_title(f"{start:%Y-%m-%d}: actual vs forecast {leads[0] + 1}-{leads[-1] + 1} min ahead "
+    ax.set_title(f"{start:%Y-%m-%d}: actual vs forecast {leads[0] * r + r}-{leads[-1] * r + r} min ahead "
                  f"(origins every {step} min)")
-    ax.set_ylabel("requests / min")
+    ax.set_ylabel("requests / min" if r == 1 else bin_label(r))
     ax.legend(loc="upper left", fontsize=8, ncol=2)
     ax.grid(alpha=0.3)
 
 
-def _plot_leads(ax, H: int, models: dict, colours: dict, lstm: str | None, best: str | None) -> None:
+def _plot_leads(ax, H: int, models: dict, colours: dict, lstm: str | None, best: str | None,
+                r: int = 1) -> None:
     palette = iter(["tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray", "tab:olive"])
     # keep the scale readable: a model far worse than the rest is drawn off scale, and said so
     top = 1.6 * float(np.median([m["mae"] for m in models.values()])) if models else None
@@ -326,12 +345,12 @@ def _plot_leads(ax, H: int, models: dict, colours: dict, lstm: str | None, best:
                                                       ls="-" if name == best else "--")
         cov = "-" if m.get("coverage_p90") is None else f"{m['coverage_p90']:.2f}"
         label = f"{name}: MAE {m['mae']:.1f}, P90 cov {cov}" + (" (off scale)" if m["mae"] > top else "")
-        ax.plot(np.arange(1, H + 1), [np.nan if v is None else v for v in m["mae_by_lead"]], color=c,
+        ax.plot(np.arange(1, H + 1) * r, [np.nan if v is None else v for v in m["mae_by_lead"]], color=c,
                 label=label, **style)
     if top is not None:
         ax.set_ylim(0, top * 1.05)
     ax.set_xlabel("lead (minutes)")
-    ax.set_ylabel("MAE (requests / min)")
+    ax.set_ylabel("MAE (requests / min)" if r == 1 else f"MAE ({bin_label(r)})")
     ax.set_title("error by lead (P50), all models")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, ncol=2)

@@ -5,8 +5,11 @@ next ``horizon`` minutes given only the history before that origin.  It returns 
 :class:`Forecast`: the mean and quantiles per lead, and who made it.
 
 Series convention used across warmcast: a ``pandas.Series`` (or a DataFrame whose
-``requests`` column is the target) with a tz-naive, UTC, regular 1-minute
-``DatetimeIndex``; NaN marks a missing minute (never zero).
+``requests`` column is the target) with a tz-naive, UTC, regular ``DatetimeIndex`` at the
+series' resolution (1 minute, or a coarser count series' own interval, see
+``warmcast.resolution``); NaN marks a missing bin (never zero).  Models work in the
+series' own steps: leads, horizons and seasonal periods are counted in bins (a 30-minute
+horizon is 6 steps at 5 minutes, a day 288), and a forecast carries its ``step_min``.
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import pandas as pd
+
+from warmcast.resolution import resolution_of, with_resolution
 
 # The levels every live forecast carries, and so the only levels a policy may provision
 # for (a configured level outside them is refused when the configuration is loaded).
@@ -37,6 +42,7 @@ class Forecast:
     version: str = "0"
     note: str = ""  # e.g. why a fallback model answered
     extra: dict[str, np.ndarray] = field(default_factory=dict)  # optional other signals
+    step_min: int = 1  # minutes per lead: the series' resolution (values are requests per step)
 
     @property
     def horizon(self) -> int:
@@ -44,7 +50,7 @@ class Forecast:
 
     @property
     def index(self) -> pd.DatetimeIndex:
-        return pd.date_range(self.origin, periods=self.horizon, freq="min")
+        return pd.date_range(self.origin, periods=self.horizon, freq=f"{self.step_min}min")
 
     def quantile(self, q: float) -> np.ndarray:
         """The forecast at level q, interpolated between stored levels if needed; a level
@@ -103,8 +109,19 @@ class InsufficientHistory(ValueError):
     """The model cannot answer (or train) with this little history."""
 
 
+def resolution(history: pd.Series | pd.DataFrame) -> int:
+    """Minutes per bin of a history (1 for a per-minute series)."""
+    return resolution_of(history)
+
+
+def per_step(minutes: int, res: int) -> int:
+    """A span in minutes (a day, a week, a smoothing window) as whole steps of ``res`` minutes."""
+    return max(1, minutes // res)
+
+
 def minute_series(history: pd.Series | pd.DataFrame) -> pd.Series:
-    """The requests series on a regular 1-minute index (missing minutes -> NaN).
+    """The requests series on a regular index at its resolution (missing bins -> NaN): per
+    minute, or a coarser series' own bins (the name stays from when every series was per minute).
 
     Cheap when the index is already regular (the common case): no copy is made.
     """
@@ -114,12 +131,14 @@ def minute_series(history: pd.Series | pd.DataFrame) -> pd.Series:
     idx = s.index
     if not isinstance(idx, pd.DatetimeIndex):
         raise ValueError("history needs a DatetimeIndex of minutes")
-    if len(s) > 1 and (idx[-1] - idx[0]) == (len(s) - 1) * MINUTE and idx.is_monotonic_increasing:
-        return s
+    res = resolution_of(history)
+    step = res * MINUTE
+    if len(s) > 1 and (idx[-1] - idx[0]) == (len(s) - 1) * step and idx.is_monotonic_increasing:
+        return with_resolution(s, res)
     s = s[~s.index.duplicated(keep="last")].sort_index()
     s.index = s.index.floor("min")
     s = s.groupby(level=0).sum(min_count=1)
-    return s.asfreq("min")
+    return with_resolution(s.asfreq(f"{res}min" if res > 1 else "min"), res)
 
 
 def tokens_series(history: pd.Series | pd.DataFrame) -> pd.Series | None:

@@ -37,6 +37,8 @@ from forecaster.base import (
     InsufficientHistory,
     minute_series,
     monotone_quantiles,
+    per_step,
+    resolution,
 )
 
 # ----------------------------------------------------------------------- naive
@@ -68,13 +70,15 @@ class Persistence(BaseForecaster):
 
     def predict(self, history, horizon=30, quantiles=DEFAULT_QUANTILES):
         s = minute_series(history)
-        point = np.repeat(self._last(s.to_numpy(dtype=float)[-DAY:]), horizon)
+        res = resolution(s)
+        point = np.repeat(self._last(s.to_numpy(dtype=float)[-per_step(DAY, res):]), horizon)
         qs = self.bands.apply(point, quantiles)
-        return Forecast(s.index[-1] + MINUTE, point, qs, self.name, self.version)
+        return Forecast(s.index[-1] + res * MINUTE, point, qs, self.name, self.version, step_min=res)
 
 
 class SeasonalNaive(BaseForecaster):
-    """The same minute one period ago (a missing minute: the mean of its neighbours)."""
+    """The same minute one period ago (a missing minute: the mean of its neighbours).
+    ``period`` is in minutes; on a coarser series it is that many minutes' worth of bins."""
 
     version = "1"
 
@@ -85,43 +89,47 @@ class SeasonalNaive(BaseForecaster):
         self.min_history = self.period
         self.bands = EmpiricalBands()
 
-    def _points(self, v: np.ndarray, ends: np.ndarray, horizon: int) -> np.ndarray:
-        """Point forecasts for histories v[:e] (e in ends): (len(ends), horizon)."""
-        idx = ends[:, None] + np.arange(horizon)[None, :] - self.period
+    def _points(self, v: np.ndarray, ends: np.ndarray, horizon: int, res: int = 1) -> np.ndarray:
+        """Point forecasts for histories v[:e] (e in ends): (len(ends), horizon), in steps of res minutes."""
+        idx = ends[:, None] + np.arange(horizon)[None, :] - per_step(self.period, res)
         base = np.where(idx >= 0, v[np.clip(idx, 0, len(v) - 1)], np.nan)
         bad = ~np.isfinite(base)
+        near = per_step(15, res)
         if bad.any():  # neighbours within +-15 min one period ago, then the last value
             for r, c in zip(*np.nonzero(bad)):
                 j = idx[r, c]
-                lo, hi = max(j - 15, 0), min(j + 16, ends[r])
+                lo, hi = max(j - near, 0), min(j + near + 1, ends[r])
                 w = v[lo:hi] if hi > lo else np.array([])
                 w = w[np.isfinite(w)]
                 if len(w):
                     base[r, c] = w.mean()
                 else:
-                    prev = v[max(ends[r] - DAY, 0):ends[r]]
+                    prev = v[max(ends[r] - per_step(DAY, res), 0):ends[r]]
                     prev = prev[np.isfinite(prev)]
                     base[r, c] = prev[-1] if len(prev) else np.nan
         return base
 
     def fit(self, history):
-        v = minute_series(history).to_numpy(dtype=float)
-        o = sample_origins(len(v), self.period)
+        s = minute_series(history)
+        v, res = s.to_numpy(dtype=float), resolution(s)
+        o = sample_origins(len(v), per_step(self.period, res))
         if len(o):
-            pts = self._points(v, o, MAX_LEAD)
+            pts = self._points(v, o, MAX_LEAD, res)
             self.bands.fit(lead_errors(np.log1p(np.maximum(v, 0)), o, np.log1p(np.maximum(pts, 0))))
         return self
 
     def predict(self, history, horizon=30, quantiles=DEFAULT_QUANTILES):
         s = minute_series(history)
-        if len(s) < self.period:
-            raise InsufficientHistory(f"{self.name} needs {self.period} minutes of history, got {len(s)}")
-        v = s.to_numpy(dtype=float)[-(self.period + DAY):]
-        point = self._points(v, np.array([len(v)]), horizon)[0]
+        res = resolution(s)
+        period = per_step(self.period, res)
+        if len(s) < period:
+            raise InsufficientHistory(f"{self.name} needs {self.period} minutes of history, got {len(s) * res}")
+        v = s.to_numpy(dtype=float)[-(period + per_step(DAY, res)):]
+        point = self._points(v, np.array([len(v)]), horizon, res)[0]
         if not np.isfinite(point).all():
             raise InsufficientHistory(f"{self.name}: no observed minutes one period back")
         qs = self.bands.apply(point, quantiles)
-        return Forecast(s.index[-1] + MINUTE, point, qs, self.name, self.version)
+        return Forecast(s.index[-1] + res * MINUTE, point, qs, self.name, self.version, step_min=res)
 
 
 # -------------------------------------------------------- stateful (HW and UC)
@@ -149,10 +157,10 @@ class _Stateful(BaseForecaster):
                 seen = np.nan
             if not (np.isnan(seen) and np.isnan(self._run_last)) and seen != self._run_last:
                 self._reset_running()
-        start = self._run_time + MINUTE
+        start = self._run_time + self.res * MINUTE
         new = s.loc[start:end] if end >= start else s.iloc[:0]
         if len(new) and new.index[0] != start:  # gap between the state and the history: NaN-fill
-            new = new.reindex(pd.date_range(start, end, freq="min"))
+            new = new.reindex(pd.date_range(start, end, freq=f"{self.res}min"))
         if len(new):
             self._run_state = self._advance(self._run_state, new)
             self._run_time = end
@@ -163,9 +171,12 @@ class _Stateful(BaseForecaster):
         s = minute_series(history)
         if len(s) == 0:
             raise InsufficientHistory(f"{self.name}: empty history")
+        if resolution(s) != self.res:
+            raise ValueError(f"{self.name} was fitted on {self.res}-minute bins, asked about {resolution(s)}-minute ones")
         state = self._state_for(s)
-        point, qs = self._forecast(state, s.index[-1] + MINUTE, horizon, quantiles)
-        return Forecast(s.index[-1] + MINUTE, point, monotone_quantiles(qs), self.name, self.version)
+        origin = s.index[-1] + self.res * MINUTE
+        point, qs = self._forecast(state, origin, horizon, quantiles)
+        return Forecast(origin, point, monotone_quantiles(qs), self.name, self.version, step_min=self.res)
 
 
 def _log_clean(s: pd.Series) -> pd.Series:
@@ -191,17 +202,21 @@ class HoltWinters(_Stateful):
     def fit(self, history):
         from statsmodels.tsa.holtwinters import ExponentialSmoothing
 
-        s = minute_series(history).iloc[-self.max_days * DAY:]
+        s = minute_series(history)
+        self.res = res = resolution(s)
+        self.day = per_step(DAY, res)
+        s = s.iloc[-self.max_days * self.day:]
+        m = per_step(self.m, res)
         ls = _log_clean(s)
         filled = ls.interpolate(limit_direction="both")
         if filled.isna().all():
             raise InsufficientHistory("holt_winters: no observed minutes")
-        seasonal = len(s) >= 2 * self.m
+        seasonal = len(s) >= 2 * m
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             mod = ExponentialSmoothing(
                 filled.to_numpy(), trend="add", damped_trend=True,
-                seasonal="add" if seasonal else None, seasonal_periods=self.m if seasonal else None,
+                seasonal="add" if seasonal else None, seasonal_periods=m if seasonal else None,
                 initialization_method="heuristic" if seasonal else "estimated",
             )
             res = mod.fit(optimized=True)
@@ -211,19 +226,18 @@ class HoltWinters(_Stateful):
         self.gamma = float(p.get("smoothing_seasonal") or 0.0) if seasonal else 0.0
         self.phi = float(p.get("damping_trend") or 1.0)
         self.seasonal = seasonal
-        # initial state one step before the first fitted minute; season by minute of day
-        season = np.zeros(DAY)
+        # initial state one step before the first fitted bin; season by bin of day
+        season = np.zeros(self.day)
+        mods = self._bins_of_day(s.index)
         if seasonal:
             init = np.asarray(p["initial_seasons"], dtype=float)
-            mod_of = ((s.index.hour * 60 + s.index.minute).to_numpy())
-            season[mod_of[: self.m]] = init
+            season[mods[:m]] = init
         state0 = (float(p["initial_level"]), float(p.get("initial_trend") or 0.0), season)
         # run the recursions over the fit data, collecting log errors per lead
         logv = ls.to_numpy(dtype=float)
         errs = []
         st = state0
-        mods = (s.index.hour * 60 + s.index.minute).to_numpy()
-        warm = 2 * self.m if seasonal else 60
+        warm = 2 * m if seasonal else per_step(60, res)
         sample_every = max(1, (len(logv) - warm) // 2000)
         for i in range(len(logv)):
             if i >= warm and (i - warm) % sample_every == 0 and i + 1 < len(logv):
@@ -241,6 +255,9 @@ class HoltWinters(_Stateful):
         self._state0 = (state0, s.index[0])
         self._reset_running()
         return self
+
+    def _bins_of_day(self, idx: pd.DatetimeIndex) -> np.ndarray:
+        return ((idx.hour * 60 + idx.minute) // self.res).to_numpy()
 
     def _step(self, st, y: float, mod: int):
         lvl, tr, season = st
@@ -261,12 +278,12 @@ class HoltWinters(_Stateful):
         lvl, tr, season = st
         h = np.arange(1, horizon + 1)
         damp = np.cumsum(self.phi ** h)
-        sea = season[(mod0 + h - 1) % DAY] if self.seasonal else 0.0
+        sea = season[(mod0 + h - 1) % self.day] if self.seasonal else 0.0
         return lvl + damp * tr + sea
 
     def _advance(self, st, new: pd.Series):
         logv = np.log1p(np.maximum(new.to_numpy(dtype=float), 0))
-        mods = (new.index.hour * 60 + new.index.minute).to_numpy()
+        mods = self._bins_of_day(new.index)
         for y, m in zip(logv, mods):
             st = self._step(st, y, m)
         return st
@@ -275,10 +292,10 @@ class HoltWinters(_Stateful):
         state0, t0 = self._state0
         if s.index[-1] < t0:
             raise InsufficientHistory("holt_winters: history ends before the fit window starts")
-        return self._advance(state0, s.loc[t0:].reindex(pd.date_range(t0, s.index[-1], freq="min")))
+        return self._advance(state0, s.loc[t0:].reindex(pd.date_range(t0, s.index[-1], freq=f"{self.res}min")))
 
     def _forecast(self, st, origin: pd.Timestamp, horizon, quantiles):
-        path = self._path(st, origin.hour * 60 + origin.minute, horizon)
+        path = self._path(st, (origin.hour * 60 + origin.minute) // self.res, horizon)
         point = np.maximum(np.expm1(path), 0)
         return point, self.bands.apply(point, quantiles)
 
@@ -313,11 +330,13 @@ class UCFourier(_Stateful):
     def fit(self, history):
         from statsmodels.tsa.statespace.structural import UnobservedComponents
 
-        s = minute_series(history).iloc[-self.max_days * DAY:]
+        s = minute_series(history)
+        self.res = resolution(s)
+        s = s.iloc[-self.max_days * per_step(DAY, self.res):]
         ls = _log_clean(s)
         if ls.notna().sum() < 30:
             raise InsufficientHistory("uc_fourier: needs at least 30 observed minutes")
-        use_exog = len(s) >= DAY // 2
+        use_exog = len(s) >= per_step(DAY, self.res) // 2
         self.use_exog = use_exog
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -338,7 +357,7 @@ class UCFourier(_Stateful):
             return res.extend(y, exog=self._exog(new.index) if self.use_exog else None)
 
     def _state_from_scratch(self, s: pd.Series):
-        s = s.iloc[-self.max_days * DAY:]
+        s = s.iloc[-self.max_days * per_step(DAY, self.res):]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return self._fit_res.apply(_log_clean(s).to_numpy(),
@@ -347,7 +366,7 @@ class UCFourier(_Stateful):
     def _forecast(self, res, origin: pd.Timestamp, horizon, quantiles):
         from scipy.stats import norm
 
-        idx = pd.date_range(origin, periods=horizon, freq="min")
+        idx = pd.date_range(origin, periods=horizon, freq=f"{self.res}min")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             f = res.get_forecast(horizon, exog=self._exog(idx) if self.use_exog else None)

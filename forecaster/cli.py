@@ -39,8 +39,8 @@ def backtest_forecast(
     test_start: str = typer.Option(..., "--test-start", help="First forecast origin, 'YYYY-MM-DD HH:MM' (UTC)."),
     out: Path = typer.Option(..., "--out", help="Folder for forecasts.csv, metrics.json, forecast.png."),
     models: str = typer.Option(",".join(ALL_MODELS), "--models", help="Comma-separated models to run."),
-    horizon: int = typer.Option(30, min=1, max=30),
-    step: int = typer.Option(10, min=1, help="Minutes between forecast origins."),
+    horizon: int = typer.Option(30, min=1, max=30, help="Minutes ahead (in the series' bins: 6 leads at 5 min)."),
+    step: int = typer.Option(10, min=1, help="Minutes between forecast origins (a multiple of the series' bin)."),
     quick: bool = typer.Option(False, help="A tiny LSTM (smoke tests)."),
     *,
     reading: LogReading,
@@ -50,6 +50,7 @@ def backtest_forecast(
 
     from forecaster.backtest import run_backtest, summary, table, write_outputs
     from warmcast.ingest import load_minute_frame
+    from warmcast.resolution import resolution_of, steps_for
 
     if not log.exists():
         raise InputError(f"--log {log} does not exist")
@@ -63,8 +64,12 @@ def backtest_forecast(
     if not (frame.index[0] < t <= frame.index[-1]):
         raise InputError(f"--test-start {t} must lie inside the log ({frame.index[0]} .. {frame.index[-1]})")
     names = [m.strip() for m in models.split(",") if m.strip()]
+    r = resolution_of(frame)
+    if r > 1:
+        typer.echo(f"{log}: a count series at {r}-minute resolution: forecasting {r}-minute bins, "
+                   f"{steps_for(horizon, r)} leads for {horizon} minutes")
     try:
-        res = run_backtest(frame, t, make_models(names, quick), horizon=horizon, step=step)
+        res = run_backtest(frame, t, make_models(names, quick), horizon=steps_for(horizon, r), step=step)
     except ValueError as err:
         raise InputError(str(err)) from None
     paths = write_outputs(res, out)
@@ -123,10 +128,11 @@ def forecast(
     tab = forecast_table(f)
     if as_json:
         typer.echo(json.dumps({"deployment": deployment, "origin": f.origin.strftime("%Y-%m-%d %H:%M:%S"),
-                               "model": f.model, "version": f.version, "note": f.note,
+                               "resolution_min": f.step_min, "model": f.model, "version": f.version, "note": f.note,
                                "forecast": tab.to_dict(orient="records")}, indent=2))
         return
-    typer.echo(f"{deployment}: forecast from {f.origin:%Y-%m-%d %H:%M} UTC by {f.model} {f.version}")
+    per = "" if f.step_min == 1 else f" in {f.step_min}-minute bins (values: requests per {f.step_min} min)"
+    typer.echo(f"{deployment}: forecast from {f.origin:%Y-%m-%d %H:%M} UTC by {f.model} {f.version}{per}")
     if f.note:
         typer.echo(f"note: {f.note}")
     typer.echo(tab.to_string(index=False))

@@ -16,6 +16,8 @@ seasonal naive, persistence) and its ``note`` says which and why, e.g.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from typing import Sequence
 
 import numpy as np
@@ -111,7 +113,7 @@ class FallbackForecaster(BaseForecaster):
             try:
                 f = self.primary.predict(history, horizon=horizon, quantiles=quantiles)
                 if np.isfinite(f.mean).all() and all(np.isfinite(v).all() for v in f.quantiles.values()):
-                    return Forecast(f.origin, f.mean, f.quantiles, f.model, f.version, note=f.note or self.primary_note)
+                    return replace(f, note=f.note or self.primary_note, extra={})
                 reason = "model returned non-finite values"
             except Exception as err:  # noqa: BLE001 - any model failure falls back, and says so
                 reason = f"model failed ({type(err).__name__}: {err})"
@@ -142,11 +144,9 @@ class FallbackForecaster(BaseForecaster):
                 tried.append(f"{b.name}: {err}")
                 continue
             if np.isfinite(f.mean).all():
-                return Forecast(f.origin, f.mean, f.quantiles, f.model, f.version,
-                                note=f"fallback to {b.name}: {reason}")
+                return replace(f, note=f"fallback to {b.name}: {reason}", extra={})
         # last resort: persistence fitted on the spot
         p = Persistence().fit(history)
         f = p.predict(history, horizon=horizon, quantiles=quantiles)
         extra = f" ({'; '.join(tried)})" if tried else ""
-        return Forecast(f.origin, f.mean, f.quantiles, f.model, f.version,
-                        note=f"fallback to persistence: {reason}{extra}")
+        return replace(f, note=f"fallback to persistence: {reason}{extra}", extra={})

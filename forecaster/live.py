@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from forecaster.base import DAY, Forecast, minute_series
+from forecaster.base import DAY, Forecast, minute_series, per_step, resolution
+from warmcast.resolution import bin_label, steps_for
 from forecaster.registry import ArtifactError, Decision, Registry
 
 
@@ -24,11 +25,17 @@ class TrainReport:
     maes: dict[str, float] = field(default_factory=dict)
     fit_seconds: float = 0.0
     note: str = ""
+    resolution_min: int = 1
 
     def summary(self) -> str:
         lines = [f"deployment {self.deployment}: validation window {self.window[0]} .. {self.window[1]}"]
-        for name, mae in sorted(self.maes.items(), key=lambda kv: kv[1]):
-            lines.append(f"  {name:<22} MAE {mae:9.2f}")
+        if self.resolution_min != 1:
+            lines.append(f"series resolution {self.resolution_min} min: the model forecasts "
+                         f"{self.resolution_min}-minute bins; MAE in {bin_label(self.resolution_min)}")
+        # a model with no finite forecast has no MAE: listed last, said so (never a crash)
+        for name, mae in sorted(self.maes.items(), key=lambda kv: (kv[1] is None, kv[1] or 0.0)):
+            lines.append(f"  {name:<22} MAE {mae:9.2f}" if mae is not None
+                         else f"  {name:<22} no finite forecast")
         if self.version:
             lines.append(f"saved challenger {self.deployment}/{self.version} (trained in {self.fit_seconds:.1f} s)")
         if self.decision:
@@ -41,8 +48,9 @@ class TrainReport:
 def validation_window(frame: pd.DataFrame, val_hours: float) -> pd.Timestamp:
     """Start of the recent validation window: the last ``val_hours`` (at most a fifth of the data)."""
     s = minute_series(frame)
-    minutes = int(min(val_hours * 60, max(len(s) // 5, 60)))
-    return s.index[-minutes]
+    r = resolution(s)
+    steps = int(min(val_hours * 60 // r, max(len(s) // 5, per_step(60, r))))
+    return s.index[-steps]
 
 
 def train_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, val_hours: float = 24,
@@ -56,8 +64,9 @@ def train_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, v
     from forecaster.lstm import LSTMConfig, LSTMForecaster
 
     s = minute_series(frame)
-    if np.isfinite(s.to_numpy(dtype=float)).sum() < DAY + 60:
-        raise ArtifactError(f"deployment {deployment!r} has {len(s)} minutes of load; "
+    r = resolution(s)
+    if np.isfinite(s.to_numpy(dtype=float)).sum() < per_step(DAY + 60, r):
+        raise ArtifactError(f"deployment {deployment!r} has {len(s) * r} minutes of load; "
                             f"training needs more than a day")
     start = validation_window(frame, val_hours)
     challenger = LSTMForecaster(config or LSTMConfig(), progress=progress)
@@ -73,7 +82,8 @@ def train_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, v
         except ArtifactError as err:
             note = f"current champion {champion_version} is unusable ({err}); scoring without it"
             champion_version = None
-    res = run_backtest(frame, start, models, horizon=min(30, challenger.cfg.horizon), step=10, progress=progress)
+    res = run_backtest(frame, start, models, horizon=min(steps_for(30, r), challenger.cfg.horizon),
+                       step=10 if 10 % r == 0 else r, progress=progress)
     maes = {k: v["mae"] for k, v in res.metrics["models"].items()}
     version = registry.save(deployment, challenger, metrics={
         "validation_window_start": str(start), "validation_mae": maes.get("lstm"),
@@ -82,22 +92,27 @@ def train_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, v
     })
     base = {k: v for k, v in maes.items() if not k.startswith("lstm") and v is not None}
     best = min(base, key=base.get) if base else None
-    decision = registry.consider(deployment, version, maes["lstm"], maes.get("lstm_champion"),
-                                 base.get(best) if best else None, best or "best baseline")
+    if maes.get("lstm") is None:  # no finite forecast on the window: it cannot win, and that is the reason
+        decision = Decision(False, "challenger has no finite forecast on the validation window", version,
+                            champion_version)
+    else:
+        decision = registry.consider(deployment, version, maes["lstm"], maes.get("lstm_champion"),
+                                     base.get(best) if best else None, best or "best baseline")
     fired = challenger.meta.get("time_budget", {}).get("fired")
     if fired:  # the model's metadata has it too; the report (and the retrain audit) says so
         note = "; ".join(x for x in (note, f"training stopped by its time budget "
                                            f"({challenger.cfg.time_budget_s:g} s): {', '.join(fired)}") if x)
     return TrainReport(deployment, version, decision, (str(start), str(s.index[-1])), maes,
-                       challenger.fit_seconds, note)
+                       challenger.fit_seconds, note, r)
 
 
 def forecast_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, horizon: int = 30) -> Forecast:
-    """The resolved model's forecast (forecaster.resolver) through the fallback rules."""
+    """The resolved model's forecast (forecaster.resolver) through the fallback rules; ``horizon`` in
+    minutes (a 5-minute series is forecast in 5-minute bins: 30 minutes are 6 leads)."""
     from forecaster.resolver import resolve_forecaster
 
     fb, _ = resolve_forecaster(registry, deployment, frame)
-    return fb.predict(frame, horizon=horizon)
+    return fb.predict(frame, horizon=steps_for(horizon, resolution(frame)))
 
 
 def forecast_table(f: Forecast) -> pd.DataFrame:

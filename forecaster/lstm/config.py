@@ -39,6 +39,7 @@ class LSTMConfig:
     profile_smooth: int = 15  # half-width of its moving average
     dow_min_days: int = 14  # day-of-week inputs only when the training history spans this many days
     use_dow: bool | None = None  # decided by fit (None: not fitted yet)
+    step_min: int = 1  # minutes per step of the series it was fitted on (set by fit; it answers only that)
     # Wall-clock stop for adding epochs (all members together). None (the default) keeps
     # training reproducible whatever the machine's load; where a caller sets one (a nightly
     # retrain with a deadline), the model's metadata says when it fired.

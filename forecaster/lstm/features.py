@@ -3,6 +3,9 @@
 Every value is taken as ``log1p(requests)`` (``logv``) minus the origin's *level*
 ``l = log1p(mean of the last level_window observed minutes)``, so one global
 model serves deployments of any size.  See :func:`build_features`.
+
+Positions are the series' steps (``cfg.step_min`` minutes each, set by ``fit`` from the
+series): a day back is 1440 steps on a per-minute series and 288 on a 5-minute one.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from forecaster.base import DAY, WEEK, InsufficientHistory, minute_series, tokens_series
+from forecaster.base import DAY, WEEK, InsufficientHistory, minute_series, per_step, tokens_series
 from forecaster.lstm.config import LSTMConfig
 
 N_SEQ = 8  # channels per window step
@@ -23,9 +26,14 @@ def n_static(horizon: int) -> int:
     return _STATIC_FIXED + 5 * horizon + 1
 
 
+def days(cfg: LSTMConfig) -> tuple[int, int]:
+    """A day and a week in the series' steps."""
+    return per_step(DAY, cfg.step_min), per_step(WEEK, cfg.step_min)
+
+
 def lookback(cfg: LSTMConfig) -> int:
-    """Minutes before an origin that its features can read."""
-    return WEEK + max(cfg.level_window, cfg.smooth + 1, cfg.profile_smooth + 1, cfg.window) + 1
+    """Steps (minutes on a per-minute series) before an origin that its features can read."""
+    return days(cfg)[1] + max(cfg.level_window, cfg.smooth + 1, cfg.profile_smooth + 1, cfg.window) + 1
 
 
 def take(v: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -71,14 +79,14 @@ def series_arrays(history) -> tuple[pd.Series, np.ndarray, np.ndarray | None]:
 class _Levels:
     """The origin's level and the levels it is compared with, one per origin."""
 
-    def __init__(self, S: _Sums, ends: np.ndarray, L: int) -> None:
+    def __init__(self, S: _Sums, ends: np.ndarray, L: int, day: int = DAY, week: int = WEEK) -> None:
         self.level = S.mean(ends - L, ends)
         miss = ~np.isfinite(self.level)  # no minute in the level window: the last day's observed mean
         if miss.any():
-            self.level[miss] = S.mean(ends[miss] - DAY, ends[miss])
-        self.day = S.mean(ends - DAY - L, ends - DAY)
-        self.week = S.mean(ends - WEEK - L, ends - WEEK)
-        self.last_24h = S.mean(ends - DAY, ends)
+            self.level[miss] = S.mean(ends[miss] - day, ends[miss])
+        self.day = S.mean(ends - day - L, ends - day)
+        self.week = S.mean(ends - week - L, ends - week)
+        self.last_24h = S.mean(ends - day, ends)
         self.l0 = np.nan_to_num(self.level)
 
 
@@ -87,7 +95,7 @@ def _window_channels(logv, logtok, ends, origin_times, lev: _Levels, cfg: LSTMCo
     W = cfg.window
     widx = ends[:, None] + np.arange(-W, 0)[None, :]
     cur = take(logv, widx)
-    prev = take(logv, widx - DAY)
+    prev = take(logv, widx - days(cfg)[0])
     seq = np.zeros((len(ends), W, N_SEQ), dtype=np.float32)
     seq[..., 0] = np.nan_to_num(cur - lev.l0[:, None])
     seq[..., 1] = np.isfinite(cur)
@@ -100,7 +108,7 @@ def _window_channels(logv, logtok, ends, origin_times, lev: _Levels, cfg: LSTMCo
         seq[..., 5] = np.isfinite(tok) & np.isfinite(tlev)[:, None]
     seq[..., 6] = np.linspace(-1, 0, W)[None, :]
     mod0 = (origin_times.hour * 60 + origin_times.minute).to_numpy()
-    seq[..., 7] = np.sin(2 * np.pi * ((mod0[:, None] + np.arange(-W, 0)[None, :]) % DAY) / DAY)
+    seq[..., 7] = np.sin(2 * np.pi * ((mod0[:, None] + cfg.step_min * np.arange(-W, 0)[None, :]) % DAY) / DAY)
     return seq
 
 
@@ -108,14 +116,15 @@ def _lead_profiles(S: _Sums, ends, lev: _Levels, cfg: LSTMConfig):
     """Per lead: the smoothed load one day and one week before, and the mean profile over
     the last profile_days days (each day relative to its own level at the origin's minute)."""
     H, L = cfg.horizon, cfg.level_window
+    day, week = days(cfg)
     lidx = ends[:, None] + np.arange(H)[None, :]
-    day_f = S.smooth_at(lidx - DAY, cfg.smooth) - lev.day[:, None]
-    week_f = S.smooth_at(lidx - WEEK, cfg.smooth) - lev.week[:, None]
+    day_f = S.smooth_at(lidx - day, cfg.smooth) - lev.day[:, None]
+    week_f = S.smooth_at(lidx - week, cfg.smooth) - lev.week[:, None]
     prof = np.zeros((len(ends), H))
     cnt = np.zeros(len(ends))
     for d in range(1, cfg.profile_days + 1):
-        lev_d = S.mean(ends - d * DAY - L, ends - d * DAY)
-        v = S.smooth_at(lidx - d * DAY, cfg.profile_smooth) - lev_d[:, None]
+        lev_d = S.mean(ends - d * day - L, ends - d * day)
+        v = S.smooth_at(lidx - d * day, cfg.profile_smooth) - lev_d[:, None]
         ok = np.isfinite(v).all(axis=1)
         prof[ok] += v[ok]
         cnt += ok
@@ -168,7 +177,7 @@ def build_features(logv: np.ndarray, logtok: np.ndarray | None, ends: np.ndarray
     """
     ends = np.asarray(ends, dtype=np.int64)
     S = _Sums(logv)
-    lev = _Levels(S, ends, cfg.level_window)
+    lev = _Levels(S, ends, cfg.level_window, *days(cfg))
     seq = _window_channels(logv, logtok, ends, origin_times, lev, cfg)
     static = _static_features(seq, origin_times, lev, _lead_profiles(S, ends, lev, cfg), cfg)
     return seq, static, lev.level
@@ -179,7 +188,7 @@ def training_set(history, cfg: LSTMConfig):
     ``max_origins``); the target is the next ``horizon`` minutes' log load minus the level."""
     s, logv, logtok = series_arrays(history)
     n = len(logv)
-    first = max(cfg.window, cfg.level_window, n - cfg.max_train_days * DAY)
+    first = max(cfg.window, cfg.level_window, n - cfg.max_train_days * days(cfg)[0])
     ends = np.arange(first, n - 1)  # at least one target minute
     if len(ends) < 20:
         raise InsufficientHistory(f"lstm: {n} minutes of history are too few to train on")

@@ -34,7 +34,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from forecaster.base import DAY, DEFAULT_QUANTILES, MINUTE, BaseForecaster, Forecast, InsufficientHistory, minute_series
+from forecaster.base import (DAY, DEFAULT_QUANTILES, MINUTE, BaseForecaster, Forecast, InsufficientHistory,
+                             minute_series, resolution)
 from forecaster.lstm import artifact
 from forecaster.lstm.config import LSTMConfig
 from forecaster.lstm.features import build_features, lookback, series_arrays, training_set
@@ -77,7 +78,8 @@ class LSTMForecaster(BaseForecaster):
         cfg = self.cfg
         t_start = time.perf_counter()
         with reproducible(cfg.threads):
-            cfg.use_dow = bool(len(minute_series(history)) / DAY >= cfg.dow_min_days)
+            cfg.step_min = resolution(minute_series(history))
+            cfg.use_dow = bool(len(minute_series(history)) * cfg.step_min / DAY >= cfg.dow_min_days)
             ends, seq, static, target = training_set(history, cfg)
             tr, va, val_start = split(ends, cfg)
             tensors = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (seq, static, target))
@@ -152,16 +154,24 @@ class LSTMForecaster(BaseForecaster):
         vals = np.maximum(np.expm1(pred), 0.0)
         mid = out_levels.index(0.5)
         return [Forecast(pd.Timestamp(o), vals[i, :, mid].copy(), {q: vals[i, :, j] for j, q in enumerate(out_levels)},
-                         self.name, self.version) for i, o in enumerate(origins)]
+                         self.name, self.version, step_min=self.cfg.step_min) for i, o in enumerate(origins)]
+
+    def _series(self, history):
+        """(series, log load, log tokens) of a history at the resolution the model was fitted on."""
+        s, logv, logtok = series_arrays(history)
+        if len(s) > 1 and resolution(s) != self.cfg.step_min:
+            raise ValueError(f"lstm was fitted on {self.cfg.step_min}-minute steps; this history has "
+                             f"{resolution(s)}-minute bins")
+        return s, logv, logtok
 
     def predict(self, history, horizon: int = 30, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> Forecast:
         self._check(horizon, quantiles)
         need = lookback(self.cfg)
         h = history.iloc[-need:] if len(history) > need else history
-        s, logv, logtok = series_arrays(h)
+        s, logv, logtok = self._series(h)
         if len(s) == 0:
             raise InsufficientHistory("lstm: empty history")
-        origin = s.index[-1] + MINUTE
+        origin = s.index[-1] + self.cfg.step_min * MINUTE
         seq, static, level = build_features(logv, logtok, np.array([len(logv)]), pd.DatetimeIndex([origin]),
                                             self.cfg)
         if not np.isfinite(level).all():
@@ -173,9 +183,10 @@ class LSTMForecaster(BaseForecaster):
         """One forecast per origin, each from the minutes of ``history`` strictly before it,
         in one batched pass."""
         self._check(horizon, quantiles)
-        s, logv, logtok = series_arrays(history)
+        s, logv, logtok = self._series(history)
         origins = pd.DatetimeIndex(origins)
-        ends = ((origins - s.index[0]) // MINUTE).to_numpy().astype(np.int64)
+        # bins before the origin's: on a coarse series an origin inside a bin does not see that bin
+        ends = ((origins - s.index[0]) // (self.cfg.step_min * MINUTE)).to_numpy().astype(np.int64)
         if (ends < 1).any():
             raise InsufficientHistory("lstm: an origin has no history before it")
         # an origin past the end of the history: pad NaN (never read past the origin anyway)
@@ -201,11 +212,11 @@ class LSTMForecaster(BaseForecaster):
         for name, hist in histories.items():
             if len(hist) == 0:
                 continue
-            s, logv, logtok = series_arrays(hist.iloc[-need:])
+            s, logv, logtok = self._series(hist.iloc[-need:])
             blocks.append(_block(logv, need))
             tblocks.append(None if logtok is None else _block(logtok, need))
             names.append(name)
-            origins.append(s.index[-1] + MINUTE)
+            origins.append(s.index[-1] + self.cfg.step_min * MINUTE)
         if not names:
             return {}
         # every series in its own block of `need` minutes, end to end: one feature pass
