@@ -141,6 +141,10 @@ def _echo_report(result: Any) -> None:
     m = result.meta
     typer.echo(f"{m['test_minutes']} test minutes from {m['test_start']}, {m['requests']:,} requests, "
                f"resolution {m['resolution_s']} s")
+    r = m.get("series_resolution_min", 1)
+    if r > 1:
+        typer.echo(f"series resolution {r} min: replayed spread evenly over each bin's minutes; forecasts made "
+                   f"in {r}-minute bins, each from the bins that had ended")
     if "forecaster" in m:
         typer.echo(f"forecaster {m['forecaster']}: fit {m['forecaster_fit_seconds']} s, "
                    f"forecasts {m['forecaster_predict_seconds']} s" + (f" ({m['forecaster_note']})"

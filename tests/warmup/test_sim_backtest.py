@@ -172,3 +172,20 @@ def test_profile_switches_are_simulated(tmp_path) -> None:
     assert run.capacity is not None and set(np.unique(run.capacity)) >= {200.0, 300.0}
     night = res.split.times.hour == 2
     assert (run.capacity[night] == 200.0).all()
+
+
+def test_a_coarse_series_is_forecast_in_its_bins_from_ended_bins_only():
+    """Issue 11: a 10-minute series' bin is known only when it ends.  Spread over its minutes, the
+    bin used to reach the forecaster at its first minute; now each minute's forecast comes from the
+    bins before its own (persistence: the last ended bin, as a per-minute share)."""
+    t = pd.date_range("2024-03-04", periods=3 * 144, freq="10min")
+    counts = pd.Series(np.arange(len(t), dtype=float) * 10 + 1000, index=t)
+    log = from_series(counts, source="ten-minute")
+    assert log.resolution_min == 10 and len(log.forecast_frame()) == len(t)
+    cfg = FleetBacktestConfig(capacity_rpm=50, cold_start_min=5, test_start=pd.Timestamp("2024-03-06 00:00"),
+                              forecaster="persistence")
+    bundle = compute_forecasts(log, cfg, [0.5])
+    p50 = bundle.paths[0.5]
+    for i, minute in enumerate(pd.date_range("2024-03-06 00:00", periods=30, freq="min")):
+        ended = counts[counts.index + pd.Timedelta(minutes=10) <= minute].iloc[-1]
+        np.testing.assert_allclose(p50[i, 0], ended / 10, rtol=1e-6)

@@ -129,7 +129,7 @@ def make_split(log: LoadLog, test_start: pd.Timestamp, test_end: Optional[pd.Tim
 def compute_forecasts(log: LoadLog, cfg: FleetBacktestConfig, levels: Sequence[float],
                       model=None, fit: bool = True, progress: bool = False) -> ForecastBundle:
     split = make_split(log, cfg.test_start, cfg.test_end)
-    frame = log.frame()
+    frame = log.forecast_frame()  # the minutes, or a coarse series' own bins
     name = cfg.forecaster
     note = ""
     if model is None:
@@ -139,8 +139,9 @@ def compute_forecasts(log: LoadLog, cfg: FleetBacktestConfig, levels: Sequence[f
     except (ValueError, InputError) as err:  # too little history for the chosen model
         if name == "sim_seasonal_profile" or not fit:
             raise
-        note = f"{name} could not be trained ({err}); fell back to sim_seasonal_profile"
-        bundle = online_forecasts(make_forecaster("sim_seasonal_profile"), frame, split.times[0], split.minutes,
+        fallback = "sim_seasonal_profile" if log.resolution_min == 1 else "seasonal_naive"  # the profile is per minute
+        note = f"{name} could not be trained ({err}); fell back to {fallback}"
+        bundle = online_forecasts(make_forecaster(fallback), frame, split.times[0], split.minutes,
                                   cfg.horizon, levels)
     bundle.note = note
     return bundle
@@ -271,6 +272,7 @@ def run_backtest(log: LoadLog, cfg: FleetBacktestConfig, bundle: Optional[Foreca
     meta = {
         "log": log.source,
         "resolution_s": log.step_s,
+        "series_resolution_min": log.resolution_min,
         "capacity_rpm": cfg.capacity_rpm,
         "cold_start_min": cfg.cold_start_min,
         "wait_threshold_s": cfg.wait_threshold_s,

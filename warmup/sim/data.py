@@ -3,7 +3,10 @@
 The simulator replays arrivals at the log's own resolution when it is finer than a
 minute (10 s counts, or per-request logs counted per second and re-binned to 10 s)
 and per minute otherwise.  The per-minute frame (``requests`` column, NaN for a
-missing minute) is what the forecaster sees.
+missing minute) is what the forecaster sees, except for a series coarser than a minute
+(5- or 10-minute counts): the fleet replays its bins spread evenly over their minutes,
+but the forecaster sees the bins themselves (``forecast_frame``), each only once it has
+ended (``warmup.sim.forecasts``).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from warmcast.errors import InputError
+from warmcast.resolution import valid_resolution, with_resolution
 
 FINEST_STEP_S = 10  # per-second (per-request) logs are re-binned to this
 
@@ -27,6 +31,8 @@ class LoadLog:
     arrivals: np.ndarray           # requests per step, len = minutes * steps_per_minute, NaN -> 0
     minute: pd.Series              # requests per minute (NaN for a minute with no data)
     source: str = ""
+    resolution_min: int = 1        # minutes per bin of the series read (5 for 5-minute counts)
+    bins: pd.Series | None = None  # the coarse series' own bins (None for a per-minute or finer one)
 
     @property
     def steps_per_minute(self) -> int:
@@ -38,6 +44,12 @@ class LoadLog:
 
     def frame(self) -> pd.DataFrame:
         return self.minute.to_frame("requests")
+
+    def forecast_frame(self) -> pd.DataFrame:
+        """What the forecaster sees: the minutes, or a coarse series' own bins (marked with their resolution)."""
+        if self.bins is None:
+            return self.frame()
+        return with_resolution(self.bins.to_frame("requests"), self.resolution_min)
 
     def slice_minutes(self, i0: int, i1: int) -> np.ndarray:
         """Arrivals of minutes [i0, i1) as an array of shape (i1 - i0, steps_per_minute)."""
@@ -78,7 +90,10 @@ def from_series(counts: pd.Series, source: str = "") -> LoadLog:
     arr = np.nan_to_num(binned.to_numpy(float), nan=0.0)
     if (arr < 0).any():
         raise InputError(f"{source or 'load series'}: negative request counts")
-    return LoadLog(start=start, step_s=step, arrivals=arr, minute=minute, source=source)
+    res = valid_resolution(int(native * 1e9)) if native > 60 else 1
+    bins = s.asfreq(f"{res}min") if res > 1 else None
+    return LoadLog(start=start, step_s=step, arrivals=arr, minute=minute, source=source,
+                   resolution_min=res, bins=bins)
 
 
 def load_log(path: str | Path, **reading: str | None) -> LoadLog:

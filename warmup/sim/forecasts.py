@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from warmcast.errors import InputError
+from warmcast.resolution import resolution_of, steps_for
 
 DEFAULT_LEVELS: tuple[float, ...] = (0.1, 0.5, 0.9)
 DAY = 1440
@@ -148,14 +149,25 @@ def make_forecaster(name: str, progress: bool = False):
 def online_forecasts(model, frame: pd.DataFrame, test_start: pd.Timestamp, minutes: int, horizon: int = 30,
                      levels: Sequence[float] = DEFAULT_LEVELS, fit: bool = True) -> ForecastBundle:
     """Fit ``model`` on the frame before ``test_start`` (unless fit=False) and forecast at
-    every test minute from the data strictly before it."""
+    every test minute from the data strictly before it.  A coarse frame (5-minute bins,
+    ``warmcast.resolution``) is forecast in its bins from the bins that have ended by each
+    minute, and the paths are given per minute as that bin's share (see :func:`_binned_paths`)."""
     levels = tuple(sorted(set(float(q) for q in levels)))
-    train = frame[frame.index < test_start]
+    res = resolution_of(frame)
+    if res > 1 and isinstance(model, SimSeasonalProfile):
+        raise InputError(f"{model.name} works per minute; this series has {res}-minute bins: "
+                         "use lstm, uc_fourier, holt_winters, seasonal_naive or persistence")
+    train = frame[frame.index + pd.Timedelta(minutes=res) <= test_start]  # bins that ended before the test
     t0 = time.perf_counter()
     if fit:
         model.fit(train)
     fit_s = time.perf_counter() - t0
     origins = pd.date_range(test_start, periods=minutes, freq="min")
+    if res > 1:
+        t1 = time.perf_counter()
+        paths = _binned_paths(model, frame, origins, horizon, levels, res)
+        return ForecastBundle(model=getattr(model, "name", type(model).__name__), levels=levels, paths=paths,
+                              fit_seconds=fit_s, predict_seconds=time.perf_counter() - t1)
     # Only data before the last origin is ever needed: cut the frame there, so nothing
     # after the test part can reach the model even by mistake.
     hist = frame[frame.index < origins[-1]]
@@ -168,3 +180,25 @@ def online_forecasts(model, frame: pd.DataFrame, test_start: pd.Timestamp, minut
     pred_s = time.perf_counter() - t1
     name = getattr(model, "name", type(model).__name__)
     return ForecastBundle(model=name, levels=levels, paths=paths, fit_seconds=fit_s, predict_seconds=pred_s)
+
+
+def _binned_paths(model, bins: pd.DataFrame, origins: pd.DatetimeIndex, horizon: int,
+                  levels: tuple[float, ...], res: int) -> dict[float, np.ndarray]:
+    """Per-minute paths from forecasts of ``res``-minute bins.  At minute t the newest forecast is
+    made at the start of t's bin from the bins before it (all ended by then); minute t + h gets
+    1/res of the forecast of the bin it falls in (the fleet replays a bin spread evenly too)."""
+    step = pd.Timedelta(minutes=res)
+    b0 = bins.index[0]
+    at = b0 + ((origins - b0) // step) * step  # the bin boundary at or before each minute
+    starts = pd.DatetimeIndex(at.unique())
+    leads = steps_for(horizon + res - 1, res)
+    hist = bins[bins.index < starts[-1]]
+    fcs = model.predict_origins(hist, list(starts), horizon=leads, quantiles=levels)
+    row = starts.get_indexer(at)
+    into = ((origins - at) // pd.Timedelta(minutes=1)).to_numpy()
+    k = (into[:, None] + np.arange(horizon)[None, :]) // res
+    out = {}
+    for q in levels:
+        per_bin = np.stack([np.asarray(f.quantile(q), dtype=float)[:leads] for f in fcs])
+        out[q] = per_bin[row[:, None], k] / res
+    return out
