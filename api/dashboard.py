@@ -10,6 +10,7 @@ from api import service
 from api.deps import ApiContext
 from api.schemas import DashboardOut, EventOut, ForecastOut, ReplicaPoint, Series
 from warmcast.errors import NotFoundError
+from warmcast.resolution import bin_label
 
 TS = service.TS
 _QUIET = {"", "none", "hold", "noop", "no_change", "nothing", "idle", "steady"}
@@ -85,4 +86,5 @@ def dashboard_data(ctx: ApiContext, dep: str, minutes: int) -> DashboardOut:
     return DashboardOut(deployment=dep, now=service.utcnow().strftime(TS), paused=ctx.state.paused(dep) is not None,
                         load=Series(times=[t.strftime(TS) for t in load.index], values=values),
                         forecast=ForecastOut(**fc) if fc else None, replicas=replicas, planned=planned,
-                        events=_events(ctx, dep, lo.strftime(TS)), notes=notes)
+                        events=_events(ctx, dep, lo.strftime(TS)), notes=notes,
+                        unit=bin_label(ctx.store.resolution(dep)) if days else "requests/min")

@@ -23,6 +23,7 @@ from api.deps import ApiContext
 from api.errors import DeadlineExceeded
 from forecaster.base import Forecast
 from warmcast.errors import NotFoundError
+from warmcast.resolution import bin_label, resolution_of, steps_for
 from warmcast.state import forecast_from_dict, forecast_to_dict
 
 TS = "%Y-%m-%d %H:%M:%S"
@@ -46,7 +47,7 @@ def utcnow() -> pd.Timestamp:
 def shape(doc: dict[str, Any], dep: str, horizon: int, quantiles: Sequence[float]) -> dict[str, Any]:
     """A forecast document cut to ``horizon`` minutes and the requested levels (the route's answer)."""
     fc = forecast_from_dict(doc)
-    h = min(horizon, fc.horizon)
+    h = min(steps_for(horizon, fc.step_min), fc.horizon)  # horizon in minutes; leads in the series' bins
     levels = {f"{q:g}": [round(float(v), 4) for v in fc.quantile(q)[:h]] for q in quantiles}
     return {
         "deployment": dep, "source": doc.get("source", "stored"), "origin": doc["origin"],
@@ -54,6 +55,7 @@ def shape(doc: dict[str, Any], dep: str, horizon: int, quantiles: Sequence[float
         "trained_at": doc.get("trained_at"), "note": doc.get("note", ""), "horizon": h,
         "times": [t.strftime(TS) for t in fc.index[:h]],
         "mean": [round(float(v), 4) for v in fc.mean[:h]], "quantiles": levels,
+        "resolution_min": fc.step_min, "unit": bin_label(fc.step_min),
     }
 
 
@@ -160,10 +162,10 @@ def _compute(ctx: ApiContext, dep: str, horizon: int, levels: tuple[float, ...],
         raise NotFoundError(f"deployment {dep!r} has no recent load to forecast from")
     with ctx.lock:  # one fit at a time: two would only share the same two cores
         fb, note = _fitted_model(ctx, dep, frame)
-        fc = fb.predict(frame, horizon=horizon, quantiles=levels)
+        fc = fb.predict(frame, horizon=steps_for(horizon, resolution_of(frame)), quantiles=levels)
         ctx.computations += 1
     if note and not fc.note:
-        fc = Forecast(fc.origin, fc.mean, fc.quantiles, fc.model, fc.version, note=note)
+        fc = Forecast(fc.origin, fc.mean, fc.quantiles, fc.model, fc.version, note=note, step_min=fc.step_min)
     doc = forecast_to_dict(fc, utcnow(), _trained_at(ctx, fc.version))
     doc["source"] = "computed"
     shaped = shape(doc, dep, horizon, levels)
@@ -182,7 +184,8 @@ def _history(ctx: ApiContext, dep: str, days: int | None = None) -> pd.DataFrame
 
 def _origin(frame: pd.DataFrame) -> str | None:
     """The minute a forecast from ``frame`` starts at."""
-    return (frame.index[-1] + pd.Timedelta(minutes=1)).strftime(TS) if len(frame) else None
+    step = pd.Timedelta(minutes=resolution_of(frame))  # after the last stored bin (ended: ingest keeps no other)
+    return (frame.index[-1] + step).strftime(TS) if len(frame) else None
 
 
 def _trained_at(ctx: ApiContext, version: str) -> str | None:

@@ -47,7 +47,9 @@ class ForecastOut(_Out):
     horizon: int
     times: list[str]
     mean: list[float]
-    quantiles: dict[str, list[float]] = Field(description="level ('0.1', '0.5', ...) -> requests/min per lead")
+    quantiles: dict[str, list[float]] = Field(description="level ('0.1', '0.5', ...) -> requests per lead (see unit)")
+    resolution_min: int = Field(1, description="minutes per lead: the stored series' resolution (5 for 5-minute counts)")
+    unit: str = Field("requests/min", description="what one value is: 'requests/min' or 'requests per 5 min'")
 
 
 class PlanOut(BaseModel):
@@ -228,3 +230,5 @@ class DashboardOut(_Out):
     events: list[EventOut]
     paused: bool
     notes: list[str]
+    unit: str = Field("requests/min", description="what one load or forecast value is: 'requests/min', or "
+                      "'requests per 5 min' for a deployment stored in 5-minute bins")

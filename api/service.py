@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from api import ondemand
 from api.deps import ApiContext
 from api.ondemand import TS, shape, utcnow
+from forecaster.base import per_minute_rate
 from warmcast.calibrations import load_capacities
 from warmcast.deployments import Deployment
 from warmcast.errors import InputError, NotFoundError
@@ -140,7 +141,9 @@ def _core_plan(ctx: ApiContext, dep: Deployment, doc: dict[str, Any], quantile: 
     lead = {} if lead_min is None else {"cold_start_min": float(lead_min), "margin_min": 0.0}
     cfg = replace(cfg, scaling=replace(cfg.scaling, quantile=quantile, target_utilisation=utilisation, **lead))
     fc = forecast_from_dict({"origin": doc["origin"], "mean": doc["mean"], "model": doc["model"],
-                             "quantiles": {str(quantile): doc["quantiles"][f"{quantile:g}"]}})
+                             "quantiles": {str(quantile): doc["quantiles"][f"{quantile:g}"]},
+                             "step_min": doc.get("resolution_min", 1)})
+    fc = per_minute_rate(fc)  # the plan is per minute: a coarse forecast enters as its per-minute rate
     return cfg, plan_replicas(cfg, forecast_input(fc), now.tz_localize("UTC").to_pydatetime())
 
 

@@ -141,6 +141,18 @@ def minute_series(history: pd.Series | pd.DataFrame) -> pd.Series:
     return with_resolution(s.asfreq(f"{res}min" if res > 1 else "min"), res)
 
 
+def per_minute_rate(f: Forecast) -> Forecast:
+    """A coarse forecast (requests per bin) as requests/min: each bin's value over its minutes,
+    for consumers that plan per minute; the note says it is a rate from bins."""
+    if f.step_min == 1:
+        return f
+    r = f.step_min
+    spread = lambda a: np.repeat(np.asarray(a, float) / r, r)  # noqa: E731
+    note = "; ".join(x for x in (f.note, f"requests/min (rate, from {r}-min bins)") if x)
+    return Forecast(f.origin, spread(f.mean), {q: spread(v) for q, v in f.quantiles.items()}, f.model, f.version,
+                    note, {k: spread(v) for k, v in f.extra.items()}, 1)
+
+
 def tokens_series(history: pd.Series | pd.DataFrame) -> pd.Series | None:
     """Total tokens per minute (input + output) when the history has them, else None."""
     if not isinstance(history, pd.DataFrame):

@@ -40,13 +40,15 @@ def forecast_to_dict(fc: Forecast, created_at: pd.Timestamp | None = None,
         "created_at": (created_at or pd.Timestamp.now(tz="UTC").tz_localize(None)).strftime("%Y-%m-%d %H:%M:%S"),
         "mean": [round(float(v), 4) for v in fc.mean],
         "quantiles": {str(q): [round(float(v), 4) for v in arr] for q, arr in sorted(fc.quantiles.items())},
+        **({"step_min": fc.step_min} if fc.step_min != 1 else {}),  # a coarse series' bins: requests per bin
     }
 
 
 def forecast_from_dict(d: dict[str, Any]) -> Forecast:
     return Forecast(origin=pd.Timestamp(d["origin"]), mean=np.asarray(d["mean"], float),
                     quantiles={float(q): np.asarray(v, float) for q, v in d["quantiles"].items()},
-                    model=d["model"], version=d.get("version", "0"), note=d.get("note", ""))
+                    model=d["model"], version=d.get("version", "0"), note=d.get("note", ""),
+                    step_min=int(d.get("step_min", 1)))
 
 
 def _clean(obj: Any) -> Any:
