@@ -360,10 +360,12 @@ def table(metrics: dict) -> str:
     """A plain-text table of the headline metrics, one row per model."""
     rows = [("model", "MAE", "MAE@1", "MAE@15", "MAE@30", "WAPE", "MASE(sn)", "cov10-90", "cov90",
              "pinball", "fit s", "ms/fc")]
+    r = metrics.get("resolution_min", 1)  # MAE@N: the lead that ends N minutes ahead (a bin's, on a coarse series)
     for name, m in sorted(metrics["models"].items(), key=lambda kv: kv[1]["mae"] or math.inf):
         bl = m["mae_by_lead"]
         f = lambda x, nd=1: "-" if x is None else f"{x:.{nd}f}"  # noqa: E731
-        rows.append((name, f(m["mae"]), f(bl[0]), f(bl[min(14, len(bl) - 1)]), f(bl[-1]), f(m["wape"], 3),
+        at = lambda minute: bl[min(max(minute // r, 1) - 1, len(bl) - 1)]  # noqa: E731
+        rows.append((name, f(m["mae"]), f(at(1)), f(at(15)), f(at(30)), f(m["wape"], 3),
                      f(m["mase_seasonal_naive"], 3), f(m["coverage_p10_p90"], 3), f(m["coverage_p90"], 3),
                      f(m["pinball"], 1), f(m["fit_seconds"], 1), f(m["predict_ms_per_forecast"], 2)))
     for name, why in metrics.get("skipped", {}).items():

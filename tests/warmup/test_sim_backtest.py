@@ -181,7 +181,6 @@ def test_a_coarse_series_is_forecast_in_its_bins_from_ended_bins_only():
     t = pd.date_range("2024-03-04", periods=3 * 144, freq="10min")
     counts = pd.Series(np.arange(len(t), dtype=float) * 10 + 1000, index=t)
     log = from_series(counts, source="ten-minute")
-    assert log.resolution_min == 10 and len(log.forecast_frame()) == len(t)
     cfg = FleetBacktestConfig(capacity_rpm=50, cold_start_min=5, test_start=pd.Timestamp("2024-03-06 00:00"),
                               forecaster="persistence")
     bundle = compute_forecasts(log, cfg, [0.5])
@@ -189,3 +188,4 @@ def test_a_coarse_series_is_forecast_in_its_bins_from_ended_bins_only():
     for i, minute in enumerate(pd.date_range("2024-03-06 00:00", periods=30, freq="min")):
         ended = counts[counts.index + pd.Timedelta(minutes=10) <= minute].iloc[-1]
         np.testing.assert_allclose(p50[i, 0], ended / 10, rtol=1e-6)
+    assert log.resolution_min == 10 and len(log.forecast_frame()) == len(t)
