@@ -23,7 +23,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from forecaster.base import DAY, DEFAULT_QUANTILES, BaseForecaster, Forecast, minute_series
+from forecaster.base import DAY, DEFAULT_QUANTILES, BaseForecaster, Forecast, minute_series, resolution
+from warmcast.resolution import steps_for
 from forecaster.baselines import HoltWinters, Persistence, SeasonalNaive, UCFourier
 
 _DEFAULT_ORDER = ("uc_fourier", "holt_winters", "seasonal_naive_week", "seasonal_naive_day", "persistence")
@@ -70,18 +71,19 @@ class FallbackForecaster(BaseForecaster):
 
     def _rank(self, history, hours: int) -> dict[str, float]:
         s = minute_series(history)
-        n = len(s)
-        if n < 2 * hours * 60:
+        n, r = len(s), resolution(s)  # positions are the series' steps (minutes, or coarser bins)
+        if n < 2 * hours * 60 // r:
             return {}
-        origins = s.index[n - hours * 60::30][:-1]
+        lead = steps_for(30, r)
+        origins = s.index[n - hours * 60 // r::lead][:-1]
         out = {}
         for b in self._fitted:
             errs = []
             try:
                 for o in origins:
                     pos = int(s.index.searchsorted(o))
-                    f = b.predict(s.iloc[:pos], horizon=30)
-                    act = s.iloc[pos:pos + 30].to_numpy()
+                    f = b.predict(s.iloc[:pos], horizon=lead)
+                    act = s.iloc[pos:pos + lead].to_numpy()
                     e = np.abs(f.mean[: len(act)] - act)
                     errs.append(e[np.isfinite(e)])
                 allerr = np.concatenate(errs) if errs else np.array([])
@@ -97,7 +99,7 @@ class FallbackForecaster(BaseForecaster):
         if self.primary is None:
             return self.primary_missing_reason
         s = minute_series(history)
-        observed = int(np.isfinite(s.to_numpy(dtype=float)).sum()) if len(s) else 0
+        observed = int(np.isfinite(s.to_numpy(dtype=float)).sum()) * resolution(s) if len(s) else 0
         if observed < self.min_history:
             return f"less than a day of history ({observed} observed minutes)"
         if self.max_age is not None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from forecaster.base import DAY, minute_series
+from forecaster.base import DAY, minute_series, resolution
 from forecaster.fallback import FallbackForecaster
 from forecaster.registry import DEFAULT_DEPLOYMENT, SHIPPED_DIR, ArtifactError, Registry
 from warmcast.errors import NotFoundError
@@ -116,6 +116,11 @@ def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=No
         shipped, why_not = shipped_model()
     if shipped is None:
         return Resolution(None, "baselines", f"no trained model for {deployment!r}{skipped}; {why_not}")
+    step = getattr(getattr(shipped, "cfg", None), "step_min", 1)
+    if len(frame) > 1 and resolution(frame) != step:
+        return Resolution(None, "baselines", f"no trained model for {deployment!r}{skipped}; the shipped default "
+                                             f"model forecasts {step}-minute steps and this deployment is stored in "
+                                             f"{resolution(frame)}-minute bins")
     wins, why = _judged(deployment, shipped, frame)
     prefix = f"no trained model for {deployment!r}{skipped}; "
     if wins:
