@@ -73,6 +73,21 @@ def test_the_unfinished_last_bin_is_not_stored(tmp_path):
     assert "not stored: it has not ended" in report.summary()
 
 
+def test_blank_intervals_count_for_the_grid(tmp_path):
+    """A per-minute series with every other minute blank is still per minute (its rows alone lie on
+    a 2-minute grid), and a series split over chunks keeps its 5-minute grid across them."""
+    t = pd.date_range("2024-03-04", periods=240, freq="min")
+    vals = np.where(np.arange(240) % 2, np.nan, 5.0)
+    pd.DataFrame({"time": t, "requests": vals}).to_csv(tmp_path / "m.csv", index=False)
+    _, report = aggregate_file([tmp_path / "m.csv"])
+    assert report.resolution_min == 1 and report.blank_intervals == 120
+    t5 = pd.date_range("2024-03-04", periods=40, freq="5min")
+    pd.DataFrame({"time": t5.strftime("%Y-%m-%d %H:%M:%S"), "requests": 3.0}).to_json(
+        tmp_path / "five.jsonl", orient="records", lines=True)
+    _, report = aggregate_file([tmp_path / "five.jsonl"], chunk_rows=1)  # JSON lines: one row per chunk
+    assert report.resolution_min == 5 and report.minutes == 40
+
+
 def test_real_ten_minute_trace_keeps_its_bins(shared_data, store):
     frame, report = aggregate_file([shared_data / "servegen_mmid_10min.csv"])
     assert report.resolution_min == 10

@@ -110,8 +110,10 @@ class _Fold:
                 report.duplicate_times += len(ns) - len(np.unique(ns))
                 steps = np.diff(np.unique(ns))
                 self.step_ns = min(self.step_ns, int(steps.min())) if len(steps) else self.step_ns
-                seen = ns if before == np.iinfo(np.int64).min else np.append(ns, before)  # across chunks too
-                self.grid_ns = grid_step_ns(seen, self.grid_ns)
+                # the grid counts blank intervals too (every other minute blank is still minutes), and
+                # spans chunks
+                seen = np.concatenate([ns, parsed.ns[blank], [] if before == np.iinfo(np.int64).min else [before]])
+                self.grid_ns = grid_step_ns(seen.astype(np.int64), self.grid_ns)
         kept = np.flatnonzero(keep)
         pick = (lambda a: None if a is None else a[keep])
         self.acc.add(ns // NS_PER_MIN, parsed.count[keep], pick(parsed.inp), pick(parsed.out),
