@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -98,7 +99,8 @@ def test_real_ten_minute_trace_keeps_its_bins(shared_data, store):
 
 def test_cli_ingest_and_summary_say_the_resolution(tmp_path, redis_server_url, key_prefix):
     five_minute_csv(tmp_path / "elb.csv")
-    env = {**os.environ, "WARMCAST_REDIS_URL": redis_server_url, "WARMCAST_KEY_PREFIX": key_prefix}
+    env = {**os.environ, "WARMCAST_REDIS_URL": redis_server_url, "WARMCAST_KEY_PREFIX": key_prefix,
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}  # this checkout, wherever the venv points
     run = lambda args: subprocess.run([sys.executable, "-m", "warmcast.cli", *args], capture_output=True,  # noqa: E731
                                       text=True, env=env, cwd=tmp_path, timeout=120)
     r = run(["ingest", "elb.csv", "-d", "elb", "--time-col", "timestamp", "--count-col", "value"])
