@@ -22,8 +22,10 @@ import httpx
 import numpy as np
 import pytest
 
-from test_vllm_server import VLLM_PY, server  # noqa: F401  (the module's real vLLM server fixture)
 from warmcast.calibrations import CalibrationStore
+from warmup.actuators.launch import default_vllm_python_path
+
+VLLM_PY = default_vllm_python_path()  # the real vLLM server fixture ``server`` is in conftest.py
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not VLLM_PY.exists(), reason=f"no vLLM virtualenv at {VLLM_PY}")]
