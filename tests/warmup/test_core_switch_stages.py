@@ -34,6 +34,7 @@ from warmup.core.switching import (
     targets_not_ready,
     transition,
 )
+from warmup.core.switch_capacity import ready_by_profile
 
 CFG = SwitchConfig(enabled=True, default_profile="day", prewarm_min=30, canary_share=0.2, hold_min=30,
                    rollback_p99_rise=0.2, max_prewarm_wait_min=10)
@@ -44,8 +45,9 @@ def tick(phase=SwitchPhase.STEADY, *, target="", ahead="day", want="day", p99=1.
          since: datetime | None = None, instances=None, replicas=10, blocked="", now=T0) -> SwitchTick:
     state = SwitchState(phase=phase, active_profile="day", target_profile=target, since=since,
                         baseline_p99_s=baseline, blocked_profile=blocked)
-    return SwitchTick(CFG, now, instances if instances is not None else fleet(replicas), p99, replicas, state,
-                      ahead, f"ahead asks {ahead}", want, f"now asks {want}")
+    insts = instances if instances is not None else fleet(replicas)
+    return SwitchTick(CFG, now, insts, p99, replicas, state, ahead, f"ahead asks {ahead}", want, f"now asks {want}",
+                      ready_by_profile(insts, "day"))
 
 
 def test_every_phase_has_a_step() -> None:
@@ -87,10 +89,10 @@ def test_steady_stays_when_the_active_profile_is_asked_for() -> None:
 
 
 @pytest.mark.parametrize("ahead,want", [("night", "day"), ("day", "night"), ("night", "night")])
-def test_steady_prewarms_a_canary_share_of_the_profile_asked_for(ahead, want) -> None:
+def test_steady_prewarms_the_whole_need_of_the_profile_asked_for(ahead, want) -> None:
     d, st, _ = steady_step(tick(ahead=ahead, want=want, p99=1.5, replicas=12))
     assert (d.action, st.phase, st.target_profile) == (SwitchAction.PREWARM, SwitchPhase.PREWARM, "night")
-    assert d.instances == 3  # ceil(0.2 * 12)
+    assert d.instances == 12 and st.need_rpm == 12  # no capacities configured: one req/min per replica
     assert st.baseline_p99_s == 1.5
     assert d.reason.code is ReasonCode.SWITCH_SCHEDULE
     assert (ahead if ahead == "night" else "now asks") in d.reason.text
@@ -115,8 +117,14 @@ def test_prewarm_waits_until_the_target_is_asked_for_now_and_learns_the_baseline
 
 def test_prewarm_moves_the_canary_once_asked_for_now() -> None:
     d, st, _ = prewarm_step(tick(SwitchPhase.PREWARM, target="night", ahead="night", want="night", p99=None,
-                                 baseline=1.1, since=T0 - minutes(30)))
+                                 baseline=1.1, since=T0 - minutes(30), instances=tagged(2, 0)))
     assert (d.action, st.phase, st.baseline_p99_s, d.share) == (SwitchAction.MOVE_CANARY, SwitchPhase.CANARY, 1.1, 0.2)
+
+
+def test_prewarm_waits_for_untagged_targets_no_more() -> None:
+    # Instances without a profile run the active one: none of them counts as a ready target.
+    t = tick(SwitchPhase.PREWARM, target="night", want="night", since=T0 - minutes(35))
+    assert targets_not_ready(t, t.state)[0].reason.code is ReasonCode.SWITCH_WAIT_READY
 
 
 def tagged(ready_night: int, booting_night: int) -> tuple[Instance, ...]:
@@ -132,11 +140,10 @@ def test_targets_not_ready_waits_for_ready_target_instances() -> None:
     assert st.phase is SwitchPhase.PREWARM
 
 
-def test_targets_not_ready_passes_when_ready_untagged_or_waited_too_long() -> None:
+def test_targets_not_ready_passes_when_ready_or_waited_too_long() -> None:
     ready = tick(SwitchPhase.PREWARM, target="night", since=T0 - minutes(35), instances=tagged(2, 0))
-    untagged = tick(SwitchPhase.PREWARM, target="night", since=T0 - minutes(35))
     too_long = tick(SwitchPhase.PREWARM, target="night", since=T0 - minutes(41), instances=tagged(0, 2))
-    for t in (ready, untagged, too_long):
+    for t in (ready, too_long):
         assert targets_not_ready(t, t.state) is None
 
 
@@ -158,21 +165,22 @@ def test_rollback_on_p99_only_above_the_limit() -> None:
     assert rollback_on_p99(canary(p99=5.0, baseline=None)) is None
     d, st, ev = rollback_on_p99(canary(p99=1.5))
     assert (d.action, d.to_profile, st.phase, st.blocked_profile) == (
-        SwitchAction.ROLLBACK, "day", SwitchPhase.PAUSED, "night")
+        SwitchAction.ROLLBACK, "day", SwitchPhase.ROLLBACK, "night")
     assert [e.kind for e in ev] == ["alert"] and st.transitions[-1].to_profile == "night"
 
 
 def test_cancel_during_hold_moves_the_canary_back_without_alert() -> None:
     assert cancel_during_hold(canary()) is None
     d, st, ev = cancel_during_hold(canary(want="day"))
-    assert (d.action, d.to_profile, st.phase, ev) == (SwitchAction.ROLLBACK, "day", SwitchPhase.STEADY, ())
+    assert (d.action, d.to_profile, st.phase, ev) == (SwitchAction.ROLLBACK, "day", SwitchPhase.ROLLBACK, ())
+    assert st.target_profile == "night" and st.blocked_profile == ""   # retired once day is ready again
 
 
-def test_complete_after_hold_makes_the_target_active() -> None:
+def test_complete_after_hold_starts_the_move_day_still_active() -> None:
     assert complete_after_hold(canary(in_phase=29)) is None
     d, st, ev = complete_after_hold(canary(in_phase=30, p99=None))
-    assert (d.action, d.share, st.active_profile, st.phase) == (SwitchAction.MOVE_ALL, 1.0, "night", SwitchPhase.STEADY)
-    assert "P99 unknown" in d.reason.text and [e.kind for e in ev] == ["info"]
+    assert (d.action, d.share, st.active_profile, st.phase) == (SwitchAction.MOVE_ALL, 1.0, "day", SwitchPhase.MOVE)
+    assert "P99 unknown" in d.reason.text and "only as night replicas are ready" in d.reason.text and ev == ()
 
 
 def test_hold_canary_says_how_long_is_left() -> None:

@@ -37,12 +37,20 @@ def step(state, now, p99=1.0, instances=None, cfg=CFG, replicas=10, fc=None):
                          replicas, "day")
 
 
+def both(day: int, night: int, night_booting: int = 0) -> tuple[Instance, ...]:
+    """``day`` ready day instances, ``night`` ready and ``night_booting`` booting night ones."""
+    return (fleet(day, profile="day") + tuple(Instance(f"n{i}", InstanceState.READY_BUSY, profile="night")
+                                              for i in range(night))
+            + tuple(Instance(f"nb{i}", InstanceState.BOOTING, profile="night") for i in range(night_booting)))
+
+
 def to_canary(p99=1.0):
-    """Drive the machine from steady day to the night canary at 22:00 Berlin (20:00 UTC in May)."""
+    """Drive the machine from steady day to the night canary at 22:00 Berlin (20:00 UTC in May):
+    10 day replicas serve 3000 req/min; night's whole need is 15 replicas of 200."""
     st = SwitchState()
     d, st, _ = step(st, utc(19, 30), p99)
     assert d.action is SwitchAction.PREWARM
-    d, st, _ = step(st, utc(20, 0), p99)
+    d, st, _ = step(st, utc(20, 0), p99, instances=both(10, 15))
     assert d.action is SwitchAction.MOVE_CANARY
     return st
 
@@ -63,65 +71,84 @@ def test_steady_does_nothing_with_reason() -> None:
     assert st.phase is SwitchPhase.STEADY and st.active_profile == "day" and st.transitions == ()
 
 
-def test_steady_to_prewarm_thirty_minutes_ahead() -> None:
+def test_steady_to_prewarm_the_whole_need_one_cold_start_ahead() -> None:
     d, st, _ = step(SwitchState(), utc(19, 29))
     assert d.action is SwitchAction.NONE
     d, st, _ = step(st, utc(19, 30), replicas=12)
-    assert d.action is SwitchAction.PREWARM and d.to_profile == "night" and d.instances == 2  # ceil(10% of 12)
+    # 12 day replicas serve 3600 req/min: night (200 each) needs 18, all started now; day is untouched.
+    assert d.action is SwitchAction.PREWARM and d.to_profile == "night" and d.instances == 18
+    assert d.replicas == (("day", 12), ("night", 18)) and "whole need" in d.reason.text
     assert d.reason.code is ReasonCode.SWITCH_SCHEDULE
-    assert st.phase is SwitchPhase.PREWARM and st.target_profile == "night"
+    assert st.phase is SwitchPhase.PREWARM and st.target_profile == "night" and st.need_rpm == 3600
     tr = st.transitions[-1]
     assert (tr.from_phase, tr.to_phase, tr.reason.code) == (SwitchPhase.STEADY, SwitchPhase.PREWARM,
                                                             ReasonCode.SWITCH_SCHEDULE)
 
 
+def test_prewarm_lead_is_the_configured_cold_start() -> None:
+    cfg = replace(CFG, prewarm_min=4.0, lead_source="P90 of 3 measured launches")
+    d, st, _ = step(SwitchState(), utc(19, 55), cfg=cfg)
+    assert d.action is SwitchAction.NONE
+    d, st, _ = step(st, utc(19, 56), cfg=cfg)
+    assert d.action is SwitchAction.PREWARM and "4.0 min, P90 of 3 measured launches" in d.reason.text
+
+
 def test_prewarm_waits_for_the_window_then_moves_canary() -> None:
     _, st, _ = step(SwitchState(), utc(19, 30), p99=1.0)
-    d, st, _ = step(st, utc(19, 45), p99=1.1)
+    d, st, _ = step(st, utc(19, 45), p99=1.1, instances=both(10, 0, 15))
     assert d.action is SwitchAction.NONE and d.reason.code is ReasonCode.SWITCH_PREWARMING
-    d, st, _ = step(st, utc(20, 0), p99=1.2)
+    assert d.replicas == (("day", 10), ("night", 15))
+    d, st, _ = step(st, utc(20, 0), p99=1.2, instances=both(10, 15))
     assert d.action is SwitchAction.MOVE_CANARY and d.share == pytest.approx(0.1)
     assert st.phase is SwitchPhase.CANARY and st.baseline_p99_s == 1.2   # the last pre-switch P99
+    assert d.replicas == (("day", 9), ("night", 15))   # day gives up 10% of 3000 req/min
 
 
 def test_prewarm_waits_until_target_instances_are_ready() -> None:
     _, st, _ = step(SwitchState(), utc(19, 30))
-    inst = fleet(9, profile="day") + (Instance("n0", InstanceState.BOOTING, profile="night"),)
-    d, st, _ = step(st, utc(20, 0), instances=inst)
+    d, st, _ = step(st, utc(20, 0), instances=both(10, 1, 14))
     assert d.action is SwitchAction.NONE and d.reason.code is ReasonCode.SWITCH_WAIT_READY
-    inst = fleet(9, profile="day") + (Instance("n0", InstanceState.READY_IDLE, profile="night"),)
-    d, st, _ = step(st, utc(20, 1), instances=inst)
+    assert "only 1 of 2" in d.reason.text
+    d, st, _ = step(st, utc(20, 1), instances=both(10, 2, 13))
     assert d.action is SwitchAction.MOVE_CANARY
+    # The canary gives up only what ready night replicas cover: 2 x 200 of 3000 req/min.
+    assert d.replicas == (("day", 9), ("night", 15))
 
 
-def test_prewarm_cancelled_when_ask_goes_away() -> None:
-    cfg = replace(CFG, windows=(ScheduleWindow("night", time(22, 0), time(22, 10)),))
-    _, st, _ = step(SwitchState(), utc(19, 30), cfg=cfg)
-    assert st.phase is SwitchPhase.PREWARM
-    d, st, _ = step(st, utc(20, 10), cfg=cfg)  # window over at 22:10 Berlin, next one is tomorrow
-    assert d.action is SwitchAction.CANCEL and d.reason.code is ReasonCode.SWITCH_CANCELLED
-    assert st.phase is SwitchPhase.STEADY and st.active_profile == "day"
-
-
-def test_canary_holds_then_moves_all() -> None:
+def test_move_retires_day_only_as_night_becomes_ready_then_settles() -> None:
     st = to_canary(p99=1.0)
-    d, st, _ = step(st, utc(20, 15), p99=1.15)      # +15%: inside the 20% limit
+    d, st, _ = step(st, utc(20, 15), p99=1.15, instances=both(9, 15))      # +15%: inside the 20% limit
     assert d.action is SwitchAction.NONE and d.reason.code is ReasonCode.SWITCH_HOLD
-    d, st, ev = step(st, utc(20, 30), p99=1.1)
-    assert d.action is SwitchAction.MOVE_ALL and d.reason.code is ReasonCode.SWITCH_COMPLETE
-    assert st.phase is SwitchPhase.STEADY and st.active_profile == "night"
-    assert ev and ev[0].kind == "info"
-    d, st, _ = step(st, utc(21, 0))
-    assert d.action is SwitchAction.NONE and d.reason.code is ReasonCode.SWITCH_STEADY
+    d, st, ev = step(st, utc(20, 30), p99=1.1, instances=both(9, 6, 9))    # 9 night replicas went down
+    assert d.action is SwitchAction.MOVE_ALL and st.phase is SwitchPhase.MOVE and st.active_profile == "day"
+    assert d.replicas == (("day", 6), ("night", 15))   # 3000 - 6 x 200 = 1800 uncovered: 6 day replicas
+    d, st, _ = step(st, utc(20, 31), p99=1.1, instances=both(6, 12, 3))
+    assert d.reason.code is ReasonCode.SWITCH_MOVING and d.replicas == (("day", 2), ("night", 15))
+    d, st, _ = step(st, utc(20, 32), p99=1.1, instances=both(2, 15))
+    assert st.phase is SwitchPhase.SETTLE and d.replicas == (("day", 0), ("night", 15))
+    d, st, _ = step(st, utc(20, 40), p99=1.1, instances=both(0, 15))
+    assert d.reason.code is ReasonCode.SWITCH_SETTLING and "7 min of the settle window left" in d.reason.text
+    d, st, ev = step(st, utc(20, 47), p99=1.1, instances=both(0, 15))
+    assert d.action is SwitchAction.SETTLED and st.phase is SwitchPhase.STEADY and st.active_profile == "night"
+    assert d.replicas == (("day", 0), ("night", 15)) and ev and ev[0].kind == "info"
+    d, st, _ = step(st, utc(21, 0), instances=both(0, 15))
+    assert d.action is SwitchAction.NONE and d.reason.code is ReasonCode.SWITCH_STEADY and d.replicas == ()
 
 
-def test_canary_rolls_back_on_p99_regression_with_alert() -> None:
+def test_canary_rolls_back_on_p99_regression_with_alert_old_capacity_first() -> None:
     st = to_canary(p99=1.0)
-    d, st, ev = step(st, utc(20, 10), p99=1.25)
+    d, st, ev = step(st, utc(20, 10), p99=1.25, instances=both(9, 15))
     assert d.action is SwitchAction.ROLLBACK and d.reason.code is ReasonCode.SWITCH_ROLLBACK_P99
     assert d.to_profile == "day" and d.from_profile == "day"
-    assert st.phase is SwitchPhase.PAUSED and st.active_profile == "day" and st.blocked_profile == "night"
+    assert st.phase is SwitchPhase.ROLLBACK and st.blocked_profile == "night"
     assert len(ev) == 1 and ev[0].kind == "alert" and "25%" in ev[0].reason.text
+    # Day back to its whole need; night keeps what 9 ready day replicas do not cover (300 req/min).
+    assert d.replicas == (("day", 10), ("night", 2))
+    d, st, _ = step(st, utc(20, 11), p99=1.0, instances=both(9, 15, 0) + fleet(0, 1, profile="day"))
+    assert d.reason.code is ReasonCode.SWITCH_RESTORING and d.replicas == (("day", 10), ("night", 2))
+    d, st, ev = step(st, utc(20, 14), p99=1.0, instances=both(10, 15))
+    assert d.action is SwitchAction.RESTORED and st.phase is SwitchPhase.PAUSED and not ev
+    assert d.replicas == (("night", 0), ("day", 10)) and st.active_profile == "day"
     # Paused for the rest of the window: no new attempt.
     d, st, ev = step(st, utc(23, 0), p99=1.0)
     assert d.action is SwitchAction.NONE and d.reason.code is ReasonCode.SWITCH_PAUSED and not ev
@@ -134,34 +161,53 @@ def test_canary_rolls_back_on_p99_regression_with_alert() -> None:
     assert d.action is SwitchAction.PREWARM
 
 
+@pytest.mark.parametrize("phase_at", [(SwitchPhase.MOVE, 31), (SwitchPhase.SETTLE, 40)])
+def test_breaker_watches_the_move_and_the_settle_window(phase_at) -> None:
+    phase, minute = phase_at
+    st = to_canary(p99=1.0)
+    _, st, _ = step(st, utc(20, 30), p99=1.0, instances=both(9, 6, 9))
+    if phase is SwitchPhase.SETTLE:
+        _, st, _ = step(st, utc(20, 32), p99=1.0, instances=both(0, 15))
+    assert st.phase is phase
+    d, st, ev = step(st, utc(20, minute), p99=1.3, instances=both(0, 15))
+    assert d.action is SwitchAction.ROLLBACK and st.phase is SwitchPhase.ROLLBACK and ev[0].kind == "alert"
+    assert phase.value in d.reason.text and d.replicas == (("day", 10), ("night", 15))
+
+
 def test_canary_rolled_back_without_alert_when_ask_ends_during_hold() -> None:
     cfg = replace(CFG, windows=(ScheduleWindow("night", time(22, 0), time(22, 10)),))
     _, st, _ = step(SwitchState(), utc(19, 30), cfg=cfg)
-    d, st, _ = step(st, utc(20, 0), cfg=cfg)
+    d, st, _ = step(st, utc(20, 0), cfg=cfg, instances=both(10, 15))
     assert st.phase is SwitchPhase.CANARY
-    d, st, ev = step(st, utc(20, 10), cfg=cfg)
+    d, st, ev = step(st, utc(20, 10), cfg=cfg, instances=both(9, 15))
     assert d.action is SwitchAction.ROLLBACK and d.reason.code is ReasonCode.SWITCH_CANCELLED and not ev
-    assert st.phase is SwitchPhase.STEADY and st.active_profile == "day"
+    assert st.phase is SwitchPhase.ROLLBACK and st.blocked_profile == ""
+    d, st, _ = step(st, utc(20, 12), cfg=cfg, instances=both(10, 15))
+    assert d.action is SwitchAction.RESTORED and st.phase is SwitchPhase.STEADY and st.active_profile == "day"
 
 
 def test_morning_switch_runs_in_reverse() -> None:
     st = SwitchState(active_profile="night")
     d, st, _ = step(st, utc(4, 29, day=18))          # 06:29 Berlin
     assert d.action is SwitchAction.NONE
-    d, st, _ = step(st, utc(4, 30, day=18))
-    assert d.action is SwitchAction.PREWARM and d.to_profile == "day"
-    d, st, _ = step(st, utc(5, 0, day=18))
+    d, st, _ = step(st, utc(4, 30, day=18))          # 10 night replicas: 2000 req/min, 7 day ones
+    assert d.action is SwitchAction.PREWARM and d.to_profile == "day" and d.replicas == (("night", 10), ("day", 7))
+    mixed = both(0, 10) + fleet(7, profile="day")
+    d, st, _ = step(st, utc(5, 0, day=18), instances=mixed)
     assert d.action is SwitchAction.MOVE_CANARY and d.to_profile == "day"
-    d, st, _ = step(st, utc(5, 30, day=18))
-    assert d.action is SwitchAction.MOVE_ALL and st.active_profile == "day"
+    d, st, _ = step(st, utc(5, 30, day=18), instances=mixed)
+    assert d.action is SwitchAction.MOVE_ALL and st.phase is SwitchPhase.MOVE
+    d, st, _ = step(st, utc(5, 31, day=18), instances=mixed)
+    d, st, _ = step(st, utc(5, 50, day=18), instances=fleet(7, profile="day"))
+    assert d.action is SwitchAction.SETTLED and st.active_profile == "day"
 
 
 def test_every_transition_is_recorded_with_reason() -> None:
     st = to_canary()
-    _, st, _ = step(st, utc(20, 30))
+    _, st, _ = step(st, utc(20, 30), instances=both(9, 15))
     phases = [(t.from_phase, t.to_phase) for t in st.transitions]
     assert phases == [(SwitchPhase.STEADY, SwitchPhase.PREWARM), (SwitchPhase.PREWARM, SwitchPhase.CANARY),
-                      (SwitchPhase.CANARY, SwitchPhase.STEADY)]
+                      (SwitchPhase.CANARY, SwitchPhase.MOVE)]
     assert all(t.reason.text for t in st.transitions)
     assert [t.at for t in st.transitions] == [utc(19, 30), utc(20, 0), utc(20, 30)]
 
@@ -169,9 +215,9 @@ def test_every_transition_is_recorded_with_reason() -> None:
 def test_without_p99_the_switch_proceeds_and_says_so() -> None:
     st = SwitchState()
     _, st, _ = step(st, utc(19, 30), p99=None)
-    d, st, _ = step(st, utc(20, 0), p99=None)
+    d, st, _ = step(st, utc(20, 0), p99=None, instances=both(10, 15))
     assert d.action is SwitchAction.MOVE_CANARY and d.reason.code is ReasonCode.SWITCH_NO_P99
-    d, st, _ = step(st, utc(20, 10), p99=None)
+    d, st, _ = step(st, utc(20, 10), p99=None, instances=both(9, 15))
     assert d.reason.code is ReasonCode.SWITCH_HOLD
 
 

@@ -156,6 +156,8 @@ class SwitchConfig:
     hold_min: float = 30.0
     rollback_p99_rise: float = 0.2
     max_prewarm_wait_min: float = 30.0   # after the window starts, wait at most this for ready targets
+    settle_min: float = 15.0             # the P99 breaker keeps watching this long after the move
+    lead_source: str = ""                # where prewarm_min came from (the measured cold start), for reasons
 
     def __post_init__(self) -> None:
         if self.trigger not in ("schedule", "context_mix"):

@@ -64,8 +64,10 @@ class SwitchAction(str, Enum):
     NONE = "none"
     PREWARM = "prewarm"          # start ``instances`` target-profile instances
     MOVE_CANARY = "move_canary"  # move ``share`` of capacity to the target profile
-    MOVE_ALL = "move_all"
-    ROLLBACK = "rollback"        # move the canary back to ``to_profile`` (the previous one)
+    MOVE_ALL = "move_all"        # retire the old profile as the target becomes ready
+    SETTLED = "settled"          # the target held through the settle window: it is the active profile
+    ROLLBACK = "rollback"        # restore ``to_profile`` (the previous one), then retire the target
+    RESTORED = "restored"        # the previous profile's ready capacity is back: the target is retired
     CANCEL = "cancel"            # drop pre-warmed target instances
 
 
@@ -78,6 +80,9 @@ class SwitchDecision:
     to_profile: str = ""
     share: float = 0.0
     instances: int = 0
+    # Replicas per profile this tick (during a switch; empty when the planner alone sizes the fleet).
+    # The actuator raises before it lowers, so ready capacity never dips below ``need_rpm``.
+    replicas: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

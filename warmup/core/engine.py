@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from warmup.core.prescale import decide_scale
-from warmup.core.switching import decide_switch
+from warmup.core.switching import IN_SWITCH, decide_switch, replicas_of
 from warmup.core.config import CoreConfig
 from warmup.core.decisions import TickOutput
 from warmup.core.inputs import TickInput, as_utc
-from warmup.core.state import PolicyState, SwitchPhase
+from warmup.core.state import PolicyState
+from warmup.core.switch_capacity import ready_by_profile
 from warmup.core.warmup import decide_warmup
 
 
@@ -26,9 +27,16 @@ def planning_capacity(cfg: CoreConfig, state: PolicyState, active_profile: str) 
         return base
     active = state.switch.active_profile or active_profile or sw.default_profile
     cap = sw.capacity_of(active, base)
-    if state.switch.phase in (SwitchPhase.PREWARM, SwitchPhase.CANARY) and state.switch.target_profile:
+    if state.switch.phase in IN_SWITCH and state.switch.target_profile:
         cap = min(cap, sw.capacity_of(state.switch.target_profile, base))
     return cap
+
+
+def switch_need(cfg: CoreConfig, raw_replicas: int, capacity_rpm: float) -> float:
+    """The capacity (req/min) a switch keeps ready: the planner's raw need (forecast or load, before
+    stabilisation) inside the replica bounds, at the planning capacity."""
+    sc = cfg.scaling
+    return float(min(max(raw_replicas, sc.min_replicas), max(sc.max_replicas, sc.min_replicas)) * capacity_rpm)
 
 
 def decide(cfg: CoreConfig, inp: TickInput, state: PolicyState | None = None) -> TickOutput:
@@ -36,14 +44,23 @@ def decide(cfg: CoreConfig, inp: TickInput, state: PolicyState | None = None) ->
     state = state or PolicyState()
     now = as_utc(inp.now)
     provisioned = len(inp.instances)
+    ready = dict(inp.ready_by_profile) if inp.ready_by_profile else None
 
+    before = state.switch
     sw_dec, sw_state, events = decide_switch(cfg.switch, now, inp.instances, inp.p99_latency_s, inp.forecast,
-                                             state.switch, provisioned, inp.active_profile)
+                                             state.switch, provisioned, inp.active_profile, ready=ready)
     state = replace(state, switch=sw_state)
     cap = planning_capacity(cfg, state, inp.active_profile)
 
     scale, state = decide_scale(cfg.scaling, now, inp.instances, inp.observed_rpm, inp.queue_depth,
                                 inp.forecast, state, capacity_rpm=cap, errors=inp.recent_errors)
+    if sw_dec.replicas:  # a switch sizes each profile from the plan's need now, not the old fleet's
+        need = switch_need(cfg, scale.raw, cap)
+        if state.switch.phase in IN_SWITCH:
+            state = replace(state, switch=replace(state.switch, need_rpm=need))
+        sw_dec = replace(sw_dec, replicas=replicas_of(cfg.switch, before, state.switch, need,
+                                                      ready if ready is not None else
+                                                      ready_by_profile(inp.instances, sw_state.active_profile)))
     wu, wu_state = decide_warmup(cfg.warmup, now, inp.instances, inp.observed_rpm, inp.queue_depth,
                                  inp.p99_latency_s, inp.forecast, state.warmup, cap)
     state = replace(state, warmup=wu_state)

@@ -116,3 +116,4 @@ class TickInput:
     active_profile: str = ""
     recent_errors: tuple[float, ...] = ()     # actual minus planned-quantile forecast at the buffer's short
     #                                           lead, req/min, oldest first (warmup/core/buffer.py)
+    ready_by_profile: tuple[tuple[str, int], ...] = ()   # () : counted from the instances' profiles

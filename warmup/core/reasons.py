@@ -41,6 +41,10 @@ class ReasonCode(str, Enum):
     SWITCH_CANARY = "switch_canary"
     SWITCH_HOLD = "switch_hold"
     SWITCH_COMPLETE = "switch_complete"
+    SWITCH_MOVING = "switch_moving"                  # old retired only as target replicas are ready
+    SWITCH_SETTLING = "switch_settling"              # the target serves all; the breaker still watches
+    SWITCH_RESTORING = "switch_restoring"            # rollback: old capacity not ready again yet
+    SWITCH_RESTORED = "switch_restored"
     SWITCH_CANCELLED = "switch_cancelled"
     SWITCH_ROLLBACK_P99 = "switch_rollback_p99"
     SWITCH_PAUSED = "switch_paused"

@@ -16,6 +16,9 @@ class SwitchPhase(str, Enum):
     STEADY = "steady"        # one profile serves everything
     PREWARM = "prewarm"      # target-profile instances are being started ahead of the switch
     CANARY = "canary"        # canary share moved; holding while P99 is compared with the baseline
+    MOVE = "move"            # old-profile replicas retired only as target replicas become ready
+    SETTLE = "settle"        # the target serves everything; still watched until it has held
+    ROLLBACK = "rollback"    # the old profile's ready capacity restored before the target is retired
     PAUSED = "paused"        # rolled back after a P99 regression; no retry until the ask changes
 
 
@@ -37,6 +40,7 @@ class SwitchState:
     since: Optional[datetime] = None
     baseline_p99_s: Optional[float] = None
     blocked_profile: str = ""                       # target rolled back from; not retried while asked
+    need_rpm: Optional[float] = None                # capacity (req/min) the switch keeps ready throughout
     transitions: tuple[Transition, ...] = ()
 
 

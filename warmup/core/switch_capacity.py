@@ -1,0 +1,62 @@
+"""Replicas per profile during a profile switch: make before break, in capacity terms.
+
+One rule covers the move and the rollback: the side that is leaving keeps what the *ready*
+capacity of the side that is arriving does not cover yet,
+
+    keep(leaving) = ceil(max(0, need - ready(arriving) * capacity(arriving)) / capacity(leaving))
+
+so old replicas go only as target replicas become ready, and on a rollback the target goes only
+once the old profile's ready capacity is back.  ``need`` is the capacity in requests/min the plan
+needs (the planner's need, or what the old profile served when the switch began).  Pure.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Optional
+
+from warmup.core.config import SwitchConfig
+from warmup.core.inputs import Instance
+from warmup.core.state import SwitchPhase, SwitchState
+
+Replicas = tuple[tuple[str, int], ...]
+
+
+def whole(need_rpm: float, cap: float) -> int:
+    """Replicas of capacity ``cap`` that serve ``need_rpm`` (at least one)."""
+    return max(1, int(math.ceil(need_rpm / cap - 1e-9))) if cap > 0 else 1
+
+
+def keep(need_rpm: float, ready_arriving: int, cap_arriving: float, cap_leaving: float) -> int:
+    """Replicas the leaving side keeps: what the arriving side's ready capacity does not cover."""
+    uncovered = max(0.0, need_rpm - ready_arriving * cap_arriving)
+    return int(math.ceil(uncovered / cap_leaving - 1e-9)) if cap_leaving > 0 else 0
+
+
+def ready_by_profile(instances: tuple[Instance, ...], active: str) -> dict[str, int]:
+    """Ready instances per profile (an untagged instance runs the active profile)."""
+    out: dict[str, int] = {}
+    for i in instances:
+        if i.state.ready:
+            p = i.profile or active
+            out[p] = out.get(p, 0) + 1
+    return out
+
+
+def split(cfg: SwitchConfig, st: SwitchState, need_rpm: Optional[float], ready: Mapping[str, int],
+          fallback_cap: float = 1.0) -> Replicas:
+    """Replicas per profile for ``st``'s phase (empty outside a switch): old first, target second."""
+    old, new = st.active_profile, st.target_profile
+    if st.phase in (SwitchPhase.STEADY, SwitchPhase.PAUSED) or not new or need_rpm is None:
+        return ()
+    ca, ct = cfg.capacity_of(old, fallback_cap), cfg.capacity_of(new, fallback_cap)
+    target = whole(need_rpm, ct)
+    if st.phase is SwitchPhase.PREWARM:       # the old side untouched; the target's whole need boots
+        return (old, whole(need_rpm, ca)), (new, target)
+    left = keep(need_rpm, ready.get(new, 0), ct, ca)
+    if st.phase is SwitchPhase.CANARY:        # the old side gives up the canary share, if covered
+        canary = max(0, int(math.ceil((1.0 - cfg.canary_share) * need_rpm / ca - 1e-9)))
+        return (old, max(canary, left)), (new, target)
+    if st.phase in (SwitchPhase.MOVE, SwitchPhase.SETTLE):
+        return (old, left), (new, target)
+    back = keep(need_rpm, ready.get(old, 0), ca, ct)   # ROLLBACK: the old side first
+    return (old, whole(need_rpm, ca)), (new, back)
