@@ -172,6 +172,12 @@ def test_profile_switches_are_simulated(tmp_path) -> None:
     assert run.capacity is not None and set(np.unique(run.capacity)) >= {200.0, 300.0}
     night = res.split.times.hour == 2
     assert (run.capacity[night] == 200.0).all()
+    # A switch is launches of the target one cold start (15 min) ahead and removals of the old as the
+    # target becomes ready: it costs GPU-hours, never ready capacity (no request late during one).
+    row = res.rows["predictive"]
+    assert row["switch_gpu_hours"] > 0 and row["late_during_switches"] == 0.0
+    starts = res.split.times[np.flatnonzero(np.diff(run.switching.astype(int)) == 1) + 1]
+    assert {t.strftime("%H:%M") for t in starts} == {"21:45", "06:45"}
 
 
 def test_a_coarse_series_is_forecast_in_its_bins_from_ended_bins_only():

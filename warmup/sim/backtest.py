@@ -20,6 +20,7 @@ from warmup.core import CoreConfig, replicas_for
 from warmup.sim.data import LoadLog
 from warmup.sim.fleet import FleetParams, FleetRun, Observation, run_online, run_plan, summarise
 from warmup.sim.forecasts import ForecastBundle, make_forecaster, online_forecasts
+from warmup.sim.switches import ProfilePolicy, run_profiles, uses_profiles
 from warmup.sim.policies import CorePolicy, QueueKEDA, ReactiveHPA, StaticPeak, oracle_need, oracle_plan
 
 POLICIES = ("static", "reactive", "queue", "predictive", "oracle")
@@ -69,9 +70,10 @@ class FleetBacktestConfig:
                      target_utilisation=self.target_utilisation if self.core is None
                      else base.scaling.target_utilisation)
         sw = base.switch
-        if sw.enabled:  # the simulated capacity of the default profile is the one given
-            caps = tuple((n, c) for n, c in sw.profile_capacity if n != sw.default_profile)
-            sw = replace(sw, profile_capacity=((sw.default_profile, self.capacity_rpm),) + caps)
+        if sw.enabled:  # the simulated capacity of the default profile is the one given; the pre-warm
+            caps = tuple((n, c) for n, c in sw.profile_capacity if n != sw.default_profile)  # lead: one cold start
+            sw = replace(sw, profile_capacity=((sw.default_profile, self.capacity_rpm),) + caps,
+                         prewarm_min=self.cold_start_min, lead_source="the simulated cold start")
         return replace(base, scaling=sc, switch=sw)
 
 
@@ -185,7 +187,8 @@ def _predictive(split: Split, cfg: FleetBacktestConfig, bundle: Optional[Forecas
     times = [t.to_pydatetime() for t in split.times]
     if bundle is None:
         raise InputError("the predictive policy needs forecasts")
-    pol = CorePolicy(core, times, bundle.levels, bundle.paths, record=cfg.record_decisions, model=bundle.model)
+    kind = ProfilePolicy if uses_profiles(core) else CorePolicy
+    pol = kind(core, times, bundle.levels, bundle.paths, record=cfg.record_decisions, model=bundle.model)
     s = core.scaling
     info = {"forecaster": bundle.model, "quantile": s.quantile, "target_utilisation": s.target_utilisation,
             "lead_min": s.lead_min, "stabilisation_s": s.stabilisation_s, "cooldown_down_s": s.cooldown_down_s,
@@ -233,7 +236,10 @@ def run_policy(name: str, split: Split, cfg: FleetBacktestConfig, bundle: Option
         else:
             raise InputError(f"unknown policy {name!r}; use {', '.join(POLICIES)}")
         n0 = _initial(pol, split)
-        run = run_online(pol, split.arrivals, split.minute_before, params, n0)
+        if isinstance(pol, ProfilePolicy):  # switches as launches and removals per profile
+            run = run_profiles(pol, split.arrivals, split.minute_before, params, n0)
+        else:
+            run = run_online(pol, split.arrivals, split.minute_before, params, n0)
         run.name = name
         if isinstance(pol, CorePolicy):
             run.warmups = pol.warmups
@@ -329,11 +335,12 @@ def write_outputs(result: FleetResult, out: str | Path, plot: bool = True) -> li
 
 def format_table(rows: dict[str, dict]) -> str:
     head = (f"{'policy':<22}{'GPU-h':>9}{'x oracle':>10}{'late>5s %':>11}{'short min':>10}"
-            f"{'scale acts':>11}{'launches':>9}{'warmups':>8}{'switches':>9}")
+            f"{'scale acts':>11}{'launches':>9}{'warmups':>8}{'switches':>9}{'switch GPU-h':>13}{'late in sw':>11}")
     lines = [head, "-" * len(head)]
     for name, r in rows.items():
         ratio = r.get("gpu_hours_vs_oracle")
         lines.append(f"{name:<22}{r['gpu_hours']:>9.1f}{(ratio if ratio is not None else float('nan')):>10.3f}"
                      f"{r['late_pct']:>11.4f}{r['minutes_short']:>10d}{r['scale_actions']:>11d}"
-                     f"{r['launches']:>9d}{r['warmups']:>8d}{r['profile_switches']:>9d}")
+                     f"{r['launches']:>9d}{r['warmups']:>8d}{r['profile_switches']:>9d}"
+                     f"{r['switch_gpu_hours']:>13.1f}{r['late_during_switches']:>11.1f}")
     return "\n".join(lines)

@@ -119,6 +119,8 @@ class FleetRun:
     capacity: Optional[np.ndarray] = None   # per-instance capacity per minute when it changes (profiles)
     standby: Optional[np.ndarray] = None    # GPU-equivalents held asleep (or booting to sleep) per minute
     wakes: int = 0
+    switching: Optional[np.ndarray] = None  # minutes a profile switch runs (warmup.sim.switches)
+    switch_extra: Optional[np.ndarray] = None   # replicas above the planner's own count in those minutes
 
 
 def serve_minutes(ready: np.ndarray, arrivals: np.ndarray, params: FleetParams,
@@ -277,6 +279,16 @@ def _finite(x: float) -> Optional[float]:
     return round(x, 1) if math.isfinite(x) else None
 
 
+def switch_columns(run: FleetRun, gpus_per_replica: int) -> dict:
+    """GPU-hours the profile switches cost and requests late while one ran (zeros without switches)."""
+    on = run.switching
+    if on is None or run.switch_extra is None:
+        return {"switch_minutes": 0, "switch_gpu_hours": 0.0, "late_during_switches": 0.0}
+    return {"switch_minutes": int(on.sum()),
+            "switch_gpu_hours": round(float(run.switch_extra.sum()) * gpus_per_replica / 60.0, 3),
+            "late_during_switches": round(float(run.late[on].sum()), 1)}
+
+
 def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu_hours: Optional[float] = None,
               capacity_per_minute: Optional[np.ndarray] = None) -> dict:
     """The report row of one policy."""
@@ -307,6 +319,7 @@ def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu
         "mean_replicas": round(float(run.provisioned.mean()), 3),
         "max_replicas": int(run.provisioned.max()) if len(run.provisioned) else 0,
         "sim_seconds": round(run.seconds, 3),
+        **switch_columns(run, params.gpus_per_replica),
         "params": run.params,
     }
     return row

@@ -1,0 +1,125 @@
+"""Profile switches in the fleet simulator: one pool of instances per profile.
+
+A switch is what it is live: launches of the target profile (each ready one cold start later,
+serving that profile's capacity) and removals of the old one, as the core's switch decision
+gives them (:func:`warmup.core.switch_capacity.split`: old replicas go only as target ones are
+ready; a rollback restores the old ones before the target goes).  Outside a switch the planner's
+count goes to the active profile.  Every minute the ready instances of all pools serve one FIFO
+queue at their own profile's capacity.
+
+The report per policy adds the GPU-hours the switches cost (provisioned above what the planner
+alone wanted, in minutes a switch runs) and the requests late in those minutes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from warmup.core import CoreConfig, Instance, InstanceState
+from warmup.core.switch_capacity import split
+from warmup.core.switching import IN_SWITCH
+from warmup.sim.fleet import FleetParams, FleetRun, Observation, serve_minute
+from warmup.sim.policies import CorePolicy
+
+
+@dataclass
+class Pool:
+    """The instances of one profile: ready ones and the ready-minute of each booting one."""
+
+    ready: int = 0
+    booting: list[int] = field(default_factory=list)
+
+    def advance(self, t: int) -> None:
+        done = sum(1 for r in self.booting if r <= t)
+        self.ready += done
+        del self.booting[:done]
+
+    def resize(self, want: int, t: int, boot_minutes: int) -> int:
+        """Launch or remove (booting newest first, then ready) to reach ``want``; launches made."""
+        have = self.ready + len(self.booting)
+        if want > have:
+            if boot_minutes <= 0:
+                self.ready += want - have
+            else:
+                self.booting.extend([t + boot_minutes] * (want - have))
+            return want - have
+        cut = min(have - want, len(self.booting))
+        if cut:
+            del self.booting[len(self.booting) - cut:]
+        self.ready -= have - want - cut
+        return 0
+
+    @property
+    def provisioned(self) -> int:
+        return self.ready + len(self.booting)
+
+
+class ProfilePolicy(CorePolicy):
+    """The decision core with instances tagged by profile; it names replicas per profile."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._pools: dict[str, Pool] = {}
+
+    def capacity_of(self, profile: str) -> float:
+        return self.cfg.switch.capacity_of(profile, self.cfg.scaling.capacity_rpm)
+
+    @property
+    def active(self) -> str:
+        return self.state.switch.active_profile or self.cfg.switch.default_profile
+
+    def _instances(self, ready: int, booting: int) -> tuple[Instance, ...]:
+        out: list[Instance] = []
+        for p, pool in self._pools.items():
+            out += [Instance(f"{p}-r{i}", InstanceState.READY_BUSY, profile=p) for i in range(pool.ready)]
+            out += [Instance(f"{p}-b{i}", InstanceState.BOOTING, profile=p) for i in range(len(pool.booting))]
+        return tuple(out)
+
+    def decide_profiles(self, obs: Observation, pools: dict[str, Pool]) -> tuple[dict[str, int], int, bool]:
+        """(replicas per profile, the planner's own count, whether a switch runs) for minute ``obs.t``."""
+        self._pools = pools
+        desired = self.decide(obs)
+        st = self.state.switch
+        if st.phase in IN_SWITCH:
+            ready = {p: pool.ready for p, pool in pools.items()}
+            return dict(split(self.cfg.switch, st, st.need_rpm, ready, self.cfg.scaling.capacity_rpm)), desired, True
+        want = {p: 0 for p in pools}
+        want[self.active] = desired
+        return want, desired, False
+
+
+def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: float, params: FleetParams,
+                 initial_ready: int) -> FleetRun:
+    """Run the profile-aware core over the test part; ``arrivals`` shape (minutes, steps_per_minute)."""
+    T, k = arrivals.shape
+    dt, w, B = 60.0 / k, params.wait_threshold_s, params.boot_minutes
+    pools = {name: Pool() for name, _ in policy.cfg.switch.profile_capacity}
+    pools.setdefault(policy.active, Pool()).ready = int(initial_ready)
+    prov, rdy = np.zeros(T, dtype=np.int64), np.zeros(T, dtype=np.int64)
+    late, queue, mw, caps = np.zeros(T), np.zeros(T), np.zeros(T), np.full(T, params.capacity_rpm)
+    in_switch, extra = np.zeros(T, dtype=bool), np.zeros(T)
+    q, last, last_wait, launches = 0.0, minute_before, 0.0, 0
+    rows, sums = arrivals.tolist(), arrivals.sum(axis=1).tolist()
+    for t in range(T):
+        for pool in pools.values():
+            pool.advance(t)
+        ready = sum(p.ready for p in pools.values())
+        obs = Observation(t, last, q, ready, sum(len(p.booting) for p in pools.values()), last_wait)
+        want, planner, switching = policy.decide_profiles(obs, pools)
+        for name in sorted(want, key=lambda n: want[n] <= pools.setdefault(n, Pool()).provisioned):
+            launches += pools[name].resize(max(0, int(want[name])), t, B)
+        rpm = sum(p.ready * policy.capacity_of(n) for n, p in pools.items())
+        prov[t] = sum(p.provisioned for p in pools.values())
+        rdy[t] = sum(p.ready for p in pools.values())
+        caps[t] = rpm / rdy[t] if rdy[t] else params.capacity_rpm
+        in_switch[t], extra[t] = switching, max(0, prov[t] - planner) if switching else 0.0
+        q, late[t], mw[t] = serve_minute(q, rows[t], rpm / 60.0, dt, w)
+        queue[t], last, last_wait = q, sums[t], mw[t]
+    return FleetRun(name=policy.name, provisioned=prov, ready=rdy, late=late, queue=queue, max_wait=mw,
+                    launches=launches, capacity=caps, switching=in_switch, switch_extra=extra)
+
+
+def uses_profiles(cfg: CoreConfig) -> bool:
+    """Whether the core switches between profiles of different capacity (then pools per profile)."""
+    return cfg.switch.enabled and len(cfg.switch.profile_capacity) > 1
