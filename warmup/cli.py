@@ -151,6 +151,12 @@ def _echo_report(result: Any) -> None:
                                                                        if m.get("forecaster_note") else ""))
     typer.echo(f"simulation of {len(result.rows)} policies: {m['simulation_seconds']} s")
     typer.echo(format_table(result.rows))
+    for name, row in result.rows.items():
+        if row.get("switch_minutes"):
+            typer.echo(f"{name}: {row['switch_minutes']} switch minutes cost {row['switch_gpu_hours']} GPU-h; "
+                       f"{row['late_during_switches']} requests late in them, "
+                       f"{row['late_caused_by_switches']} caused by the switches (late after any backlog "
+                       "carried into the switch had drained)")
 
 
 def register(app: typer.Typer, backtest: typer.Typer) -> None:

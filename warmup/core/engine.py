@@ -55,7 +55,9 @@ def decide(cfg: CoreConfig, inp: TickInput, state: PolicyState | None = None) ->
     scale, state = decide_scale(cfg.scaling, now, inp.instances, inp.observed_rpm, inp.queue_depth,
                                 inp.forecast, state, capacity_rpm=cap, errors=inp.recent_errors)
     if sw_dec.replicas:  # a switch sizes each profile from the plan's need now, not the old fleet's
-        need = switch_need(cfg, scale.raw, cap)
+        # the planner's stabilised need: the highest raw recommendation in its window, never the
+        # count of instances (those include the switch's own targets)
+        need = switch_need(cfg, max([scale.raw] + [r for _, r in state.history]), cap)
         if state.switch.phase in IN_SWITCH:
             state = replace(state, switch=replace(state.switch, need_rpm=need))
         sw_dec = replace(sw_dec, replicas=replicas_of(cfg.switch, before, state.switch, need,

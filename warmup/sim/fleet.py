@@ -121,6 +121,7 @@ class FleetRun:
     wakes: int = 0
     switching: Optional[np.ndarray] = None  # minutes a profile switch runs (warmup.sim.switches)
     switch_extra: Optional[np.ndarray] = None   # replicas above the planner's own count in those minutes
+    switch_carried: Optional[np.ndarray] = None  # switch minutes still draining a backlog from before it
 
 
 def serve_minutes(ready: np.ndarray, arrivals: np.ndarray, params: FleetParams,
@@ -283,10 +284,13 @@ def switch_columns(run: FleetRun, gpus_per_replica: int) -> dict:
     """GPU-hours the profile switches cost and requests late while one ran (zeros without switches)."""
     on = run.switching
     if on is None or run.switch_extra is None:
-        return {"switch_minutes": 0, "switch_gpu_hours": 0.0, "late_during_switches": 0.0}
+        return {"switch_minutes": 0, "switch_gpu_hours": 0.0, "late_during_switches": 0.0,
+                "late_caused_by_switches": 0.0}
+    own = on & ~run.switch_carried if run.switch_carried is not None else on
     return {"switch_minutes": int(on.sum()),
             "switch_gpu_hours": round(float(run.switch_extra.sum()) * gpus_per_replica / 60.0, 3),
-            "late_during_switches": round(float(run.late[on].sum()), 1)}
+            "late_during_switches": round(float(run.late[on].sum()), 1),
+            "late_caused_by_switches": round(float(run.late[own].sum()), 1)}
 
 
 def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu_hours: Optional[float] = None,

@@ -8,7 +8,9 @@ count goes to the active profile.  Every minute the ready instances of all pools
 queue at their own profile's capacity.
 
 The report per policy adds the GPU-hours the switches cost (provisioned above what the planner
-alone wanted, in minutes a switch runs) and the requests late in those minutes.
+alone wanted, in minutes a switch runs), the requests late in those minutes, and of those the ones
+the switches caused: late in a switch minute after any backlog carried into the switch had
+drained (a queue there before the switch began is the planner's shortfall, not the switch's).
 """
 from __future__ import annotations
 
@@ -98,7 +100,7 @@ def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: flo
     pools.setdefault(policy.active, Pool()).ready = int(initial_ready)
     prov, rdy = np.zeros(T, dtype=np.int64), np.zeros(T, dtype=np.int64)
     late, queue, mw, caps = np.zeros(T), np.zeros(T), np.zeros(T), np.full(T, params.capacity_rpm)
-    in_switch, extra = np.zeros(T, dtype=bool), np.zeros(T)
+    in_switch, extra, carried = np.zeros(T, dtype=bool), np.zeros(T), np.zeros(T, dtype=bool)
     q, last, last_wait, launches = 0.0, minute_before, 0.0, 0
     rows, sums = arrivals.tolist(), arrivals.sum(axis=1).tolist()
     for t in range(T):
@@ -114,10 +116,13 @@ def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: flo
         rdy[t] = sum(p.ready for p in pools.values())
         caps[t] = rpm / rdy[t] if rdy[t] else params.capacity_rpm
         in_switch[t], extra[t] = switching, max(0, prov[t] - planner) if switching else 0.0
+        # a backlog carried into a switch is the planner's until it has drained once
+        carried[t] = switching and q > 0.5 and (t == 0 or not in_switch[t - 1] or carried[t - 1])
         q, late[t], mw[t] = serve_minute(q, rows[t], rpm / 60.0, dt, w)
         queue[t], last, last_wait = q, sums[t], mw[t]
     return FleetRun(name=policy.name, provisioned=prov, ready=rdy, late=late, queue=queue, max_wait=mw,
-                    launches=launches, capacity=caps, switching=in_switch, switch_extra=extra)
+                    launches=launches, capacity=caps, switching=in_switch, switch_extra=extra,
+                    switch_carried=carried)
 
 
 def uses_profiles(cfg: CoreConfig) -> bool:

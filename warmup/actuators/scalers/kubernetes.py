@@ -6,6 +6,7 @@ written as annotations on the workload.
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
@@ -13,6 +14,22 @@ from warmcast.errors import InputError, WarmcastError
 from warmup.actuators.scalers.base import Scaler, check_profile, profile_target
 
 MERGE = "application/merge-patch+json"
+
+
+def launches_of(obj: Any, prefix: str) -> list[float]:
+    """The launch times (epoch s) of the workload's pods not seen ready yet, oldest first."""
+    try:
+        return [float(t) for t in json.loads((obj.metadata.annotations or {}).get(f"{prefix}/launches", "[]"))]
+    except (TypeError, ValueError):
+        return []
+
+
+def pending_after(pending: list[float], before: int, after: int, now: float) -> list[float]:
+    """Pending launches once the spec goes ``before`` -> ``after``: a raise adds launches at ``now``;
+    a cut removes the newest pending ones first (a Deployment removes unready pods first)."""
+    if after > before:
+        return pending + [now] * (after - before)
+    return pending[:max(0, len(pending) - (before - after))]
 
 
 class KubernetesScaler(Scaler):
@@ -31,8 +48,10 @@ class KubernetesScaler(Scaler):
     backend = "kubernetes"
 
     def __init__(self, deployment: str, resource: str, namespace: str = "default", *,
-                 api_client: Any = None, annotation_prefix: str = "warmcast.io") -> None:
+                 api_client: Any = None, annotation_prefix: str = "warmcast.io",
+                 profiles: Mapping[str, Mapping[str, Any]] | None = None, model: str = "") -> None:
         super().__init__(deployment)
+        self.profiles, self.model = {k: dict(v) for k, v in (profiles or {}).items()}, model
         kind, _, name = resource.partition("/")
         if kind not in ("deployment", "statefulset") or not name:
             raise InputError(f"kubernetes resource must be deployment/NAME or statefulset/NAME, got {resource!r}")
@@ -58,13 +77,56 @@ class KubernetesScaler(Scaler):
         return int(scale.spec.replicas or 0)
 
     def annotations(self) -> dict[str, str]:
+        return dict(self.workload().metadata.annotations or {})
+
+    def workload(self) -> Any:
         if self.kind == "deployment":
-            obj = self.apps.read_namespaced_deployment(self.name, self.namespace)
+            return self.apps.read_namespaced_deployment(self.name, self.namespace)
+        return self.apps.read_namespaced_stateful_set(self.name, self.namespace)
+
+    def ready(self) -> int:
+        """Ready pods of the workload (``status.readyReplicas``)."""
+        obj = self.workload()
+        return int((obj.status.ready_replicas if obj.status else 0) or 0)
+
+    def observe_launches(self, now: float | None = None) -> list[float]:
+        """Launch-to-ready seconds of this scaler's launches that became ready since the last call
+        (for ``workers.lead``).  Pending launches live in the ``launches`` annotation, so any worker
+        sees them; the oldest are taken as ready first."""
+        obj = self.workload()
+        pending = launches_of(obj, self.prefix)
+        if not pending:
+            return []
+        now = time.time() if now is None else now
+        spec, ready = int(obj.spec.replicas or 0), int((obj.status.ready_replicas if obj.status else 0) or 0)
+        done = max(0, min(len(pending), ready - (spec - len(pending))))
+        if done:
+            self._annotate({f"{self.prefix}/launches": json.dumps(pending[done:])})
+        return [max(0.0, now - t) for t in pending[:done]]
+
+    def roll_profile(self, profile: str) -> dict[str, Any]:
+        """Switch the single workload to ``profile`` by a surge-only rolling update (``k8s_roll``)."""
+        from warmup.actuators.launch import container_args
+        from warmup.actuators.scalers.k8s_roll import roll_to
+
+        check_profile(self.deployment, profile, self.profiles)
+        return roll_to(self, profile, container_args(self.model, self.profiles[profile]))
+
+    def ready_by_profile(self) -> dict[str, int]:
+        from warmup.actuators.scalers import k8s_roll
+
+        return k8s_roll.ready_by_profile(self)
+
+    def _annotate(self, notes: Mapping[str, str]) -> None:
+        meta = {"metadata": {"annotations": dict(notes)}}
+        if self.kind == "deployment":
+            self.apps.patch_namespaced_deployment(self.name, self.namespace, meta, _content_type=MERGE)
         else:
-            obj = self.apps.read_namespaced_stateful_set(self.name, self.namespace)
-        return dict(obj.metadata.annotations or {})
+            self.apps.patch_namespaced_stateful_set(self.name, self.namespace, meta, _content_type=MERGE)
 
     def _apply(self, n: int, reason: str, forecast: Mapping[str, Any] | None) -> dict[str, Any]:
+        obj = self.workload()
+        pending = pending_after(launches_of(obj, self.prefix), int(obj.spec.replicas or 0), n, time.time())
         body = {"spec": {"replicas": n}}
         if self.kind == "deployment":
             scale = self.apps.patch_namespaced_deployment_scale(self.name, self.namespace, body, _content_type=MERGE)
@@ -74,14 +136,11 @@ class KubernetesScaler(Scaler):
             f"{self.prefix}/reason": reason[:1000],
             f"{self.prefix}/target-replicas": str(n),
             f"{self.prefix}/updated-at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            f"{self.prefix}/launches": json.dumps(pending),
         }
         if forecast:
             notes[f"{self.prefix}/forecast"] = json.dumps(dict(forecast), separators=(",", ":"), default=str)[:4000]
-        meta = {"metadata": {"annotations": notes}}
-        if self.kind == "deployment":
-            self.apps.patch_namespaced_deployment(self.name, self.namespace, meta, _content_type=MERGE)
-        else:
-            self.apps.patch_namespaced_stateful_set(self.name, self.namespace, meta, _content_type=MERGE)
+        self._annotate(notes)
         return {"resource": f"{self.kind}/{self.name}", "namespace": self.namespace,
                 "spec_replicas": scale.spec.replicas, "status_replicas": scale.status.replicas}
 
@@ -150,6 +209,21 @@ class KubernetesProfileScaler(Scaler):
             excess -= d
         out = self._set(want, f"profile switch: {share:.0%} of capacity on {profile}", None)
         return {"profile": profile, "on_profile": target, "of": total, "restarted": [], **out}
+
+    def set_replicas(self, want: Mapping[str, int], reason: str) -> dict[str, Any]:
+        """Replicas per profile (a switch's split): raises first, then cuts, so the target's pods
+        are asked for before any old one goes; the core cuts the old only as targets are ready."""
+        for p in want:
+            check_profile(self.deployment, p, self.parts)
+        have = self.replicas()
+        return self._set({**have, **{p: int(n) for p, n in want.items()}}, reason, None)
+
+    def ready_by_profile(self) -> dict[str, int]:
+        """Ready pods per profile: ``status.readyReplicas`` of each profile's workload."""
+        return {p: s.ready() for p, s in self.parts.items()}
+
+    def observe_launches(self, now: float | None = None) -> list[float]:
+        return [x for s in self.parts.values() for x in s.observe_launches(now)]
 
     def prewarm(self, profile: str, n: int) -> dict[str, Any]:
         check_profile(self.deployment, profile, self.parts)
