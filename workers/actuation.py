@@ -154,6 +154,12 @@ class LockedFreshScaler:
     def prewarm(self, profile: str, n: int) -> Any:
         return self._call("prewarm", profile, n)
 
+    def set_replicas(self, want: dict[str, int], reason: str = "", active: str | None = None) -> Any:
+        return self._call("set_replicas", want, reason, active)
+
+    def ready_by_profile(self) -> dict[str, int]:
+        return self._call("ready_by_profile")
+
     def close(self) -> None:
         self._call("close")
 

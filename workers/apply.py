@@ -65,37 +65,55 @@ def warmup(ctx: Ctx, dep: str, wd: Any, sig: dict[str, Any], targets: list[str])
 
 
 def switch(ctx: Ctx, dep: str, dec: Any) -> tuple[bool, str]:
-    """(applied, outcome) of a switch decision on the fleet."""
+    """(applied, outcome) of a switch decision on the fleet: replicas per profile where the scaler
+    runs profiles side by side (simulated fleet, local processes, one Kubernetes workload per
+    profile), a surge-only rollout of a single Kubernetes workload, or why it cannot be applied."""
     a = dec.action.value
-    if not ctx.simulate:
-        return _live_switch(ctx, dep, dec)
-    sim = ctx.sim(dep)
-    if a == "prewarm":
-        cur = sim.current()
-        ctx.scaler(dep).scale_to(cur + dec.instances, f"pre-warm {dec.instances} {dec.to_profile} instance(s)")
-        return True, f"started {dec.instances} instance(s) for profile {dec.to_profile}"
-    if a in ("move_canary", "move_all", "rollback"):
-        share = 1.0 if a != "move_canary" else dec.share
-        n = sim.set_profile(dec.to_profile, share)
-        return True, f"{n} instance(s) now on profile {dec.to_profile}"
-    return True, "nothing to apply"
-
-
-def _live_switch(ctx: Ctx, dep: str, dec: Any) -> tuple[bool, str]:
-    """Pre-warm, canary, move all or roll back on a scaler that runs profiles (local processes, or
-    Kubernetes with one workload per profile)."""
-    a = dec.action.value
-    inner = ctx.scaler(dep).inner
+    inner = ctx.sim(dep) if ctx.simulate else ctx.scaler(dep).inner
+    if dec.replicas and hasattr(inner, "set_replicas"):
+        active = dec.to_profile if a in ("settled", "restored", "cancel") else None
+        want = {p: int(n) for p, n in dec.replicas}
+        try:
+            out = inner.set_replicas(want, f"profile switch ({a}): {dec.reason.text}"[:500], active)
+        except WarmcastError as err:  # recorded as not applied; the machine's next tick decides again
+            return False, f"failed: {err}"
+        return True, _replicas_outcome(want, out)
+    if hasattr(inner, "roll_profile"):
+        return _roll(inner, dec)
     if a in ("cancel", "none"):
-        return True, "nothing to apply (the planner scales pre-warmed instances in when not needed)"
-    if not hasattr(inner, "set_profile"):
-        return False, f"not applied: the {ctx.dep(dep).scaler.kind} scaler cannot switch profiles"
+        return True, "nothing to apply"
+    return False, f"not applied: the {ctx.dep(dep).scaler.kind} scaler cannot switch profiles"
+
+
+def _replicas_outcome(want: dict[str, int], out: Any) -> str:
+    """The audit's words for replicas set per profile ("no change: ..." when nothing moved)."""
+    per = ", ".join(f"{p} {n}" for p, n in want.items())
+    if "before" in out:  # Kubernetes workloads: the spec before and after
+        if out["before"] == out["replicas"]:
+            return f"no change: replicas per profile {per}"
+        return f"replicas per profile {per} (before {out['before']})"
+    started, stopped = out.get("started", 0), out.get("stopped", 0)
+    n_started = len(started) if isinstance(started, list) else int(started)
+    n_stopped = len(stopped) if isinstance(stopped, list) else int(stopped)
+    if not n_started and not n_stopped:
+        return f"no change: replicas per profile {per}"
+    return f"replicas per profile {per}: {n_started} started, {n_stopped} stopped"
+
+
+def _roll(inner: Any, dec: Any) -> tuple[bool, str]:
+    """A single workload: it rolls to the target at the canary (it cannot run a share of it) and
+    back on a rollback, surge-only; pre-warming a second profile beside it is impossible."""
+    a = dec.action.value
+    if a == "prewarm":
+        return False, ("not applied: a single workload cannot pre-warm a second profile beside the first; at "
+                       "the switch time its rollout starts new pods (maxSurge) before any old one goes")
+    if a not in ("move_canary", "rollback"):
+        return True, "nothing to apply (the rollout runs in Kubernetes)"
     try:
-        if a == "prewarm":
-            out = inner.prewarm(dec.to_profile, dec.instances)
-            return True, f"started {dec.instances} {dec.to_profile} instance(s): {', '.join(out['started'])}"
-        out = inner.set_profile(dec.to_profile, dec.share if a == "move_canary" else 1.0)
-    except WarmcastError as err:  # recorded as not applied; the machine's next tick decides again
-        return False, f"failed: {err}"
-    moved = f"restarted {', '.join(out['restarted'])}" if out["restarted"] else "none restarted"
-    return True, f"{out['on_profile']} of {out['of']} instance(s) on {dec.to_profile} ({a}; {moved})"
+        out = inner.roll_profile(dec.to_profile)
+    except WarmcastError as err:
+        return False, f"not applied: {err}"
+    if not out["patched"]:
+        return True, f"the workload already runs {dec.to_profile}"
+    return True, (f"pod template patched to {dec.to_profile}: surge-only rolling update (maxUnavailable 0, "
+                  f"maxSurge {out['max_surge']}); the whole workload moves, a single workload has no canary share")

@@ -147,6 +147,34 @@ class SimFleet:
             return k
         return self._mutate(move)
 
+    def set_replicas(self, want: dict[str, int], reason: str = "", active: str | None = None) -> dict[str, Any]:
+        """Instances per profile (a switch's split): launches of the ones short, then removals of
+        the surplus, booting ones first (newest first)."""
+        def change(st, now):
+            started, stopped = 0, 0
+            for p, n in want.items():
+                while sum(1 for i in st["instances"] if i["profile"] == p) < n:
+                    st["instances"].append(self._new(st["next_id"], now, p))
+                    st["next_id"] += 1
+                    started += 1
+            for p, n in want.items():
+                mine = sorted((i for i in st["instances"] if i["profile"] == p), key=lambda i: -i["launched_at"])
+                drop = {i["id"] for i in mine[:max(0, len(mine) - n)]}
+                stopped += len(drop)
+                st["instances"] = [i for i in st["instances"] if i["id"] not in drop]
+            return {"started": started, "stopped": stopped}
+        if active:
+            self.profile = active
+        return self._mutate(change)
+
+    def ready_by_profile(self, now: float | None = None) -> dict[str, int]:
+        t = time.time() if now is None else now
+        out: dict[str, int] = {}
+        for i in self._load()["instances"]:
+            if t >= i["launched_at"] + self.cold_start_s:
+                out[i["profile"]] = out.get(i["profile"], 0) + 1
+        return out
+
     # ------------------------------------------------------------ signals
     def signals(self, now: float | None = None) -> dict[str, Any]:
         def read(st, now):

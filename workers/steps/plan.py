@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from warmcast.state import StateStore
+from warmup.core.switching import IN_SWITCH
 from warmup.core import CoreConfig, ForecastInput, PolicyState, decide_scale, plan_replicas, planning_capacity
 from workers import apply, audit, lead, metrics, policy
 from workers.context import Ctx
@@ -76,7 +77,7 @@ def _decide(ctx: Ctx, dep: str, tick: str, run_id: str, held: Lease) -> dict[str
         active = ps.switch.active_profile or cfg.switch.default_profile
         cap = planning_capacity(cfg, ps, active)
         dec, new_ps = decide_scale(cfg.scaling, now, insts, load, queue, fc, ps, capacity_rpm=cap)
-        blocked = policy.why_not_applied(ctx, dep)
+        blocked = policy.why_not_applied(ctx, dep) or _switch_holds(ps)
         journal = {"tick": tick, "task_id": run_id, "status": "decided", "decided_at": time.time(),
                    "decision": to_json(dec), "apply": blocked is None, "blocked": blocked,
                    "inputs": {**_inputs(sig, fdoc, cap), "capacity_source": cfg.switch.source_of(active),
@@ -93,6 +94,15 @@ def _decide(ctx: Ctx, dep: str, tick: str, run_id: str, held: Lease) -> dict[str
         held.transaction(write)
     _fault("fault_pause_after_decide_s", ctx)
     return journal
+
+
+def _switch_holds(ps: PolicyState) -> str | None:
+    """Why the planner does not set the count while a profile switch runs: the switch step sets
+    replicas per profile then (from the plan's need), so a planner's count cannot cut its targets."""
+    if ps.switch.phase in IN_SWITCH:
+        return (f"held: a profile switch to {ps.switch.target_profile} is in its {ps.switch.phase.value} "
+                "phase; the switch step sets replicas per profile until it ends")
+    return None
 
 
 def _supersede(ctx: Ctx, dep: str, journal: dict[str, Any], tick: str, held: Lease) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from warmcast.errors import NotFoundError
 from warmup.core import ScheduleWindow, decide_switch
 from warmup.core.mix_trigger import MixAsk, MixTriggerConfig, decide_mix
-from workers import apply, audit, policy
+from workers import apply, audit, lead, policy
 from workers.context import Ctx
 from workers.steps import forecast, signals
 from workers.steps.outcome import Outcome
@@ -30,10 +30,12 @@ class SwitchOutcome(Outcome):
 
 def step(ctx: Ctx, deployment: str) -> SwitchOutcome:
     """Advance the profile-switch state machine one step."""
-    cfg = ctx.cfg(deployment)
+    cfg, _ = _with_prewarm_lead(ctx, deployment)
     sig = signals.latest(ctx, deployment)
     _, fc = forecast.stored(ctx, deployment)
     insts = signals.instances_of(sig)
+    ready = _ready_by_profile(ctx, deployment)
+    replicas = len(insts) or (apply.current_or_none(ctx.scaler(deployment)) or 0)
     now = datetime.now(timezone.utc)
     with policy.locked(ctx, deployment):
         ps, pdoc = policy.load(ctx.state, deployment)
@@ -42,14 +44,17 @@ def step(ctx: Ctx, deployment: str) -> SwitchOutcome:
             return SwitchOutcome(deployment, "none", "profile switching is off (no schedule windows)")
         p99 = None if sig.get("p99_s") is None else signals.value(sig, "p99_s")
         mix = None if pdoc.get("manual_profile") else live_mix(ctx, deployment, now)  # a manual request wins
-        dec, sstate, events = decide_switch(cfg.switch, now, insts, p99, fc, ps.switch, len(insts),
-                                            ps.switch.active_profile or cfg.switch.default_profile, mix=mix)
+        dec, sstate, events = decide_switch(cfg.switch, now, insts, p99, fc, ps.switch, replicas,
+                                            ps.switch.active_profile or cfg.switch.default_profile, mix=mix,
+                                            ready=ready)
         ctx.state.put("policy", deployment, policy.document(replace(ps, switch=sstate), pdoc))
     blocked = policy.why_not_applied(ctx, deployment)
     applied, outcome = False, None
-    if dec.action.value != "none" or events or sstate.phase != ps.switch.phase:
+    moved = dec.action.value != "none" or events or sstate.phase != ps.switch.phase
+    if moved or dec.replicas:  # a split is applied every tick: old replicas go as targets become ready
         applied, outcome = (False, blocked) if blocked else apply.switch(ctx, deployment, dec)
-    audit.switch(ctx, deployment, dec, events, sig, blocked is None, applied, outcome)
+    if moved or (outcome and not outcome.startswith("no change")):
+        audit.switch(ctx, deployment, dec, events, sig, blocked is None, applied, outcome)
     return SwitchOutcome(deployment, dec.action.value, str(dec.reason), dec.phase.value,
                          None if outcome is None else applied, outcome)
 
@@ -67,6 +72,30 @@ def live_mix(ctx: Ctx, dep: str, now: datetime) -> MixAsk | None:
         return decide_mix(cfg, [], now)
     points = [(t.to_pydatetime().replace(tzinfo=timezone.utc), float(v)) for t, v in s.items()]
     return decide_mix(cfg, points, now)
+
+
+def _with_prewarm_lead(ctx: Ctx, dep: str) -> tuple[Any, str]:
+    """The core config with the pre-warm lead set to the measured cold start (``workers.lead``),
+    unless the operator set ``switch.prewarm_min`` in the policy config."""
+    cfg, used = lead.with_lead(ctx, dep, ctx.cfg(dep))
+    overrides = (ctx.state.get("policy-config", dep) or {}).get("switch", {})
+    if "prewarm_min" in overrides:
+        return cfg, "policy-config switch.prewarm_min"
+    src = f"{used.source}: {used.detail}"
+    return replace(cfg, switch=replace(cfg.switch, prewarm_min=used.cold_start_min, lead_source=src)), src
+
+
+def _ready_by_profile(ctx: Ctx, dep: str) -> dict[str, int] | None:
+    """Ready replicas per profile as the scaler sees them (Kubernetes ``readyReplicas`` per workload,
+    local servers answering /health, the simulated fleet); None: count the scraped instances."""
+    inner = ctx.sim(dep) if ctx.simulate else ctx.scaler(dep).inner
+    read = getattr(inner, "ready_by_profile", None)
+    if read is None:
+        return None
+    try:
+        return read()
+    except Exception:  # noqa: BLE001 - an unreadable scaler: fall back to the scraped instances
+        return None
 
 
 def _with_manual_request(ctx: Ctx, dep: str, cfg: Any, pdoc: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

@@ -137,7 +137,7 @@ class LocalProcessScaler(Scaler):
         s = LocalServer(self.model, self.profiles[profile], port=port, host=self.host, python=self.python,
                         dev_mode=self.dev_mode, env=self._env_for(slot), log_dir=self.log_dir,
                         name=f"{self.deployment}@{self.host}:{port}", stop_at_exit=self.stop_at_exit)
-        s.profile = profile
+        s.profile, s.slot = profile, slot
         return s
 
     # -- profiles -----------------------------------------------------------------
@@ -172,6 +172,49 @@ class LocalProcessScaler(Scaler):
         self._save()
         return {"profile": profile, "on_profile": have, "of": len(self.servers), "restarted": restarted,
                 "reaped": reaped}
+
+    def set_replicas(self, want: Mapping[str, int], reason: str = "", active: str | None = None) -> dict[str, Any]:
+        """Servers per profile (a switch's split): new servers start first, then surplus ones stop,
+        a profile's not-yet-healthy servers before its healthy ones; ``active`` becomes the profile
+        new servers get.  The core cuts a profile only as the other's servers answer /health."""
+        for p in want:
+            check_profile(self.deployment, p, self.profiles)
+        reaped, started, stopped = self._reap(), [], []
+        for p, n in want.items():
+            while sum(1 for s in self.servers if s.profile == p) < n:
+                started.append(self._start_one(p))
+        for p, n in want.items():
+            mine = sorted((s for s in self.servers if s.profile == p), key=lambda s: s.check_healthy(1.0))
+            for s in mine[:max(0, len(mine) - int(n))]:
+                self.servers.remove(s)
+                s.stop()
+                stopped.append(s.url)
+        if active is not None:
+            check_profile(self.deployment, active, self.profiles)
+            self.profile = active
+        self._save()
+        return {"replicas": {p: sum(1 for s in self.servers if s.profile == p) for p in self.profiles},
+                "started": started, "stopped": stopped, "reaped": reaped}
+
+    def _start_one(self, profile: str) -> str:
+        from warmup.actuators.local import free_port
+
+        if len(self.servers) >= self.max_processes:
+            raise InputError(f"{self.deployment}: another server would exceed max_processes={self.max_processes}")
+        port = free_port(self.base_port, self.host, avoid={s.port for s in self.servers})
+        slots = {s.slot for s in self.servers if hasattr(s, "slot")}
+        slot = next(i for i in range(len(self.servers) + 1) if i not in slots)
+        s = self._server(port, profile, slot=slot).start()
+        self.servers.append(s)
+        return s.url
+
+    def ready_by_profile(self) -> dict[str, int]:
+        """Servers answering /health, per profile."""
+        out = {p: 0 for p in self.profiles}
+        for s in self.servers:
+            if s.check_healthy():
+                out[s.profile] = out.get(s.profile, 0) + 1
+        return out
 
     def prewarm(self, profile: str, n: int) -> dict[str, Any]:
         """Start ``n`` more servers on ``profile`` (ahead of a switch to it)."""
