@@ -79,7 +79,7 @@ def switch(ctx: Ctx, dep: str, dec: Any) -> tuple[bool, str]:
             return False, f"failed: {err}"
         return True, _replicas_outcome(want, out)
     if hasattr(inner, "roll_profile"):
-        return _roll(inner, dec)
+        return roll(inner, dec)
     if a in ("cancel", "none"):
         return True, "nothing to apply"
     return False, f"not applied: the {ctx.dep(dep).scaler.kind} scaler cannot switch profiles"
@@ -100,7 +100,7 @@ def _replicas_outcome(want: dict[str, int], out: Any) -> str:
     return f"replicas per profile {per}: {n_started} started, {n_stopped} stopped"
 
 
-def _roll(inner: Any, dec: Any) -> tuple[bool, str]:
+def roll(inner: Any, dec: Any) -> tuple[bool, str]:
     """A single workload: it rolls to the target at the canary (it cannot run a share of it) and
     back on a rollback, surge-only; pre-warming a second profile beside it is impossible."""
     a = dec.action.value

@@ -79,11 +79,17 @@ def observe(ctx: Ctx, dep: str, instances: list[dict[str, Any]], now: float | No
         ctx.r.srem(ready_key, gone)
     for gone in set(booting) - ids:
         ctx.r.hdel(booting_key, gone)
-    for s in done:
-        ctx.r.lpush(_key(ctx, "launch-ready", dep), repr(s))
-    if done:
-        ctx.r.ltrim(_key(ctx, "launch-ready", dep), 0, RECENT - 1)
+    record(ctx, dep, done)
     return done
+
+
+def record(ctx: Ctx, dep: str, seconds: list[float]) -> None:
+    """Keep launch-to-ready times (the newest ``RECENT``): the loop's own or a scaler's (Kubernetes
+    records its launches and sees them ready by ``status.readyReplicas``)."""
+    for s in seconds:
+        ctx.r.lpush(_key(ctx, "launch-ready", dep), repr(float(s)))
+    if seconds:
+        ctx.r.ltrim(_key(ctx, "launch-ready", dep), 0, RECENT - 1)
 
 
 def _key(ctx: Ctx, what: str, dep: str) -> str:

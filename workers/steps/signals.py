@@ -2,6 +2,7 @@
 Prometheus) and store them as ``<prefix>:signals:<deployment>`` for every other step."""
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -13,6 +14,8 @@ from workers import lead, metrics
 from workers.context import Ctx
 from workers import drift
 from workers.steps.outcome import DOC_ONLY, Outcome
+
+log = logging.getLogger("warmcast.workers.signals")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,12 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
     else:
         doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming, profiles=profiles, warmup_sent=sent)
     ctx.cache[("scrape", dep)] = snap
+    launches = getattr(scaler.inner, "observe_launches", None)
+    if launches is not None:  # Kubernetes: its own launches, seen ready by readyReplicas
+        try:
+            lead.record(ctx, dep, launches())
+        except Exception as err:  # noqa: BLE001 - an API hiccup must not stop the scrape
+            log.warning("%s: reading launch-to-ready from the scaler failed: %s", dep, err)
     launch_times = getattr(scaler.inner, "launch_times", None)
     launched = launch_times() if launch_times else {}
     for i in doc["instances"]:  # the launch time, where the scaler knows it: launch-to-ready from it

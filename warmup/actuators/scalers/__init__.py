@@ -47,7 +47,8 @@ def scaler_for(deployment: Any, *, dry_run: bool = False, state_dir: str | Path 
         return KubernetesProfileScaler(deployment.name, spec.profile_resources, spec.namespace)
     if spec.kind == "kubernetes":
         return KubernetesScaler(deployment.name, spec.resource, spec.namespace, model=deployment.model or "",
-                                profiles={p: prof.engine_args for p, prof in deployment.profiles.items()})
+                                profiles={p: prof.engine_args for p, prof in deployment.profiles.items()},
+                                default_profile=deployment.default_profile)
     if spec.kind == "webhook":
         token = os.environ.get(spec.token_env) if spec.token_env else None
         return WebhookScaler(deployment.name, spec.url, token=token)

@@ -30,7 +30,7 @@ def roll_to(scaler: Any, profile: str, args: list[str], *, container: str | None
     for attempt in range(RETRIES):
         obj = scaler.workload()
         notes = obj.metadata.annotations or {}
-        current = notes.get(f"{scaler.prefix}/profile", "")
+        current = notes.get(f"{scaler.prefix}/profile") or scaler.default_profile
         if current == profile:
             return {"profile": profile, "patched": False, "attempts": attempt + 1}
         name = container or obj.spec.template.spec.containers[0].name
@@ -58,7 +58,9 @@ def ready_by_profile(scaler: Any) -> dict[str, int]:
     the rest the previous one.  A surge-only rollout keeps every old pod ready until it goes."""
     obj = scaler.workload()
     notes: Mapping[str, str] = obj.metadata.annotations or {}
-    new, old = notes.get(f"{scaler.prefix}/profile", ""), notes.get(f"{scaler.prefix}/previous-profile", "")
+    first = scaler.default_profile   # a workload warmcast never rolled runs the default profile
+    new = notes.get(f"{scaler.prefix}/profile") or first
+    old = notes.get(f"{scaler.prefix}/previous-profile") or first
     st = obj.status
     ready, total = int(st.ready_replicas or 0), int(st.replicas or 0)
     updated = int(st.updated_replicas or 0)

@@ -49,9 +49,11 @@ class KubernetesScaler(Scaler):
 
     def __init__(self, deployment: str, resource: str, namespace: str = "default", *,
                  api_client: Any = None, annotation_prefix: str = "warmcast.io",
-                 profiles: Mapping[str, Mapping[str, Any]] | None = None, model: str = "") -> None:
+                 profiles: Mapping[str, Mapping[str, Any]] | None = None, model: str = "",
+                 default_profile: str | None = None) -> None:
         super().__init__(deployment)
         self.profiles, self.model = {k: dict(v) for k, v in (profiles or {}).items()}, model
+        self.default_profile = default_profile or next(iter(self.profiles), "")
         kind, _, name = resource.partition("/")
         if kind not in ("deployment", "statefulset") or not name:
             raise InputError(f"kubernetes resource must be deployment/NAME or statefulset/NAME, got {resource!r}")
