@@ -1,22 +1,29 @@
-"""A day -> night profile switch applied by the loop to REAL vLLM CPU servers (local backend).
+"""Day -> night profile switches applied by the loop to REAL vLLM CPU servers (local backend).
 
-The loop's own functions run in this process (no worker: tests/workers/test_processes.py
-covers the processes); the servers are real, and which engine args each one runs is read
-from its own /metrics (``vllm:cache_config_info`` carries the block size):
+The loop's own functions run in this process (no worker: tests/workers/test_processes.py covers
+the processes); the servers are real, under steady load, and which engine args each runs is read
+from its own /metrics (``vllm:cache_config_info`` carries the block size).  Both profiles serve
+300 req/min per server, so the plan needs one ready server throughout.  A sampler reads every
+server's /health once a second (the servers listed in the scaler's state file, without its lock)
+and the test asserts the count never fell below that need:
 
-1. one server on ``day`` (block-size 32);
-2. a manual request for ``night`` goes through the switch machine: PREWARM starts one
-   ``night`` server (block-size 64) beside it;
-3. once it is ready, MOVE_CANARY finds the canary share already on ``night``;
-4. with the hold set to 0 minutes, MOVE_ALL restarts the ``day`` server on ``night``'s args,
-   on the same port.
+1. ``test_switch_under_load_never_drops_below_the_plan``: PREWARM starts the whole need on ``night``
+   (one server, block-size 64) beside the ``day`` one (block-size 32); the canary keeps day (it covers
+   90% of the need); the move stops day only once night answers /health; the breaker watches the
+   settle window; then night is the active profile.
+2. ``test_breaker_trip_during_the_move_rolls_back_with_capacity_kept``: the P99 goes up during the
+   move: day is started again and night is stopped only once day answers /health; switching pauses.
 
-Every step is in the audit log, applied, with its reason and what was done.
+The P99 the breaker compares is set in the stored signals by the test (1 s, or 10 s to trip it):
+the breaker's logic is tested in tests/warmup; here what matters is what the loop does to servers.
 """
 from __future__ import annotations
 
 import json
 import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -31,13 +38,13 @@ deployments:
   - name: pdep
     model: dummy
     min_replicas: 1
-    max_replicas: 2
+    max_replicas: 3
     cold_start_min: 2
     scaler: {{kind: local, python: {python}, base_port: {port}}}
     default_profile: day
     profiles:
       day: {{capacity_rpm: 300, engine_args: {{max-num-seqs: 2, block-size: 32}}}}
-      night: {{capacity_rpm: 200, engine_args: {{max-num-seqs: 2, block-size: 64}}}}
+      night: {{capacity_rpm: 300, engine_args: {{max-num-seqs: 2, block-size: 64}}}}
 """
 
 
@@ -73,48 +80,125 @@ def live_ctx(tmp_path, redis_server_url, key_prefix):
     ctx.scaler("pdep").inner.close()  # stop every server the test started
 
 
-def test_loop_switches_real_servers_day_to_night_prewarm_canary_all(live_ctx):
+def _answers(url: str) -> bool:
+    """/health answers 200 (a loaded CPU server may take a few seconds to answer)."""
+    try:
+        return httpx.get(f"{url}/health", timeout=8).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+class Watch:
+    """Steady load on the healthy servers, and once a second the number of them answering /health."""
+
+    def __init__(self, state_file) -> None:
+        self.state_file, self.samples, self.sent = state_file, [], 0
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=f, daemon=True) for f in (self._sample, self._load)]
+
+    def urls(self) -> list[str]:
+        try:
+            return [s["url"] for s in json.loads(self.state_file.read_text())["servers"]]
+        except (OSError, ValueError, KeyError):
+            return []
+
+    def _sample(self) -> None:
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            urls = self.urls()
+            with ThreadPoolExecutor(max(1, len(urls))) as pool:
+                self.samples.append(sum(pool.map(_answers, urls)))
+            self.stop.wait(max(0.0, 1.0 - (time.monotonic() - t0)))
+
+    def _load(self) -> None:
+        body = {"model": "", "prompt": list(range(10, 26)), "max_tokens": 4, "temperature": 0.0}
+        while not self.stop.is_set():
+            for url in self.urls():
+                try:
+                    model = httpx.get(f"{url}/v1/models", timeout=5).json()["data"][0]["id"]
+                    httpx.post(f"{url}/v1/completions", json={**body, "model": model}, timeout=30)
+                    self.sent += 1
+                except (httpx.HTTPError, ValueError, KeyError, IndexError):
+                    pass
+            self.stop.wait(0.5)
+
+    def __enter__(self) -> "Watch":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=60)
+
+
+def _tick(ctx, p99: float):
+    """One switch step after a fresh scrape, with the P99 the breaker sees set to ``p99``."""
     from workers.steps import signals, switch
 
-    ctx = live_ctx
-    first = ctx.scaler("pdep").scale_to(1, "test: one day server")
+    doc = signals.step(ctx, "pdep").doc
+    ctx.state.put("signals", "pdep", {**doc, "p99_s": p99}, ttl_s=3600)
+    return switch.step(ctx, "pdep")
+
+
+def _drive(ctx, until, p99=lambda out: 1.0, timeout_s: float = 600.0) -> list:
+    """Switch steps every 2 s until ``until(outcome)``; returns the outcomes."""
+    outs, deadline, last = [], time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        out = _tick(ctx, p99(last))
+        outs.append(out)
+        last = out
+        if until(out):
+            return outs
+        time.sleep(2.0)
+    raise AssertionError(f"switch did not get there in {timeout_s:.0f} s: {[(o.phase, o.reason) for o in outs[-3:]]}")
+
+
+def _start_day(ctx) -> str:
+    ctx.scaler("pdep").scale_to(1, "test: one day server")
     day_url = ctx.scaler("pdep").inner.urls()[0]
-    assert (first.before, first.after, first.changed) == (0, 1, True)
     wait_for(lambda: _healthy(day_url), 300, "the day server to be healthy", poll=1.0)
     assert _block_size(day_url) == 32
-    ctx.state.put("policy-config", "pdep", {"switch": {"hold_min": 0.0}})
-
-    # PREWARM: a night server starts beside the day one.
+    ctx.state.put("policy-config", "pdep", {"switch": {"hold_min": 0.0, "settle_min": 0.0, "prewarm_min": 0.0}})
     ctx.state.request_profile("pdep", "night", by="test")
-    out = switch.step(ctx, "pdep")
-    assert out.action == "prewarm" and out.applied, out
-    profiles = ctx.scaler("pdep").inner.profile_of()
-    night_url = next(u for u, p in profiles.items() if p == "night")
-    assert profiles == {day_url: "day", night_url: "night"}
-    assert night_url in out.outcome
-    wait_for(lambda: _healthy(night_url), 300, "the pre-warmed night server to be healthy", poll=1.0)
-    assert _block_size(night_url) == 64 and _block_size(day_url) == 32
+    return day_url
 
-    # The scrape reports each instance's profile: the machine sees its target ready.
-    sig = signals.step(ctx, "pdep").doc
-    assert {i["url"]: i["profile"] for i in sig["instances"]} == {day_url: "day", night_url: "night"}
 
-    # MOVE_CANARY: the canary share (ceil(10% of 2) = 1) is already the pre-warmed server.
-    out = switch.step(ctx, "pdep")
-    assert out.action == "move_canary" and out.applied, out
-    assert "1 of 2" in out.outcome and "none restarted" in out.outcome
-
-    # MOVE_ALL after the (zero) hold: the day server's process restarts on night's args, same port.
-    out = switch.step(ctx, "pdep")
-    assert out.action == "move_all" and out.applied, out
-    assert "2 of 2" in out.outcome and day_url in out.outcome
-    assert ctx.scaler("pdep").inner.profile_of() == {day_url: "night", night_url: "night"}
-    wait_for(lambda: _healthy(day_url), 300, "the restarted server to be healthy", poll=1.0)
-    assert _block_size(day_url) == 64
-
-    # New servers now start on night too (the scaler's profile is kept in its state file).
+def test_switch_under_load_never_drops_below_the_plan(live_ctx):
+    ctx = live_ctx
+    day_url = _start_day(ctx)
+    with Watch(ctx.settings.state_dir / "local-scaler" / "pdep.json") as watch:
+        first = _tick(ctx, 1.0)
+        assert first.action == "prewarm" and first.applied and "day 1, night 1" in first.outcome, first
+        outs = [first] + _drive(ctx, lambda o: o.action == "settled")
+    assert len(watch.samples) >= 10 and watch.sent > 0
+    assert min(watch.samples) >= 1, f"ready servers fell below the plan's 1: {watch.samples}"
+    actions = [o.action for o in outs if o.action != "none"]
+    assert actions == ["prewarm", "move_canary", "move_all", "settled"], actions
+    phases = {o.phase for o in outs}
+    assert {"canary", "move", "steady"} <= phases
+    (night_url,) = ctx.scaler("pdep").inner.urls()
+    assert night_url != day_url and not _healthy(day_url) and _block_size(night_url) == 64
+    assert ctx.scaler("pdep").inner.profile_of() == {night_url: "night"}
     state = json.loads((ctx.settings.state_dir / "local-scaler" / "pdep.json").read_text())
-    assert state["profile"] == "night"
+    assert state["profile"] == "night"   # new servers start on night now
     rows = ctx.state.audit_log("pdep", kind="switch")
-    assert [r["decision"].split()[0] for r in reversed(rows)] == ["prewarm", "move_canary", "move_all"]
     assert all(r["applied"] and r["reason"] and r["outcome"] for r in rows)
+
+
+def test_breaker_trip_during_the_move_rolls_back_with_capacity_kept(live_ctx):
+    ctx = live_ctx
+    _start_day(ctx)
+    with Watch(ctx.settings.state_dir / "local-scaler" / "pdep.json") as watch:
+        outs = _drive(ctx, lambda o: o.action == "move_all")
+        # the move has started (day stopped as night is ready): the P99 rises before it settles
+        outs += _drive(ctx, lambda o: o.action == "restored", p99=lambda last: 10.0)
+    assert min(watch.samples) >= 1, f"ready servers fell below the plan's 1: {watch.samples}"
+    trip = next(o for o in outs if o.action == "rollback")
+    assert trip.phase == "rollback" and "during the move" in trip.reason and trip.applied
+    assert outs[-1].phase == "paused"
+    (day_again,) = ctx.scaler("pdep").inner.urls()
+    assert ctx.scaler("pdep").inner.profile_of() == {day_again: "day"} and _block_size(day_again) == 32
+    alerts = [r for r in ctx.state.audit_log("pdep", kind="switch") if "rollback" in r["decision"]]
+    assert alerts and all(r["applied"] for r in alerts)
