@@ -108,7 +108,7 @@ def roll(inner: Any, dec: Any) -> tuple[bool, str]:
         return False, ("not applied: a single workload cannot pre-warm a second profile beside the first; at "
                        "the switch time its rollout starts new pods (maxSurge) before any old one goes")
     if a not in ("move_canary", "rollback"):
-        return True, "nothing to apply (the rollout runs in Kubernetes)"
+        return True, "no change: the rollout runs in Kubernetes"
     try:
         out = inner.roll_profile(dec.to_profile)
     except WarmcastError as err:
