@@ -3,12 +3,14 @@ request): signals and forecast in, the core's ``decide_switch``, the switch appl
 then the audit entry with the machine's events."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, time as dtime, timedelta, timezone
 from typing import Any
 
 from warmcast.errors import NotFoundError
 from warmup.core import ScheduleWindow, decide_switch
+from warmup.core.engine import switch_need
 from warmup.core.mix_trigger import MixAsk, MixTriggerConfig, decide_mix
 from workers import apply, audit, lead, policy
 from workers.context import Ctx
@@ -46,7 +48,7 @@ def step(ctx: Ctx, deployment: str) -> SwitchOutcome:
         mix = None if pdoc.get("manual_profile") else live_mix(ctx, deployment, now)  # a manual request wins
         dec, sstate, events = decide_switch(cfg.switch, now, insts, p99, fc, ps.switch, replicas,
                                             ps.switch.active_profile or cfg.switch.default_profile, mix=mix,
-                                            ready=ready)
+                                            ready=ready, need_rpm=_plan_need(ctx, deployment, cfg, ps))
         ctx.state.put("policy", deployment, policy.document(replace(ps, switch=sstate), pdoc))
     blocked = policy.why_not_applied(ctx, deployment)
     applied, outcome = False, None
@@ -83,6 +85,19 @@ def _with_prewarm_lead(ctx: Ctx, dep: str) -> tuple[Any, str]:
         return cfg, "policy-config switch.prewarm_min"
     src = f"{used.source}: {used.detail}"
     return replace(cfg, switch=replace(cfg.switch, prewarm_min=used.cold_start_min, lead_source=src)), src
+
+
+def _plan_need(ctx: Ctx, dep: str, cfg: Any, ps: Any) -> float | None:
+    """The planner's need now (req/min) from its latest journaled decision, made within the last
+    5 minutes (it keeps deciding, held, while a switch runs); None: the switch keeps its own."""
+    journal = ctx.state.get("plan-journal", dep)
+    if not journal or time.time() - float(journal.get("decided_at", 0)) > 300:
+        return None
+    cap = (journal.get("inputs") or {}).get("capacity_rpm")
+    raw = (journal.get("decision") or {}).get("raw")
+    if cap is None or raw is None:
+        return None
+    return switch_need(cfg, max([int(raw)] + [r for _, r in ps.history]), float(cap))
 
 
 def _ready_by_profile(ctx: Ctx, dep: str) -> dict[str, int] | None:
