@@ -31,7 +31,8 @@ def test_a_sustained_long_mix_at_noon_starts_the_switch_the_clock_would_not():
     ask = _mix_at(NOON, [0.6] * 12)
     d, st, _ = decide_switch(CFG, NOON, fleet(10), 1.0, None, SwitchState(), 10, "day", mix=ask)
     assert d.action is SwitchAction.PREWARM and d.to_profile == "night" and "mix asks for night" in str(d.reason)
-    d, st, _ = decide_switch(CFG, NOON + timedelta(minutes=1), fleet(10), 1.0, None, st, 10, "day", mix=ask)
+    ready = fleet(10, profile="day") + fleet(15, profile="night")   # night's whole need pre-warmed and ready
+    d, st, _ = decide_switch(CFG, NOON + timedelta(minutes=1), ready, 1.0, None, st, 10, "day", mix=ask)
     assert d.action is SwitchAction.MOVE_CANARY and st.phase is SwitchPhase.CANARY  # same canary and breaker
 
 
