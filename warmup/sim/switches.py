@@ -71,7 +71,8 @@ class ProfilePolicy(CorePolicy):
     def active(self) -> str:
         return self.state.switch.active_profile or self.cfg.switch.default_profile
 
-    def _instances(self, ready: int, booting: int) -> tuple[Instance, ...]:
+    def _instances(self, ready: int, booting: int, asleep: int = 0) -> tuple[Instance, ...]:
+        """The pools' instances tagged by profile (profile pools keep no asleep tier)."""
         out: list[Instance] = []
         for p, pool in self._pools.items():
             out += [Instance(f"{p}-r{i}", InstanceState.READY_BUSY, profile=p) for i in range(pool.ready)]
