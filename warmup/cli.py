@@ -52,15 +52,13 @@ def fleet(
     slo_flags: SLOFlags,
 ) -> None:
     """Replay a log through a fleet with cold start and a FIFO queue under each policy."""
-    from warmup.sim import FleetBacktestConfig, load_log, run_backtest, write_outputs
+    from warmup.sim import FleetBacktestConfig, load_log, run_backtest
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip())
-    if calibration is not None:
-        capacity_rpm = _calibrated_rpm(calibration)
+    capacity_rpm = _calibrated_rpm(calibration) if calibration is not None else capacity_rpm
     ts, te = _test_window(test_start, test_end)
-    core = None
-    if deployment is not None:
-        dep, core = _deployment(deployment, name)
+    dep, core = _deployment(deployment, name) if deployment is not None else (None, None)
+    if dep is not None:  # the deployment's bounds and cold start, unless a flag says otherwise
         capacity_rpm = capacity_rpm or dep.capacity_rpm
         cold_start_min = dep.cold_start_min if cold_start_min is None else cold_start_min
         min_replicas, max_replicas, gpus_per_replica = dep.min_replicas, dep.max_replicas, dep.gpus_per_replica
@@ -73,9 +71,14 @@ def fleet(
                               reactive_utilisation=reactive_utilisation, queue_target_waiting=queue_target,
                               forecaster=forecaster, min_replicas=min_replicas, max_replicas=max_replicas,
                               gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core)
-    cfg = _tiers_and_risk(data, cfg, dep if deployment is not None else None, slo_flags)
-    result = run_backtest(data, cfg, progress=True)
-    paths = write_outputs(result, out, plot=not no_plot)
+    cfg = _tiers_and_risk(data, cfg, dep, slo_flags)
+    _write_and_report(run_backtest(data, cfg, progress=True), out, not no_plot)
+
+
+def _write_and_report(result: Any, out: Path, plot: bool) -> None:
+    from warmup.sim import write_outputs
+
+    paths = write_outputs(result, out, plot=plot)
     _echo_report(result)
     typer.echo("wrote " + ", ".join(str(p) for p in paths))
 
