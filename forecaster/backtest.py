@@ -7,7 +7,7 @@ receives the whole frame but each origin's forecast may only read what precedes
 it; ``tests/forecaster/test_forecast_backtest.py::test_no_leakage`` checks this).  Origins run while the
 last lead still lies inside the log.
 
-Outputs (``write_outputs``): ``forecasts.csv`` (origin,target,model,p10,p50,p90),
+Outputs (``write_outputs``): ``forecasts.csv`` (origin,target,model,p10,p50,p90,p95,p99),
 ``metrics.json`` (per model; see :func:`compute_metrics`) and ``forecast.png``.
 """
 from __future__ import annotations
@@ -25,7 +25,10 @@ import pandas as pd
 from forecaster.base import DAY, minute_series, per_step, resolution
 from warmcast.resolution import bin_label
 
-LEVELS = (0.1, 0.5, 0.9)
+# Every level a policy may provision for (forecaster.base.DEFAULT_QUANTILES); the columns of a
+# prediction array in this order, so P10/P50/P90 stay at 0/1/2.
+LEVELS = (0.1, 0.5, 0.9, 0.95, 0.99)
+COLUMNS = tuple(f"p{round(q * 100)}" for q in LEVELS)
 TIME_FMT = "%Y-%m-%d %H:%M:%S"
 
 
@@ -35,7 +38,7 @@ class BacktestResult:
     origins: pd.DatetimeIndex
     horizon: int
     actual: np.ndarray  # (n_origins, horizon), NaN where the log has no value
-    preds: dict[str, np.ndarray] = field(default_factory=dict)  # model -> (n_origins, horizon, 3)
+    preds: dict[str, np.ndarray] = field(default_factory=dict)  # model -> (n_origins, horizon, len(LEVELS))
     fit_seconds: dict[str, float] = field(default_factory=dict)
     predict_seconds: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -43,6 +46,7 @@ class BacktestResult:
     train_scale: dict[str, float] = field(default_factory=dict)  # in-sample naive MAEs (MASE)
     metrics: dict = field(default_factory=dict)
     step_min: int = 1  # minutes per lead (the series' resolution); horizon and actuals are in these steps
+    held_back: dict[str, dict] = field(default_factory=dict)  # model -> its own check on a held-back training slice
 
 
 def origins_for(index: pd.DatetimeIndex, test_start: pd.Timestamp, horizon: int, step: int,
@@ -100,6 +104,9 @@ def run_backtest(frame: pd.DataFrame | pd.Series, test_start, models: Sequence, 
             t = time.perf_counter()
             model.fit(train)
             res.fit_seconds[name] = time.perf_counter() - t
+            check = getattr(model, "meta", {}).get("val_metrics")
+            if check:  # calibration of every level on the slice of training data it held back
+                res.held_back[name] = check
             t = time.perf_counter()
             fcs = _predict_all(model, frame, origins, horizon, progress)
             res.predict_seconds[name] = time.perf_counter() - t
@@ -146,16 +153,18 @@ def _ratio(a: float, b: float | None) -> float | None:
 
 
 def _model_metrics(name: str, p: np.ndarray, res: BacktestResult, maes: dict[str, float]) -> dict:
-    """The metrics of one model's predictions ``p`` (n_origins, horizon, 3)."""
+    """The metrics of one model's predictions ``p`` (n_origins, horizon, len(LEVELS))."""
     y = res.actual
     m_ok = np.isfinite(y) & np.isfinite(p).all(axis=2)
+    n_ok = bool(m_ok.any())
     e = np.where(m_ok, np.abs(p[..., 1] - y), np.nan)
     mae = maes[name]
     yy = np.where(m_ok, y, np.nan)
     inside = (p[..., 0] <= y) & (y <= p[..., 2])
     below90 = y <= p[..., 2]
-    pin = {f"p{int(q * 100)}": float(np.nanmean(np.where(m_ok, _pinball(y, p[..., i], q), np.nan)))
-           for i, q in enumerate(LEVELS)}
+    pin = {c: float(np.nanmean(np.where(m_ok, _pinball(y, p[..., i], q), np.nan))) for i, (c, q)
+           in enumerate(zip(COLUMNS, LEVELS))}
+    cover = {c: _r(float((y <= p[..., i])[m_ok].mean())) if n_ok else None for i, c in enumerate(COLUMNS)}
     n = int(m_ok.sum())
     rel = {b: _ratio(mae, maes.get(b)) for b in ("seasonal_naive_day", "persistence")}
     d = {
@@ -170,6 +179,7 @@ def _model_metrics(name: str, p: np.ndarray, res: BacktestResult, maes: dict[str
         "coverage_p90": _r(float(below90[m_ok].mean())) if n else None,
         "pinball": _r(float(np.mean(list(pin.values()))), 3),
         "pinball_by_level": {k: _r(v, 3) for k, v in pin.items()},
+        "coverage_by_level": cover,
         "fit_seconds": _r(res.fit_seconds.get(name, float("nan")), 3),
         "predict_seconds": _r(res.predict_seconds.get(name, float("nan")), 3),
         "predict_ms_per_forecast": _r(1000 * res.predict_seconds.get(name, float("nan")) / max(len(res.origins), 1), 3),
@@ -177,6 +187,8 @@ def _model_metrics(name: str, p: np.ndarray, res: BacktestResult, maes: dict[str
     }
     if name in res.notes:
         d["note"] = res.notes[name]
+    if name in res.held_back:
+        d["held_back"] = res.held_back[name]
     return d
 
 
@@ -188,8 +200,11 @@ def compute_metrics(res: BacktestResult) -> dict:
     MAE of the one-day seasonal naive / one-step naive on the training part
     (Hyndman's MASE); ``rel_mae_seasonal_naive`` / ``rel_mae_persistence``: MAE
     divided by that baseline's MAE on the same test points; ``wape``; coverage of
-    the P10-P90 band and of P90; pinball loss (mean over P10/P50/P90, and per
-    level); fit and predict seconds.  ``winner``: the model with the lowest MAE;
+    the P10-P90 band and of P90; ``coverage_by_level``: the share of actuals at or
+    below each level (P10..P99); pinball loss (mean over every level, and per level);
+    ``held_back``: a model's own calibration check on the slice of its training data
+    held back from fitting (the LSTM's validation split), where it has one; fit and
+    predict seconds.  ``winner``: the model with the lowest MAE;
     ``best_baseline``: the lowest-MAE model that is not an LSTM.
     """
     ok = np.isfinite(res.actual)
@@ -255,13 +270,10 @@ def forecasts_frame(res: BacktestResult) -> pd.DataFrame:
     t_idx = o_idx + np.tile(np.arange(H), n)
     parts = []
     for name, p in res.preds.items():
-        parts.append(pd.DataFrame({
-            "origin": labels[o_idx], "target": labels[t_idx], "model": name,
-            "p10": np.round(p[..., 0].ravel(), 3), "p50": np.round(p[..., 1].ravel(), 3),
-            "p90": np.round(p[..., 2].ravel(), 3),
-        }))
+        parts.append(pd.DataFrame({"origin": labels[o_idx], "target": labels[t_idx], "model": name,
+                                   **{c: np.round(p[..., i].ravel(), 3) for i, c in enumerate(COLUMNS)}}))
     if not parts:
-        return pd.DataFrame(columns=["origin", "target", "model", "p10", "p50", "p90"])
+        return pd.DataFrame(columns=["origin", "target", "model", *COLUMNS])
     return pd.concat(parts, ignore_index=True)
 
 
@@ -358,8 +370,8 @@ def _plot_leads(ax, H: int, models: dict, colours: dict, lstm: str | None, best:
 
 def table(metrics: dict) -> str:
     """A plain-text table of the headline metrics, one row per model."""
-    rows = [("model", "MAE", "MAE@1", "MAE@15", "MAE@30", "WAPE", "MASE(sn)", "cov10-90", "cov90",
-             "pinball", "fit s", "ms/fc")]
+    rows = [("model", "MAE", "MAE@1", "MAE@15", "MAE@30", "WAPE", "MASE(sn)", "cov10-90", "cov90", "cov95",
+             "cov99", "pinball", "fit s", "ms/fc")]
     r = metrics.get("resolution_min", 1)  # MAE@N: the lead that ends N minutes ahead (a bin's, on a coarse series)
     for name, m in sorted(metrics["models"].items(), key=lambda kv: kv[1]["mae"] or math.inf):
         bl = m["mae_by_lead"]
@@ -367,9 +379,10 @@ def table(metrics: dict) -> str:
         at = lambda minute: bl[min(max(minute // r, 1) - 1, len(bl) - 1)]  # noqa: E731
         rows.append((name, f(m["mae"]), f(at(1)), f(at(15)), f(at(30)), f(m["wape"], 3),
                      f(m["mase_seasonal_naive"], 3), f(m["coverage_p10_p90"], 3), f(m["coverage_p90"], 3),
-                     f(m["pinball"], 1), f(m["fit_seconds"], 1), f(m["predict_ms_per_forecast"], 2)))
+                     f(m["coverage_by_level"]["p95"], 3), f(m["coverage_by_level"]["p99"], 3), f(m["pinball"], 1),
+                     f(m["fit_seconds"], 1), f(m["predict_ms_per_forecast"], 2)))
     for name, why in metrics.get("skipped", {}).items():
-        rows.append((name, "skipped: " + why[:70],) + ("",) * 10)
+        rows.append((name, "skipped: " + why[:70],) + ("",) * 12)
     widths = [max(len(str(r[i])) for r in rows if len(str(r[i])) < 40) for i in range(len(rows[0]))]
     lines = []
     for r in rows:

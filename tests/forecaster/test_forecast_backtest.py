@@ -54,7 +54,7 @@ def test_backtest_outputs(tmp_path):
     res = run_backtest(frame, start, models, horizon=30, step=10, progress=False)
     paths = write_outputs(res, tmp_path)
     df = pd.read_csv(paths["forecasts"], dtype={"origin": str, "target": str})
-    assert list(df.columns) == ["origin", "target", "model", "p10", "p50", "p90"]
+    assert list(df.columns) == ["origin", "target", "model", "p10", "p50", "p90", "p95", "p99"]
     n_orig = len(res.origins)
     assert n_orig == len(pd.date_range(start, frame.index[-1] - pd.Timedelta(minutes=29), freq="10min"))
     assert len(df) == n_orig * 30 * 3  # the week naive is skipped: not enough history
@@ -63,6 +63,7 @@ def test_backtest_outputs(tmp_path):
     row = df[(df.model == "lstm")].iloc[29]
     assert pd.Timestamp(row.target) - pd.Timestamp(row.origin) == pd.Timedelta(minutes=29)
     assert (df.p10 <= df.p50 + 1e-9).all() and (df.p50 <= df.p90 + 1e-9).all()
+    assert (df.p90 <= df.p95 + 1e-9).all() and (df.p95 <= df.p99 + 1e-9).all()
     m = json.loads(paths["metrics"].read_text())
     lstm = m["models"]["lstm"]
     for key in ("mae", "mae_by_lead", "mase_seasonal_naive", "mase_persistence", "wape", "coverage_p10_p90",
@@ -76,6 +77,17 @@ def test_backtest_outputs(tmp_path):
     act = frame["requests"].reindex(pd.to_datetime(p.target)).to_numpy()
     ok = np.isfinite(act)
     assert abs(np.abs(p.p50.to_numpy()[ok] - act[ok]).mean() - m["models"]["persistence"]["mae"]) < 1e-2
+    # pinball loss and coverage at every provisioning level, from the same rows as the csv
+    for col, q in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99)):
+        d = act[ok] - p[col].to_numpy()[ok]
+        pin = np.maximum(q * d, (q - 1) * d).mean()
+        assert abs(pin - m["models"]["persistence"]["pinball_by_level"][col]) < 1e-2, col
+        qs = p[col].to_numpy()[ok]  # rounded to 3 decimals in the csv: a tie may fall either side
+        lo, hi = (act[ok] < qs - 1e-3).mean(), (act[ok] <= qs + 1e-3).mean()
+        assert lo - 1e-4 <= m["models"]["persistence"]["coverage_by_level"][col] <= hi + 1e-4, col
+    # the LSTM's own calibration check on the training slice it held back, every level
+    assert set(lstm["held_back"]) >= {"coverage_p90", "coverage_p95", "coverage_p99"}
+    assert "held_back" not in m["models"]["persistence"]
     assert paths["plot"].stat().st_size > 10_000
 
 
