@@ -8,6 +8,7 @@ from forecaster.lstm.config import LSTMConfig
 from forecaster.lstm.network import make_net
 
 # 2: a quantile head and a calibration factor per level (P10..P99), band_scale keyed by level
+#    (one number, or since issue 14 one per lead; both load)
 ARTIFACT_FORMAT = 2
 FEATURE_SET = "lstm-v3"  # bump when the inputs change: older artifacts are refused
 
@@ -36,6 +37,8 @@ def config_from_meta(meta: Mapping) -> LSTMConfig:
     known = set(LSTMConfig.__dataclass_fields__)
     cfg_d = {k: v for k, v in dict(meta["config"]).items() if k in known}
     cfg_d["levels"] = tuple(float(q) for q in cfg_d["levels"])
+    if "cal_lead_edges" in cfg_d:
+        cfg_d["cal_lead_edges"] = tuple(int(e) for e in cfg_d["cal_lead_edges"])
     return LSTMConfig(**cfg_d)
 
 

@@ -34,6 +34,7 @@ class LSTMConfig:
     refit_full: bool = True  # after early stopping, retrain each member on all origins for its best epoch count
     token_dropout: float = 0.3  # share of training windows shown without their tokens (serve either way)
     cal_margin: float = 0.02  # calibrate the outer levels this much wider on validation (drift allowance)
+    cal_lead_edges: tuple[int, ...] = (5, 15)  # calibrated per lead bucket: leads 1-5, 6-15, 16-horizon
     smooth: int = 7  # half-width (minutes) of the moving average on the day/week-before profile
     profile_days: int = 7  # days averaged into the mean daily profile input
     profile_smooth: int = 15  # half-width of its moving average

@@ -15,7 +15,8 @@ Shape of the model
 * **Training** (:mod:`forecaster.lstm.training`): one origin per minute of the last
   ``max_train_days``, a time-ordered split, an ensemble of ``members`` seeds with
   early stopping, a refit on all origins for the chosen epoch count, then a
-  calibration factor per level on the validation split. Reproducible bit for bit.
+  conformal calibration factor per level and lead bucket on the validation split
+  (held back from the early-stopping fit; never the test window). Reproducible bit for bit.
 
 Online use
 ----------
@@ -59,7 +60,7 @@ class LSTMForecaster(BaseForecaster):
         self.cfg = cfg
         self.progress = progress
         self.nets: list = []
-        self.scale: dict[str, float] = {}  # calibration factor per level (see training.calibrate)
+        self.scale: dict[str, list[float]] = {}  # calibration factors per level and lead (training.calibrate)
         self.version = "0"
         self.meta: dict = {}
         self.fit_seconds = 0.0
@@ -91,7 +92,8 @@ class LSTMForecaster(BaseForecaster):
             bar.close()
             self.nets = [r.net for r in runs]
             val_pred = self._forward(tensors[0][va], tensors[1][va])
-            self.scale = calibrate(val_pred, target[va], cfg.levels, cfg.cal_margin) if cfg.calibrate else {}
+            self.scale = (calibrate(val_pred, target[va], cfg.levels, cfg.cal_margin, cfg.cal_lead_edges)
+                          if cfg.calibrate else {})
             refits = []
             if cfg.refit_full:  # the calibration factors stay those measured out of sample above
                 refits = [train_member(cfg.seed + m, tensors, np.arange(len(ends)), None, cfg, budget,
@@ -242,7 +244,9 @@ class LSTMForecaster(BaseForecaster):
     def from_artifact(cls, tensors: Mapping, meta: Mapping) -> "LSTMForecaster":
         model = cls(artifact.config_from_meta(meta), progress=False)
         model.nets = artifact.load_nets(model.cfg, tensors, int(meta["members"]))
-        model.scale = {str(k): float(v) for k, v in dict(meta.get("band_scale", {})).items()}
+        # one factor per level (older artifacts) or one per lead
+        model.scale = {str(k): float(v) if isinstance(v, (int, float)) else [float(x) for x in v]
+                       for k, v in dict(meta.get("band_scale", {})).items()}
         model.meta = dict(meta.get("training", {}))
         return model
 

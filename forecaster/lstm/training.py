@@ -136,33 +136,59 @@ def train_member(seed: int, tensors, tr: np.ndarray, va: np.ndarray | None, cfg:
 
 
 # ------------------------------------------------------------------ calibration
-def calibrate(pred: np.ndarray, target: np.ndarray, levels: tuple[float, ...], margin: float) -> dict[str, float]:
-    """A factor per level on its distance from P50, making its coverage on validation nominal
-    (``margin`` wider: live forecasts run further from the training data than validation)."""
+def lead_buckets(horizon: int, edges: tuple[int, ...]) -> list[slice]:
+    """Lead ranges calibrated together: leads 1..edges[0], then up to each next edge, then the rest."""
+    cuts = [0, *sorted(e for e in edges if 0 < e < horizon), horizon]
+    return [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def calibrate(pred: np.ndarray, target: np.ndarray, levels: tuple[float, ...], margin: float,
+              edges: tuple[int, ...] = ()) -> dict[str, list[float]]:
+    """Split-conformal factors on each level's distance from P50, per level and lead bucket, from
+    the held-back validation slice (never the test window): the factor is the quantile of the
+    actual's distance over the head's at the coverage wanted, the level's nominal one ``margin``
+    wider (at most 0.995: live forecasts run further from the training data than validation).
+    A bucket with too few validation points uses the whole horizon's factor.
+    pred (n, H, Q), target (n, H)."""
     mid = levels.index(0.5)
-    out = {str(q): 1.0 for q in levels if q != 0.5}
-    ok = np.isfinite(target)
-    if ok.sum() < 50:
-        return out
-    y, b = target[ok], pred[..., mid][ok]
+    H = pred.shape[1]
+    out = {str(q): [1.0] * H for q in levels if q != 0.5}
     for j, q in enumerate(levels):
         if q == 0.5:
             continue
-        dist = np.abs(pred[..., j][ok] - b)
-        r = (y - b) / np.maximum(dist, 1e-6) if q > 0.5 else (b - y) / np.maximum(dist, 1e-6)
         cover = min((q if q > 0.5 else 1 - q) + margin, 0.995)
-        out[str(q)] = float(np.clip(np.quantile(r, cover), 0.3, 4.0))
+        whole = _conformal(pred[..., j], pred[..., mid], target, q, cover)
+        if whole is None:
+            continue
+        for b in lead_buckets(H, edges):
+            f = _conformal(pred[:, b, j], pred[:, b, mid], target[:, b], q, cover)
+            out[str(q)][b] = [whole if f is None else f] * (b.stop - b.start)
     return out
 
 
-def apply_scale(pred: np.ndarray, scale: dict[str, float], levels: tuple[float, ...]) -> np.ndarray:
-    """Scaled distances from P50, sorted per lead so that the levels never cross."""
+def _conformal(level: np.ndarray, mid: np.ndarray, target: np.ndarray, q: float, cover: float) -> float | None:
+    """The factor on |level - mid| that covers ``cover`` of the finite targets (None: too few)."""
+    ok = np.isfinite(target)
+    # enough points that the wanted quantile lies inside the sample (P99 at 0.995: >= 400)
+    if ok.sum() < max(50, 2 / (1 - cover)):
+        return None
+    y, b = target[ok], mid[ok]
+    dist = np.maximum(np.abs(level[ok] - b), 1e-6)
+    r = (y - b) / dist if q > 0.5 else (b - y) / dist
+    return float(np.clip(np.quantile(r, cover), 0.3, 4.0))
+
+
+def apply_scale(pred: np.ndarray, scale: dict, levels: tuple[float, ...]) -> np.ndarray:
+    """Scaled distances from P50, sorted per lead so that the levels never cross.  A level's
+    factor is one number (older artifacts) or one per lead."""
     mid = levels.index(0.5)
     base = pred[..., mid]
     out = pred.copy()
+    H = pred.shape[-2]
     for j, q in enumerate(levels):
         if q != 0.5:
-            out[..., j] = base + (pred[..., j] - base) * scale.get(str(q), 1.0)
+            f = np.asarray(scale.get(str(q), 1.0), dtype=pred.dtype)
+            out[..., j] = base + (pred[..., j] - base) * (f if f.ndim == 0 else f[:H])
     return np.sort(out, axis=-1)
 
 
@@ -172,5 +198,7 @@ def log_metrics(pred: np.ndarray, target: np.ndarray, levels: tuple[float, ...],
     out = {"log_mae": round(float(np.abs(pred[..., mid] - target)[ok].mean()), 5)}
     for j, q in enumerate(levels):
         out[f"coverage_p{round(q * 100)}"] = round(float((target <= pred[..., j])[ok].mean()), 4)
+        d = np.nan_to_num(target)[ok] - pred[..., j][ok]
+        out[f"log_pinball_p{round(q * 100)}"] = round(float(np.maximum(q * d, (q - 1) * d).mean()), 5)
     out["band_scale"] = dict(scale)
     return out
