@@ -106,7 +106,7 @@ def run_backtest(frame: pd.DataFrame | pd.Series, test_start, models: Sequence, 
             res.fit_seconds[name] = time.perf_counter() - t
             check = getattr(model, "meta", {}).get("val_metrics")
             if check:  # calibration of every level on the slice of training data it held back
-                res.held_back[name] = check
+                res.held_back[name] = {k: v for k, v in check.items() if k != "band_scale"}  # factors: in the model
             t = time.perf_counter()
             fcs = _predict_all(model, frame, origins, horizon, progress)
             res.predict_seconds[name] = time.perf_counter() - t
