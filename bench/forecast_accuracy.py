@@ -70,8 +70,9 @@ def level_checks(name: str, m: dict) -> list[tuple[str, bool]]:
         if pins:
             best = min(pins, key=pins.get)
             below = 1 - ours / pins[best] if pins[best] else float("nan")
+            word = f"{below * 100:.1f}% lower" if below >= 0 else f"{-below * 100:.1f}% higher"
             out.append((f"{name}: {lv} pinball lstm {ours:.2f} vs best baseline {best} {pins[best]:.2f} "
-                        f"({below * 100:+.1f}% below) [target >= 10% below]", below >= 0.10))
+                        f"({word}) [target >= 10% lower]", below >= 0.10))
     bb = m.get("best_baseline")
     if bb:
         out.append((f"{name}: P50 MAE lstm {lstm['mae']:.2f} vs best baseline {bb['model']} {bb['mae']:.2f} "
@@ -82,9 +83,9 @@ def level_checks(name: str, m: dict) -> list[tuple[str, bool]]:
         cov = lstm["coverage_by_level"][lv]
         bcov = {k: v["coverage_by_level"].get(lv) for k, v in base.items()}
         hb = held.get(f"coverage_{lv}")
-        text = (f"{name}: {lv} coverage lstm {cov:.3f} [target {lo}-{hi}]; held-back training slice "
-                f"{'-' if hb is None else f'{hb:.3f}'}; baselines "
-                + ", ".join(f"{k} {'-' if c is None else f'{c:.3f}'}" for k, c in sorted(bcov.items())))
+        text = (f"{name}: {lv} coverage lstm {cov:.4f} [target {lo}-{hi}]; held-back training slice "
+                f"{'-' if hb is None else f'{hb:.4f}'}; baselines "
+                + ", ".join(f"{k} {'-' if c is None else f'{c:.4f}'}" for k, c in sorted(bcov.items())))
         out.append((text, lo <= cov <= hi))
     return out
 
