@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import ApiContext, get_ctx, known_deployment, require_read, require_write
 from api.errors import FieldError
+from api.routes import READ_ERR, WRITE_ERR
 from warmcast.errors import NotFoundError
 from warmup.core.alerts import Tier
 
@@ -111,7 +112,7 @@ def _note(body: AlertmanagerIn, dep: str, alerts: list[AlertIn]) -> dict[str, An
             "adjust": adjust, "receiver": body.receiver}
 
 
-@receiver.post("/alerts", response_model=ReceivedOut, status_code=202,
+@receiver.post("/alerts", response_model=ReceivedOut, status_code=202, responses=WRITE_ERR,
                summary="Alertmanager webhook: record the notification and hand it to the alert step")
 def post_alerts(body: AlertmanagerIn, ctx: ApiContext = Depends(get_ctx)) -> ReceivedOut:
     from api.jobs import WorkersUnavailable, celery_app
@@ -134,7 +135,7 @@ def post_alerts(body: AlertmanagerIn, ctx: ApiContext = Depends(get_ctx)) -> Rec
     return ReceivedOut(accepted=out)
 
 
-@history.get("/deployments/{deployment}/alerts", response_model=AlertsOut,
+@history.get("/deployments/{deployment}/alerts", response_model=AlertsOut, responses=READ_ERR,
              summary="Alert episodes (tier reached, responses decided), diagnostic reports, failover state")
 def get_alerts(deployment: str = Depends(known_deployment), ctx: ApiContext = Depends(get_ctx),
                reports: int = Query(5, ge=0, le=50)) -> AlertsOut:

@@ -9,14 +9,14 @@ serve).  See docs/keda/.
 from __future__ import annotations
 
 import json
-from typing import Iterator, Optional
+from typing import Iterator
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from api import service
+from api import query, service
 from api.deps import ApiContext, check_read, configured_deployment
 from api.hot import Rendered
 from api.routes import READ_ERR
@@ -25,6 +25,12 @@ from warmcast.state import forecast_from_dict
 
 KEDA_TTL_S = 5.0
 _BEARER = {"security": [{"HTTPBearer": []}]}  # hot routes check the token by hand; the schema still says so
+
+
+# Parsed by hand (api/query.py): the route takes no FastAPI parameters, which were most of its cost.
+_KEDA_PARAMS = [query.path("deployment"), query.doc("quantile", "number", 0.01, 0.99, 0.9),
+                query.doc("lead", "integer", 0, 29, None, "minutes ahead (default: the planner's lead)"),
+                query.doc("utilisation", "number", 0.01, 1, 1.0)]
 
 
 def keda_router(ctx: ApiContext) -> APIRouter:
@@ -36,14 +42,15 @@ def keda_router(ctx: ApiContext) -> APIRouter:
     r = APIRouter(tags=["autoscalers"])
     bodies = Rendered(ttl_s=KEDA_TTL_S, stale_s=3 * KEDA_TTL_S)
 
-    @r.get("/v1/keda/{deployment}", response_model=KedaOut, responses=READ_ERR, openapi_extra=_BEARER,
+    @r.get("/v1/keda/{deployment}", response_model=KedaOut, responses={**READ_ERR, **query.INVALID},
+           openapi_extra={**_BEARER, "parameters": _KEDA_PARAMS},
            summary="KEDA metrics-api scaler: desiredReplicas and forecastDemandRpm")
-    async def keda_metrics(request: Request, deployment: str,
-                           quantile: float = Query(0.9, ge=0.01, le=0.99),
-                           lead: Optional[int] = Query(None, ge=0, le=29,
-                                                       description="minutes ahead (default: the planner's lead)"),
-                           utilisation: float = Query(1.0, ge=0.01, le=1)) -> Response:
+    async def keda_metrics(request: Request) -> Response:
         check_read(request, ctx)
+        quantile = query.number(request, "quantile", 0.9, 0.01, 0.99)
+        lead = query.number(request, "lead", None, 0, 29, int)
+        utilisation = query.number(request, "utilisation", 1.0, 0.01, 1)
+        deployment = request.path_params["deployment"]
         dep = ctx.configured(deployment) or await configured_deployment(deployment, ctx)  # 404 says why
         ahead = lead  # None: the core configuration's lead
 

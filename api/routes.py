@@ -10,7 +10,7 @@ import pandas as pd
 from pydantic import ValidationError
 from fastapi import APIRouter, Depends, File, Form, Path, Query, Request, Response, UploadFile
 
-from api import ondemand, service
+from api import ondemand, query, service
 from api.deps import (ApiContext, check_known, check_known_async, check_read, configured_deployment, get_ctx, known_deployment, require_read,
                       require_write)
 from api.errors import FieldError
@@ -105,9 +105,7 @@ hot = APIRouter(prefix="/v1", tags=["read"])
 # Query parameters of the forecast route, documented here and parsed by _forecast_query:
 # FastAPI's parameter solving was most of the route's cost, so the route takes none.
 _FORECAST_PARAMS = [
-    {"name": "deployment", "in": "path", "required": True, "schema": {"type": "string", "title": "Deployment"}},
-    {"name": "horizon", "in": "query", "required": False, "description": "minutes ahead",
-     "schema": {"type": "integer", "minimum": 1, "maximum": 30, "default": 30, "title": "Horizon"}},
+    query.path("deployment"), query.doc("horizon", "integer", 1, 30, 30, "minutes ahead"),
     {"name": "quantiles", "in": "query", "required": False,
      "description": "comma-separated levels in (0, 1), e.g. 0.1,0.5,0.9",
      "schema": {"anyOf": [{"type": "string", "maxLength": 80}, {"type": "null"}], "title": "Quantiles"},
@@ -117,25 +115,14 @@ _FORECAST_PARAMS = [
 
 def _forecast_query(request: Request) -> tuple[int, tuple[float, ...]]:
     """``horizon`` (1-30, default 30) and ``quantiles`` from the query string; FieldError (422) naming the field."""
-    q = request.query_params
-    raw = q.get("horizon")
-    try:
-        horizon = 30 if raw is None else int(raw)
-    except ValueError:
-        raise FieldError(("query", "horizon"), f"{raw!r} is not an integer") from None
-    if not 1 <= horizon <= 30:
-        raise FieldError(("query", "horizon"), f"{horizon} is outside [1, 30]")
-    quantiles = q.get("quantiles")
+    horizon = query.number(request, "horizon", 30, 1, 30, int)
+    quantiles = request.query_params.get("quantiles")
     if quantiles is not None and len(quantiles) > 80:
         raise FieldError(("query", "quantiles"), "at most 80 characters")
     return horizon, service.parse_quantiles(quantiles)
 
 
-_INVALID = {422: {"description": "Validation Error", "content": {"application/json": {"schema": {
-    "$ref": "#/components/schemas/HTTPValidationError"}}}}}
-
-
-@hot.get("/deployments/{deployment}/forecast", response_model=ForecastOut, responses={**READ_ERR, **_INVALID},
+@hot.get("/deployments/{deployment}/forecast", response_model=ForecastOut, responses={**READ_ERR, **query.INVALID},
          openapi_extra={"security": [{"HTTPBearer": []}], "parameters": _FORECAST_PARAMS},
          summary="Latest forecast (stored by the workers, or computed now)")
 async def get_forecast(request: Request) -> Any:

@@ -187,6 +187,7 @@ class KedaOut(_Out):
     leadMinutes: int
     utilisation: float
     capacityPerInstanceRpm: float
+    capacitySource: str = Field("declared", description="where capacityPerInstanceRpm comes from: calibrated or declared")
     profile: str
     peakAt: Optional[str]
     forecastOrigin: str
