@@ -21,9 +21,12 @@ def test_demo_generates_ingests_forecasts_and_audits_plans(tmp_path, redis_serve
     table = text[text.index("time (UTC)"):].splitlines()
     assert "profile" in table[0] and "rpm/replica" in table[0]
     # one row every 2 hours from about midnight (the log's unfinished last minute is not stored,
-    # so the rows fall a minute before the hour): row 0 is night, row 6 about noon is day
+    # so the rows fall a minute before the hour): row 0 is night; the morning switch is made
+    # before it breaks (shown as night>day while it runs, one phase per 2-hour decision), and
+    # row 8 (about 16:00) is day
     rows = {i: line.split() for i, line in enumerate(table[1:13])}
-    assert rows[0][2:4] == ["night", "200"] and rows[6][2:4] == ["day", "300"]
+    assert rows[0][2:4] == ["night", "200"] and rows[8][2:4] == ["day", "300"]
+    assert any(r[2] == "night>day" for r in rows.values()), rows
     assert "1 replicas" not in text
     for fields in rows.values():  # a reason that names a capacity names the one the row shows
         said = re.search(r"at (\d+) req/min per replica", " ".join(fields))
