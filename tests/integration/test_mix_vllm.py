@@ -4,17 +4,15 @@ by the loop's signals and ingest steps, and read back by the switch step's mix t
 is the shared one (tests/integration/conftest.py)."""
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 
 import httpx
 import pytest
 
+from promserver import NEEDS_PROMETHEUS, Prometheus
 from warmcast.deployments import Deployment
 from warmcast.settings import load_settings
 from warmup.actuators.launch import default_vllm_python_path
-from warmup.actuators.local import free_port
 from workers.context import Ctx
 from workers.live_signals import prometheus_live, scrape_live
 from workers.options import WorkerOptions
@@ -22,10 +20,9 @@ from workers.steps import ingest, signals
 from workers.steps.switch import live_mix
 
 VLLM_PY = default_vllm_python_path()
-PROMETHEUS = shutil.which("prometheus")
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not VLLM_PY.exists(), reason=f"no vLLM virtualenv at {VLLM_PY}: run scripts/setup-vllm.sh"),
-              pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary (scripts/setup-prometheus.sh)")]
+              NEEDS_PROMETHEUS]
 
 SHORT, LONG = 20, 800   # prompt tokens; the line is 500, one of vLLM's bucket bounds (1-2-5 series)
 N_SHORT, N_LONG = 6, 4
@@ -41,17 +38,11 @@ deployments:
 
 @pytest.fixture
 def prometheus(server, tmp_path):
-    port = free_port(9290)
-    (tmp_path / "prom.yml").write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: vllm\n"
-                                       f"    static_configs:\n      - targets: ['{server.url.removeprefix('http://')}']\n")
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prom.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prom = Prometheus(tmp_path, static=[server.url])
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield prom.url
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        prom.stop()
 
 
 def _prom_count(url: str) -> float | None:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
-import subprocess
 import time
 
 import httpx
 import numpy as np
 import pytest
 
+from promserver import NEEDS_PROMETHEUS, Prometheus
 from warmcast.deployments import Deployment
 from warmup.actuators.launch import (
     EngineArgsError,
@@ -302,21 +301,10 @@ def test_engine_args_validated_by_vllms_own_parser():
         validate_engine_args({"no-such-option": 1}, python=VLLM_PY, profile="night")
 
 
-PROMETHEUS = shutil.which("prometheus")
-
-
-@pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary (apt-get install prometheus; "
-                                               "scripts/setup-prometheus.sh)")
+@NEEDS_PROMETHEUS
 def test_prometheus_promql_matches_the_scrape(server, tmp_path):
-    port = free_port(9190)
-    host_port = server.url.removeprefix("http://")
-    (tmp_path / "prom.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: ['{host_port}']\n")
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prom.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prom.log", "wb"))
-    url = f"http://127.0.0.1:{port}"
+    prom = Prometheus(tmp_path, static=[server.url])
+    url = prom.url
 
     async def go():
         async with VLLMClient(server.url, name="it") as c, PrometheusSignals(url, 'job="vllm"', window="1m") as p:
@@ -359,8 +347,7 @@ def test_prometheus_promql_matches_the_scrape(server, tmp_path):
         from_prom, _ = prometheus_live(dep, [server.url], None, warmed=set())
         from_scrape, _ = scrape_live(dep, [server.url], None, None, warmed=set())
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        prom.stop()
     keys = ("queue_depth", "running", "ready", "provisioned", "requests_total")
     assert {k: from_prom[k] for k in keys} == {k: from_scrape[k] for k in keys}
     assert from_prom["requests_total"] == direct.counter("vllm:request_success_total") > 0

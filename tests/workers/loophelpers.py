@@ -6,9 +6,7 @@ and warmcast's state all live under it), so tests share the Redis at
 """
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +16,7 @@ from typing import Callable
 import pytest
 import redis
 
-from warmcast.runtime import free_loopback_port as free_port
+from warmcast.runtime import free_loopback_port as free_port  # noqa: F401 - the tests import it from here
 from warmcast.runtime import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,45 +137,3 @@ def ctx_for(loop: Loop):
                              deployments_file=env["WARMCAST_DEPLOYMENTS_FILE"], state_dir=env["WARMCAST_STATE_DIR"])
     opts = WorkerOptions(simulate=env.get("WARMCAST_WORKERS_SIMULATE") == "1")
     return Ctx(settings, opts, redis.Redis.from_url(env["WARMCAST_REDIS_URL"]))
-
-
-PROMETHEUS = shutil.which("prometheus")
-NEEDS_PROMETHEUS = pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary (apt-get install prometheus; "
-                                                                  "scripts/setup-prometheus.sh)")
-
-
-class Prometheus:
-    """A real Prometheus server scraping every second the targets written with :meth:`targets`
-    (file-based discovery: it picks the file up as it changes, as it would a fleet's)."""
-
-    def __init__(self, tmp: Path, job: str = "vllm") -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.sd = tmp / "prom-targets.json"
-        self.sd.write_text("[]")
-        (tmp / "prom.yml").write_text(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-            f"scrape_configs:\n  - job_name: {job}\n    file_sd_configs:\n"
-            f"      - files: ['{self.sd}']\n        refresh_interval: 2s\n")
-        self.log = tmp / "prom.log"
-        self.proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp / 'prom.yml'}",
-                                      f"--storage.tsdb.path={tmp / 'prom-data'}",
-                                      f"--web.listen-address=127.0.0.1:{self.port}"],
-                                     stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"), start_new_session=True)
-        wait_for(self._ready, 60, f"Prometheus on {self.url} ready ({self.log})")
-
-    def _ready(self) -> bool:
-        import httpx
-
-        try:
-            return httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def targets(self, urls: list[str]) -> None:
-        tmp = self.sd.with_suffix(".tmp")
-        tmp.write_text(json.dumps([{"targets": [u.removeprefix("http://") for u in urls]}]))
-        tmp.replace(self.sd)  # atomic: Prometheus never reads half a file
-
-    def stop(self) -> None:
-        Loop.kill(self.proc, signal.SIGTERM)

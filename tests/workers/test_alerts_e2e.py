@@ -25,12 +25,12 @@ import httpx
 import pytest
 
 from alertsink import Sink
+from promserver import PROMETHEUS, Prometheus
 from loophelpers import NEEDS_VLLM, PY, ROOT, VLLM_PY, ctx_for, free_port, wait_for
 from test_e2e_vllm import _load, _renice_servers, _wait_healthy
 
 pytestmark = NEEDS_VLLM
 TOKEN = "alerts-e2e-token"
-PROMETHEUS = shutil.which("prometheus")
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 
 DEPLOYMENTS = """
@@ -70,39 +70,35 @@ def _up(url: str) -> bool:
         return False
 
 
-def _configs(tmp: Path, env: dict[str, str], server: str, api: str, am_port: int) -> None:
+def _configs(tmp: Path, env: dict[str, str], api: str, am_port: int) -> str:
+    """Writes the rules and Alertmanager's config; returns Prometheus's rule and alerting config."""
     rules = subprocess.run([PY, "-m", "warmcast.cli", "alerts", "rules", "--out", str(tmp / "rules.yml"),
                             "--interval", "1s", "--window", "30s", "--for-primary", "5s", "--for-medium", "1h",
                             "--for-severe", "1h", "--for-slow", "1h"], cwd=ROOT, env=env, capture_output=True,
                            text=True)
     assert rules.returncode == 0, rules.stdout + rules.stderr
-    (tmp / "prom.yml").write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        f"rule_files: ['{tmp / 'rules.yml'}']\n"
-        f"alerting: {{alertmanagers: [{{static_configs: [{{targets: ['127.0.0.1:{am_port}']}}]}}]}}\n"
-        f"scrape_configs: [{{job_name: vllm, static_configs: [{{targets: ['{server.removeprefix('http://')}']}}]}}]\n")
     (tmp / "am.yml").write_text(
         "route: {receiver: warmcast, group_by: [deployment], group_wait: 1s, group_interval: 2s, "
         "repeat_interval: 5s}\n"
         f"receivers: [{{name: warmcast, webhook_configs: [{{url: '{api}/v1/alerts', send_resolved: true, "
         f"http_config: {{authorization: {{credentials: {TOKEN}}}}}}}]}}]\n")
+    return (f"rule_files: ['{tmp / 'rules.yml'}']\n"
+            f"alerting: {{alertmanagers: [{{static_configs: [{{targets: ['127.0.0.1:{am_port}']}}]}}]}}\n")
 
 
 def _services(tmp: Path, loop, server: str, procs: list[subprocess.Popen]) -> None:
     """The API (uvicorn), Alertmanager posting to it and Prometheus scraping ``server`` with the
     generated rules, started into ``procs`` (stopped by the caller) and up."""
-    api_port, prom_port, am_port = free_port(), free_port(), free_port()
+    api_port, am_port = free_port(), free_port()
     api = f"http://127.0.0.1:{api_port}"
-    _configs(tmp, loop.env, server, api, am_port)
+    alerting = _configs(tmp, loop.env, api, am_port)
     procs.append(_start([PY, "-m", "uvicorn", "--factory", "api.app:create_app", "--host", "127.0.0.1",
                          "--port", str(api_port)], tmp / "api.log", loop.env))
     procs.append(_start([ALERTMANAGER, f"--config.file={tmp / 'am.yml'}", f"--storage.path={tmp / 'am'}",
                          f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], tmp / "am.log"))
-    procs.append(_start([PROMETHEUS, f"--config.file={tmp / 'prom.yml'}", f"--storage.tsdb.path={tmp / 'prom'}",
-                         f"--web.listen-address=127.0.0.1:{prom_port}", "--rules.alert.resend-delay=1s"],
-                        tmp / "prom.log"))
-    wait_for(lambda: _up(f"{api}/healthz") and _up(f"http://127.0.0.1:{am_port}/-/ready")
-             and _up(f"http://127.0.0.1:{prom_port}/-/ready"), 90, "API, Alertmanager and Prometheus", loop)
+    procs.append(Prometheus(tmp, static=[server], extra=alerting, flags=["--rules.alert.resend-delay=1s"]).proc)
+    wait_for(lambda: _up(f"{api}/healthz") and _up(f"http://127.0.0.1:{am_port}/-/ready"), 90,
+             "API and Alertmanager", loop)
 
 
 def _responses(ctx) -> list[str]:

@@ -23,7 +23,8 @@ import time
 import httpx
 import pytest
 
-from loophelpers import NEEDS_PROMETHEUS, NEEDS_VLLM, VLLM_PY, Prometheus, free_port
+from loophelpers import NEEDS_VLLM, VLLM_PY, free_port
+from promserver import NEEDS_PROMETHEUS, Prometheus
 from warmcast.settings import load_settings
 from workers import lead
 from workers.context import Ctx
