@@ -15,11 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from warmcast.strict import Strict
 
 
 def _url(v: str | None) -> str | None:
@@ -28,7 +26,7 @@ def _url(v: str | None) -> str | None:
     return v
 
 
-class FailoverSpec(_Strict):
+class FailoverSpec(Strict):
     # the DR target, as the deployment's own scaler: key (Deployment checks it with the same rules)
     scaler: dict[str, Any]
     redeploy_url: str | None = None
@@ -37,7 +35,7 @@ class FailoverSpec(_Strict):
     _redeploy = field_validator("redeploy_url")(classmethod(lambda cls, v: _url(v)))
 
 
-class AlertSpec(_Strict):
+class AlertSpec(Strict):
     report_url: str | None = None
     report_token_env: str | None = None
     primary_window_min: float = Field(10.0, gt=0, le=24 * 60)

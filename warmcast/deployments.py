@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from warmcast.alerts_config import AlertSpec
 from warmcast.errors import InputError, NotFoundError
 from warmcast.pools_config import GpuSpec, PoolsSpec, check_against
 from warmcast.sleep_tier import SleepTier
 from warmcast.slo import SLO
+from warmcast.strict import Strict
 from warmcast.yamlfile import read_yaml
 
 # Full match (\A..\Z, never ^..$: $ also matches before a final newline): a name becomes a
@@ -33,11 +34,8 @@ def check_deployment_name(name: str) -> str:
     return name
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-class Profile(_Strict):
+class Profile(Strict):
     """A set of vLLM engine arguments and the capacity one instance has with them."""
 
     capacity_rpm: float = Field(gt=0, description="requests/min one instance serves at 100% utilisation")
@@ -45,13 +43,13 @@ class Profile(_Strict):
     engine_args: dict[str, Any] = Field(default_factory=dict, description="vLLM CLI args without leading --")
 
 
-class ScheduleWindow(_Strict):
+class ScheduleWindow(Strict):
     profile: str
     start: time
     end: time  # may be earlier than start: the window wraps past midnight
 
 
-class MixTriggerSpec(_Strict):
+class MixTriggerSpec(Strict):
     """Switch to ``profile`` while the live share of prompts longer than ``long_tokens`` holds at or
     above ``share`` for ``sustain_min`` minutes (warmup/core/mix_trigger.py), whatever the clock says."""
 
@@ -61,7 +59,7 @@ class MixTriggerSpec(_Strict):
     sustain_min: int = Field(10, ge=1, le=1440)
 
 
-class Schedule(_Strict):
+class Schedule(Strict):
     timezone: str = "UTC"
     windows: list[ScheduleWindow] = Field(default_factory=list)
     mix_trigger: MixTriggerSpec | None = None  # live context mix, checked every switch step
@@ -76,7 +74,7 @@ class Schedule(_Strict):
         return v
 
 
-class ScalerSpec(_Strict):
+class ScalerSpec(Strict):
     """How instances are scaled. Only the keys of the chosen kind are read."""
 
     kind: Literal["local", "kubernetes", "webhook", "dryrun"] = "dryrun"
@@ -109,7 +107,7 @@ class ScalerSpec(_Strict):
         return self
 
 
-class SignalSpec(_Strict):
+class SignalSpec(Strict):
     source: Literal["scrape", "prometheus"] = "scrape"
     prometheus_url: str | None = None
     # PromQL label selector that picks this deployment's series, e.g. 'model_name="llama"'
@@ -122,7 +120,7 @@ class SignalSpec(_Strict):
         return self
 
 
-class Deployment(_Strict):
+class Deployment(Strict):
     name: str
     model: str = "dummy"
     gpus_per_replica: int = Field(1, ge=0)
@@ -178,7 +176,7 @@ class Deployment(_Strict):
         return self.profiles[self.default_profile].capacity_rpm
 
 
-class DeploymentsFile(_Strict):
+class DeploymentsFile(Strict):
     deployments: list[Deployment]
 
     @model_validator(mode="after")

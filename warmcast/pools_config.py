@@ -9,16 +9,14 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from warmcast.strict import Strict
 
 _WORKLOAD = r"^(deployment|statefulset)/.+"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class GpuSpec(_Strict):
+class GpuSpec(Strict):
     """What the model needs and which GPU types may serve it."""
 
     types: list[str] = Field(default_factory=list, description="allowed GPU types (default: the whole catalogue)")
@@ -39,13 +37,13 @@ class GpuSpec(_Strict):
         return self
 
 
-class PoolSLO(_Strict):
+class PoolSLO(Strict):
     late_wait_s: float | None = Field(None, gt=0, le=3600, description="hot: a request waiting longer is late")
     late_share: float | None = Field(None, ge=0, le=1, description="hot: allowed share of late requests")
     deadline_min: float | None = Field(None, gt=0, le=7 * 1440, description="cold: done within this many minutes")
 
 
-class PoolSpec(_Strict):
+class PoolSpec(Strict):
     profiles: list[str] = Field(min_length=1)
     slo: PoolSLO
     target_utilisation: float = Field(0.7, ge=0.05, le=1)
@@ -57,19 +55,19 @@ class PoolSpec(_Strict):
     max_instances: int | None = Field(None, ge=1)
 
 
-class SharedLimits(_Strict):
+class SharedLimits(Strict):
     physical_gpus: int = Field(ge=1, description="GPUs the pools share")
     memory_share: float = Field(0.8, gt=0, le=1, description="all pools together use at most this share of memory")
     hot_cold_ratio: float = Field(3.0, gt=0, description="hot may take at most r/(1+r) of the compute budget")
 
 
-class AttributionRule(_Strict):
+class AttributionRule(Strict):
     pool: str
     min_prompt_tokens: int | None = Field(None, ge=0)
     api_keys: list[str] = Field(default_factory=list)
 
 
-class Attribution(_Strict):
+class Attribution(Strict):
     """Which pool a request belongs to: a log field first, then the rules in order, then the default."""
 
     field: str | None = Field(None, description="log column holding the pool name")
@@ -78,7 +76,7 @@ class Attribution(_Strict):
     default: str = "hot"
 
 
-class PoolsSpec(_Strict):
+class PoolsSpec(Strict):
     hot: PoolSpec
     cold: PoolSpec
     limits: SharedLimits

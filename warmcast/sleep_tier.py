@@ -8,12 +8,12 @@ instance costs as a share of a GPU-hour (default 1.0: the GPU stays allocated), 
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from warmcast.strict import Strict
 
 
-class SleepTier(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class SleepTier(Strict):
     wake_s: float = Field(..., gt=0, le=3600, description="seconds from /wake_up to serving")
     cost_share: float = Field(1.0, ge=0, le=1, description="an asleep instance's share of a GPU-hour")
     buffer_asleep: bool = Field(False, description="keep the warm buffer asleep rather than ready")

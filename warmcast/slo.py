@@ -9,12 +9,12 @@ what the alert rules fire on.
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from warmcast.strict import Strict
 
 
-class SLO(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class SLO(Strict):
     late_wait_s: float = Field(5.0, gt=0, le=3600, description="a request waiting longer than this is late")
     late_share: float = Field(0.0005, ge=0, le=1, description="allowed share of late requests (0.0005 = 0.05%)")
     ttft_p99_ms: float | None = Field(None, gt=0, description="time-to-first-token P99 bound, ms")
