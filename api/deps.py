@@ -20,6 +20,7 @@ import redis
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.exceptions import HTTPException
+from starlette.concurrency import run_in_threadpool
 
 from warmcast.deployments import Deployment, DeploymentsFile, check_deployment_name
 from warmcast.errors import NotFoundError
@@ -213,8 +214,6 @@ async def check_known_async(deployment: str, ctx: ApiContext) -> str:
     age = time.monotonic() - seen if seen is not None else None
     if age is not None and age < KNOWN_TTL_S:
         return deployment
-    from starlette.concurrency import run_in_threadpool
-
     if ctx.configured(deployment) is not None:
         return check_known(deployment, ctx)
     if age is not None and age < KNOWN_STALE_S:
@@ -225,8 +224,6 @@ async def check_known_async(deployment: str, ctx: ApiContext) -> str:
 
 
 async def _recheck_known(deployment: str, ctx: ApiContext, key: tuple) -> None:
-    from starlette.concurrency import run_in_threadpool
-
     try:
         await run_in_threadpool(check_known, deployment, ctx)
     except Exception:  # noqa: BLE001 - a name gone from the store is answered 404 once KNOWN_STALE_S passes
