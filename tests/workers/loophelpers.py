@@ -137,3 +137,20 @@ def ctx_for(loop: Loop):
                              deployments_file=env["WARMCAST_DEPLOYMENTS_FILE"], state_dir=env["WARMCAST_STATE_DIR"])
     opts = WorkerOptions(simulate=env.get("WARMCAST_WORKERS_SIMULATE") == "1")
     return Ctx(settings, opts, redis.Redis.from_url(env["WARMCAST_REDIS_URL"]))
+
+
+def seed_steady(ctx, dep: str, rpm: float) -> int:
+    """A simulated deployment with stored history and a steady ``rpm`` around now, one replica up;
+    returns the minute (Unix minutes) the traffic was laid around."""
+    import time
+
+    import pandas as pd
+
+    from workers.simulate import seed_deployment
+
+    seed_deployment(ctx, dep, mean_rpm=80)
+    now_min = int(time.time() // 60)
+    idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 5)], unit="s")
+    ctx.sim(dep).load_traffic(pd.Series(rpm, index=idx))
+    ctx.sim(dep).reset(1)
+    return now_min

@@ -1,12 +1,8 @@
 """A stored calibration is the capacity the planner counts replicas with, and the audit says so."""
 from __future__ import annotations
 
-import time
-
-import pandas as pd
-
+from loophelpers import seed_steady
 from warmcast.calibrations import CalibrationStore
-from workers.simulate import seed_deployment
 from workers.steps import plan
 
 
@@ -15,11 +11,7 @@ def _entry(ctx, tick: str) -> dict:
 
 
 def test_a_stored_calibration_changes_the_replica_count_and_the_audit_says_calibrated(ctx):
-    seed_deployment(ctx, "simdep", mean_rpm=80)
-    now_min = int(time.time() // 60)
-    idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 5)], unit="s")
-    ctx.sim("simdep").load_traffic(pd.Series(350.0, index=idx))
-    ctx.sim("simdep").reset(1)
+    seed_steady(ctx, "simdep", 350.0)
     declared = plan.step(ctx, "simdep", tick="T1", run_id="task-a")
     first = _entry(ctx, "T1")
     assert declared.desired == 4 and "100 req/min per replica, declared" in first["reason"]  # 350 / 100

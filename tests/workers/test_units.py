@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from forecaster.base import Forecast
+from loophelpers import seed_steady
 
 from warmcast.errors import InputError
 from warmup.core import PolicyState, plan_replicas, Reason, ReasonCode, SwitchPhase, SwitchState, Transition
@@ -132,11 +133,7 @@ def test_core_config_from_deployment_and_overrides():
 
 
 def test_plan_is_idempotent_per_tick_and_audited_with_reason(ctx):
-    seed_deployment(ctx, "simdep", mean_rpm=80)
-    now_min = int(time.time() // 60)
-    idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 5)], unit="s")
-    ctx.sim("simdep").load_traffic(pd.Series(350.0, index=idx))
-    ctx.sim("simdep").reset(1)
+    seed_steady(ctx, "simdep", 350.0)
     first = plan.step(ctx, "simdep", tick="T1", run_id="task-a")
     assert first.status == "applied" and first.desired >= 4
     again = plan.step(ctx, "simdep", tick="T1", run_id="task-a")
@@ -155,11 +152,7 @@ def test_plan_is_idempotent_per_tick_and_audited_with_reason(ctx):
 
 
 def test_plan_preview_is_the_cores_plan_to_the_horizon_with_the_reactive_floor(ctx):
-    seed_deployment(ctx, "simdep", mean_rpm=80)
-    now_min = int(time.time() // 60)
-    idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 5)], unit="s")
-    ctx.sim("simdep").load_traffic(pd.Series(350.0, index=idx))  # the load needs 4 of 100 req/min
-    ctx.sim("simdep").reset(1)
+    now_min = seed_steady(ctx, "simdep", 350.0)  # the load needs 4 of 100 req/min
     path = np.array([50.0] * 29 + [900.0])  # the forecast needs 1, then 9 at its last minute
     ctx.state.put_forecast("simdep", Forecast(origin=pd.Timestamp(now_min * 60, unit="s"), mean=path, model="t",
                                               version="v", quantiles={0.1: path, 0.5: path, 0.9: path}))
@@ -176,11 +169,7 @@ def test_plan_preview_is_the_cores_plan_to_the_horizon_with_the_reactive_floor(c
 
 
 def test_policy_state_survives_in_redis_between_contexts(ctx, tmp_path):
-    seed_deployment(ctx, "simdep", mean_rpm=80)
-    now_min = int(time.time() // 60)
-    idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 5)], unit="s")
-    ctx.sim("simdep").load_traffic(pd.Series(350.0, index=idx))
-    ctx.sim("simdep").reset(1)
+    seed_steady(ctx, "simdep", 350.0)
     plan.step(ctx, "simdep", tick="T1", run_id="task-a")
     # a fresh context (another worker) sees the cooldown state the first one wrote
     other = Ctx(ctx.settings, ctx.options, ctx.r)
@@ -263,17 +252,9 @@ def test_whatif_without_a_cold_start_replays_with_the_measured_lead(ctx):
     assert rep["lead"] == want.as_doc()
 
 
-def _jump(ctx) -> None:
-    seed_deployment(ctx, "simdep", mean_rpm=80)
-    now_min = int(time.time() // 60)
-    idx = pd.to_datetime([(now_min + k) * 60 for k in range(-2, 5)], unit="s")
-    ctx.sim("simdep").load_traffic(pd.Series(350.0, index=idx))
-    ctx.sim("simdep").reset(1)
-
-
 def test_forecast_only_mode_records_but_does_not_act(ctx):
     c = Ctx(ctx.settings.model_copy(update={"dry_run": True}), ctx.options, ctx.r)
-    _jump(c)
+    seed_steady(c, "simdep", 350.0)
     out = plan.step(c, "simdep", tick="T1", run_id="task-a")
     row = c.state.audit_log("simdep", kind="scale")[0]
     assert out.desired >= 4 and row["decision"].startswith("up") and row["applied"] is False
@@ -284,7 +265,7 @@ def test_forecast_only_mode_records_but_does_not_act(ctx):
 
 
 def test_paused_deployment_is_decided_and_recorded_but_not_acted_on(ctx):
-    _jump(ctx)
+    seed_steady(ctx, "simdep", 350.0)
     ctx.state.set_paused("simdep", True, by="test", reason="maintenance")
     plan.step(ctx, "simdep", tick="T1", run_id="task-a")
     row = ctx.state.audit_log("simdep", kind="scale")[0]
