@@ -23,6 +23,7 @@ from kubernetes.client.rest import ApiException
 
 from warmcast.deployments import Deployment, Profile, ScalerSpec
 from warmcast.errors import InputError
+from warmup.actuators.local import free_port
 from warmup.actuators.scalers import (
     DryRunScaler,
     KubernetesProfileScaler,
@@ -294,3 +295,35 @@ def test_profile_resources_must_match_the_profiles():
     dep = Deployment(**base, scaler=ScalerSpec(kind="kubernetes", profile_resources={
         "day": "deployment/a", "night": "statefulset/b"}))
     assert dep.scaler.resource is None
+
+
+def test_local_scaler_never_binds_two_servers_to_one_core(tmp_path):
+    """A server started after another stopped takes the freed core, also when each step is done by
+    a scaler built afresh from the state file, as the loop does.  (Slots were once the index in the
+    file: after a move stopped the first server, the rollback's new server landed on the core of
+    the loaded one, whose spinning OpenMP threads kept it from booting for ten minutes.)  The
+    "python" here is a shell script that sleeps with a vLLM-like command line: no vLLM needed."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\necho "bind=$VLLM_CPU_OMP_THREADS_BIND"\nsleep 300\n')
+    fake.chmod(0o755)
+    profiles = {"day": {"block-size": 32}, "night": {"block-size": 64}}
+
+    def scaler() -> LocalProcessScaler:
+        return LocalProcessScaler("d", tmp_path, profiles=profiles, profile="day", python=fake, base_port=free_port(),
+                                  state_file=tmp_path / "s.json", log_dir=tmp_path / "logs")
+
+    def slots() -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for e in json.loads((tmp_path / "s.json").read_text())["servers"]:
+            out.setdefault(e["profile"], []).append(e["slot"])
+        return out
+
+    try:
+        scaler().scale_to(1, "one day server")
+        scaler().prewarm("night", 1)
+        assert slots() == {"day": [0], "night": [1]}
+        scaler().set_replicas({"day": 0, "night": 1})   # the move: day stops
+        scaler().set_replicas({"day": 1, "night": 1})   # a rollback starts day again
+        assert slots() == {"night": [1], "day": [0]}
+    finally:
+        scaler().close()

@@ -78,7 +78,9 @@ class LocalProcessScaler(Scaler):
                 log.warning("%s: server on port %s runs unknown profile %r; not adopted", self.deployment,
                             e["port"], profile)
                 continue
-            s = self._server(int(e["port"]), profile, slot=len(self.servers))
+            # the core a server was bound to at launch: a new one must not share it
+            slot = int(e["slot"]) if isinstance(e.get("slot"), int) else self._free_slot()
+            s = self._server(int(e["port"]), profile, slot=slot)
             if s.adopt(int(e["pid"]), e.get("started_wall")):
                 self.servers.append(s)
                 adopted.append(s.url)
@@ -90,7 +92,8 @@ class LocalProcessScaler(Scaler):
             return
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         data = {"deployment": self.deployment, "profile": self.profile, "servers": [
-            {"port": s.port, "pid": s.pid, "url": s.url, "started_wall": s.started_wall, "profile": s.profile}
+            {"port": s.port, "pid": s.pid, "url": s.url, "started_wall": s.started_wall, "profile": s.profile,
+             "slot": s.slot}
             for s in self.servers]}
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(data))
@@ -125,7 +128,7 @@ class LocalProcessScaler(Scaler):
             stopped.append(s.url)
         while len(self.servers) < n:
             port = free_port(self.base_port, self.host, avoid={s.port for s in self.servers})
-            s = self._server(port, profile, slot=len(self.servers)).start()
+            s = self._server(port, profile, slot=self._free_slot()).start()
             self.servers.append(s)
             started.append(s.url)
         self._save()
@@ -164,7 +167,7 @@ class LocalProcessScaler(Scaler):
                 break
             if old.profile != profile:
                 old.stop()
-                self.servers[i] = self._server(old.port, profile, slot=i).start()
+                self.servers[i] = self._server(old.port, profile, slot=old.slot).start()
                 restarted.append(old.url)
                 have += 1
         if share >= 1.0:
@@ -202,11 +205,15 @@ class LocalProcessScaler(Scaler):
         if len(self.servers) >= self.max_processes:
             raise InputError(f"{self.deployment}: another server would exceed max_processes={self.max_processes}")
         port = free_port(self.base_port, self.host, avoid={s.port for s in self.servers})
-        slots = {s.slot for s in self.servers if hasattr(s, "slot")}
-        slot = next(i for i in range(len(self.servers) + 1) if i not in slots)
-        s = self._server(port, profile, slot=slot).start()
+        s = self._server(port, profile, slot=self._free_slot()).start()
         self.servers.append(s)
         return s.url
+
+    def _free_slot(self) -> int:
+        """The lowest core slot no live server holds.  Two CPU engines on one core starve each
+        other: a loaded one's spinning OpenMP threads kept a new one from booting for minutes."""
+        taken = {s.slot for s in self.servers}
+        return next(i for i in range(len(self.servers) + 1) if i not in taken)
 
     def ready_by_profile(self) -> dict[str, int]:
         """Servers answering /health, per profile."""
