@@ -203,12 +203,14 @@ def test_redis_restart_costs_at_most_one_tick(make_loop, tmp_path):
     url = f"redis://127.0.0.1:{port}/0"
     try:
         wait_for(lambda: _ping(url), 10, "own redis-server")
-        loop = make_loop(redis_url=url, env={"WARMCAST_WORKERS_PLAN_EVERY_S": "3"})
+        loop = make_loop(redis_url=url, env={"WARMCAST_WORKERS_PLAN_EVERY_S": "6"})
+        # 6 s ticks, not 3: a tick's message expires at 0.9 of the period, and on a loaded shared
+        # machine a 2.7 s window was missed by the queue alone, with Redis up
         ctx = ctx_for(loop)
         seed_deployment(ctx, "simdep", mean_rpm=80)
         loop.worker()
         loop.beat()
-        wait_for(lambda: len([k for k in _ledger(ctx) if k.startswith("plan|")]) >= 3, 30, "plan ticks", loop)
+        wait_for(lambda: len([k for k in _ledger(ctx) if k.startswith("plan|")]) >= 3, 60, "plan ticks", loop)
         # restart: SIGTERM (Redis saves its append-only file), start again on the same port
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=10)
@@ -217,11 +219,11 @@ def test_redis_restart_costs_at_most_one_tick(make_loop, tmp_path):
         server = _redis_server(port, data)
         wait_for(lambda: _ping(url), 10, "redis to come back")
         t_up = time.time()
-        time.sleep(15)
+        time.sleep(25)
         slots = sorted(pd.Timestamp(k.split("|")[1]) for k in _ledger(ctx) if k.startswith("plan|"))
-        expected = pd.date_range(slots[0], slots[-1], freq="3s")
+        expected = pd.date_range(slots[0], slots[-1], freq="6s")
         missing = sorted(set(expected) - set(slots))
-        assert slots[-1] > pd.Timestamp(t_up, unit="s") + pd.Timedelta(seconds=6), (slots, loop.logs())
+        assert slots[-1] > pd.Timestamp(t_up, unit="s") + pd.Timedelta(seconds=12), (slots, loop.logs())
         assert len(missing) <= 1, f"missed ticks {missing} (down {t_down:.1f}, up {t_up:.1f})\n{loop.logs()}"
         assert all(p.poll() is None for p in loop.procs), loop.logs()
         # planning still works after the restart, audit included
