@@ -116,6 +116,17 @@ def _codes(ctx) -> list[str]:
     return [r["inputs"]["code"] for r in reversed(ctx.state.audit_log("vdep", kind="alert", limit=500))]
 
 
+def _tokens_lasting(url: str, seconds: float) -> int:
+    """Output tokens one request generates in about ``seconds`` on the server at ``url`` (from a
+    timed 64-token request), kept within the tiny model's max-model-len of 1024."""
+    model = httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
+    body = {"model": model, "prompt": list(range(10, 26)), "max_tokens": 64, "ignore_eos": True, "temperature": 0.0}
+    httpx.post(f"{url}/v1/completions", json=body, timeout=120)  # the first request pays one-off costs
+    t = time.monotonic()
+    httpx.post(f"{url}/v1/completions", json=body, timeout=120).raise_for_status()
+    return int(min(900, max(64, 64 * seconds / max(time.monotonic() - t, 1e-3))))
+
+
 class Overload:
     """``_load`` (clients sending back to back) in a thread, until stopped."""
 
@@ -156,7 +167,10 @@ def test_ttft_alert_primary_once_then_standby_then_resolved(make_loop, tmp_path)
         _services(tmp_path, loop, server, procs)
         loop.worker()
 
-        load = Overload(server, clients=6, max_tokens=64)  # one sequence at a time: the rest queue
+        # One sequence at a time: the other five clients queue.  Requests last about 0.6 s whatever
+        # the machine's speed (a fixed 64 tokens ran so fast on a quiet machine that the TTFT
+        # P99 stayed under the 1 s SLO), so the fifth in line waits about 3 s.
+        load = Overload(server, clients=6, max_tokens=_tokens_lasting(server, 0.6))
         t0 = time.monotonic()
         wait_for(lambda: {"primary report", "primary adjust"} <= set(_responses(ctx)), 240,
                  "the primary response", loop, poll=1.0)
