@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from promserver import NEEDS_PROMETHEUS, Prometheus
+from vllmmetrics import waited_longer_than
 from warmcast.deployments import Deployment
 from warmup.actuators.launch import (
     EngineArgsError,
@@ -97,22 +98,6 @@ async def _metrics_text(url: str) -> str:
         return (await c.get(f"{url}/metrics")).text
 
 
-def _waited_longer_than(before: str, after: str, at_least_s: float) -> tuple[float, int]:
-    """(bound, requests) of the load between two /metrics texts whose time in the WAITING phase,
-    by the server's own ``vllm:request_queue_time_seconds`` histogram, exceeded ``bound`` (its
-    smallest bucket edge at or above ``at_least_s``)."""
-    def hist(text: str) -> tuple[dict[float, float], float]:
-        name = "vllm:request_queue_time_seconds"
-        buckets: dict[float, float] = {}
-        for le, v in re.findall(rf'^{name}_bucket\{{[^}}]*le="([^"]+)"[^}}]*\}} (\S+)$', text, re.M):
-            buckets[float(le)] = buckets.get(float(le), 0.0) + float(v)
-        return buckets, sum(float(v) for v in re.findall(rf'^{name}_count\{{[^}}]*\}} (\S+)$', text, re.M))
-
-    (b0, c0), (b1, c1) = hist(before), hist(after)
-    bound = min(le for le in b1 if le >= at_least_s)
-    return bound, round((c1 - c0) - (b1[bound] - b0.get(bound, 0.0)))
-
-
 def test_queue_depth_rises_above_threshold_under_load_and_falls(server):
     # 32 requests of 500 generated tokens, sent at once, against --max-num-seqs 2: most must queue.
     load = WarmupSpec(count=32, concurrency=32, duration_s=240)
@@ -137,7 +122,7 @@ def test_queue_depth_rises_above_threshold_under_load_and_falls(server):
     # All 32 arrive at once, so each request that waited longer than ``bound`` was in the queue
     # together with the others at ``bound`` seconds: more than TIER_THRESHOLD of them is a queue
     # depth above the tier's trigger at that moment.
-    bound, waited = _waited_longer_than(before, after, 0.5)
+    bound, waited = waited_longer_than(before, after, 0.5)
     assert waited > TIER_THRESHOLD, (f"{waited} of 32 requests waited more than {bound} s; "
                                      f"load took {res.elapsed_s:.1f}s")
     assert peak_running <= 2  # --max-num-seqs holds whenever the gauge was read
