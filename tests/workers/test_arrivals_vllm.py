@@ -1,6 +1,6 @@
 """Acceptance of arrival counting with two REAL vLLM CPU servers through the local backend.
 
-N requests over about three minutes, one server saturated (max-num-seqs 1 and bursts of long
+N requests over about two minutes, one server saturated (max-num-seqs 1 and bursts of long
 fixed-length requests, so that requests wait seconds in its queue across rounds),
 warmup requests sent by warmcast's own warmup run to the other, that other scaled in
 mid-window, and one server's scrape failing (its API process stopped for a few rounds): the
@@ -109,34 +109,34 @@ def _schedule(sender: Sender, a: str, b: str) -> list[tuple[float, str, int]]:
     per_request = took * long_tokens / 200
     burst = int(min(10, max(3, math.ceil(QUEUE_S / per_request) + 1)))
     print(f"probe: 200 tokens in {took:.2f} s; bursts of {burst} x {long_tokens} tokens on the saturated server")
-    out = [(float(t), a, 4) for t in range(0, 150, 4)] + [(float(t), b, 4) for t in range(0, 60, 6)]
-    out += [(t + 0.1 * (k + 1), a, long_tokens) for t in (20, 50) for k in range(burst)]
-    out += [(100 + d, a, 4) for d in (0.1, 0.2, 0.3)]
+    out = [(float(t), a, 4) for t in range(0, 96, 4)] + [(float(t), b, 4) for t in range(0, 48, 6)]
+    out += [(t + 0.1 * (k + 1), a, long_tokens) for t in (12, 34) for k in range(burst)]
+    out += [(70 + d, a, 4) for d in (0.1, 0.2, 0.3)]
     return out
 
 
 def _drive(ctx: Ctx, scaler, local, sender: Sender, schedule, b: str) -> bool:
-    """Run the window: warmup to b at 20 s, a's scrape failing 80-92 s, b scaled in once idle
-    after 100 s; returns whether a round saw requests waiting."""
+    """Run the window: warmup to b at 14 s, a's scrape failing 56-68 s, b scaled in once idle
+    after 72 s; returns whether a round saw requests waiting."""
     t0 = time.time() + 1
     th = sender.run(schedule, t0)
     warm = threading.Thread(target=lambda: warmup_run.step(ctx, "vdep", urls=[b], requests=4, concurrency=2,
                                                            duration_s=15), daemon=True)
     stopped = scaled_in = False
     saw_queue = False
-    while th.is_alive() or time.time() < t0 + 160:
+    while th.is_alive() or time.time() < t0 + 100:
         t = time.time() - t0
-        if t >= 20 and not warm.is_alive() and warm.ident is None:
+        if t >= 14 and not warm.is_alive() and warm.ident is None:
             warm.start()
-        if 80 <= t < 92 and stopped is False:
+        if 56 <= t < 68 and stopped is False:
             os.kill(local.servers[0].pid, signal.SIGSTOP)  # a's scrape fails for a few rounds
             stopped = True
-        if t >= 92 and stopped is True:
+        if t >= 68 and stopped is True:
             os.kill(local.servers[0].pid, signal.SIGCONT)
             stopped = None
         doc = signals.step(ctx, "vdep").doc
         saw_queue = saw_queue or any((i.get("waiting") or 0) > 0 for i in doc["instances"])
-        if t >= 100 and not scaled_in and not warm.is_alive() and _in_flight(doc, b) == 0:
+        if t >= 72 and not scaled_in and not warm.is_alive() and _in_flight(doc, b) == 0:
             scaler.scale_to(1, "test scale-in")  # b leaves, its last requests already read
             scaled_in = True
         time.sleep(5)
