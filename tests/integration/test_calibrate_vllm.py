@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TTFT_BOUND_MS = 1000.0
 OUTPUT = 32
 FAST = ["--scenarios", "short", "--no-burst", "--warmup-s", "2", "--step-s", "8", "--probe-s", "5",
-        "--drain-s", "5", "--output-tokens", str(OUTPUT), "--max-steps", "12"]
+        "--drain-s", "5", "--output-tokens", str(OUTPUT), "--max-steps", "8"]
 
 
 def _cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
