@@ -304,7 +304,7 @@ def test_local_scaler_never_binds_two_servers_to_one_core(tmp_path):
     the loaded one, whose spinning OpenMP threads kept it from booting for ten minutes.)  The
     "python" here is a shell script that sleeps with a vLLM-like command line: no vLLM needed."""
     fake = tmp_path / "python"
-    fake.write_text('#!/bin/sh\necho "bind=$VLLM_CPU_OMP_THREADS_BIND"\nsleep 300\n')
+    fake.write_text('#!/bin/sh\nsleep 300\n')
     fake.chmod(0o755)
     profiles = {"day": {"block-size": 32}, "night": {"block-size": 64}}
 

@@ -116,8 +116,6 @@ class LocalProcessScaler(Scaler):
         return self._grow_or_shrink(n, self.profile)
 
     def _grow_or_shrink(self, n: int, profile: str) -> dict[str, Any]:
-        from warmup.actuators.local import free_port
-
         if n > self.max_processes:
             raise InputError(f"{self.deployment}: {n} local processes exceed max_processes={self.max_processes}")
         reaped = self._reap()
@@ -127,10 +125,7 @@ class LocalProcessScaler(Scaler):
             s.stop()
             stopped.append(s.url)
         while len(self.servers) < n:
-            port = free_port(self.base_port, self.host, avoid={s.port for s in self.servers})
-            s = self._server(port, profile, slot=self._free_slot()).start()
-            self.servers.append(s)
-            started.append(s.url)
+            started.append(self._start_one(profile))
         self._save()
         return {"started": started, "stopped": stopped, "reaped": reaped}
 
