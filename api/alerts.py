@@ -109,7 +109,7 @@ def _note(body: AlertmanagerIn, dep: str, alerts: list[AlertIn]) -> dict[str, An
     return {"group_key": body.groupKey, "deployment": dep, "status": "firing" if firing else "resolved",
             "tier": tier.name.lower(), "alertnames": sorted({a.labels.get("alertname", "?") for a in counted}),
             "starts_at": min(_utc(a.startsAt) for a in counted), "ends_at": None if firing else max(ends, default=None),
-            "adjust": adjust, "receiver": body.receiver}
+            "adjust": adjust, "receiver": body.receiver, "received_at": _utc(datetime.now(timezone.utc))}
 
 
 @receiver.post("/alerts", response_model=ReceivedOut, status_code=202, responses=WRITE_ERR,

@@ -7,6 +7,9 @@
       medium_window_min: 15      # ... then severe
       standby: 1                 # instances a medium-tier alert adds (and the planner keeps until resolved)
       settle_min: 30             # rollback target: the last profile that ran this long with no alert
+      late_copy_s: 30            # a resolved alert's firing received within this long is a late copy;
+                                 # later, the alert fires on and its episode reopens (keep it under
+                                 # Alertmanager's group_interval)
       failover:                  # severe tier: the disaster-recovery target and the redeploy pipeline
         scaler: {kind: webhook, url: https://dr.example/scale}
         redeploy_url: https://ci.example/hooks/redeploy
@@ -42,6 +45,7 @@ class AlertSpec(Strict):
     medium_window_min: float = Field(15.0, gt=0, le=24 * 60)
     standby: int = Field(1, ge=1, le=64)
     settle_min: float = Field(30.0, gt=0, le=7 * 24 * 60)
+    late_copy_s: float = Field(30.0, ge=0, le=3600)
     failover: FailoverSpec | None = None
 
     _report = field_validator("report_url")(classmethod(lambda cls, v: _url(v)))

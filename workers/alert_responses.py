@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from warmcast.errors import WarmcastError
-from warmup.core.alerts import (AlertDecision, AlertNote, Episode, ProfileSpell, Response, adjusted_seqs,
+from warmup.core.alerts import (AlertDecision, AlertNote, ProfileSpell, Response, adjusted_seqs,
                                 last_stable_profile, variant_name)
 from workers import alert_state, policy
 from workers.actuation import RecordingScaler, live_scaler
@@ -96,6 +96,15 @@ def _raise_floor(ctx: Ctx, dep: str, floor: int, group: str) -> None:
     ctx.r.set(fkey, json.dumps({"before": scaling.get("min_replicas"), "group": group}), nx=True)
     scaling["min_replicas"] = max(floor, int(scaling.get("min_replicas") or 0))
     ctx.state.put("policy-config", dep, {**ov, "scaling": scaling})
+
+
+def restore_floor(ctx: Ctx, dep: str, group: str) -> str:
+    """A reopened episode whose standby ran: the floor its resolution released, raised again (the
+    deployment's minimum plus the standby, or what runs now if more)."""
+    d = ctx.dep(dep)
+    floor = min(d.max_replicas, max(ctx.scaler(dep).current(), ctx.cfg(dep).scaling.min_replicas + d.alerts.standby))
+    _raise_floor(ctx, dep, floor, group)
+    return f"planner floor raised to {floor} again: the alert fires on after a premature resolution"
 
 
 def release_floor(ctx: Ctx, dep: str) -> str | None:

@@ -69,7 +69,8 @@ def _dt(v: str | None) -> datetime | None:
 def note_from_doc(d: dict[str, Any]) -> AlertNote:
     return AlertNote(group_key=str(d["group_key"]), deployment=str(d["deployment"]), status=str(d["status"]),
                      tier=Tier.parse(d.get("tier")), alertnames=tuple(d.get("alertnames") or ()),
-                     starts_at=_dt(d["starts_at"]), ends_at=_dt(d.get("ends_at")), adjust=str(d.get("adjust") or ""))
+                     starts_at=_dt(d["starts_at"]), ends_at=_dt(d.get("ends_at")), adjust=str(d.get("adjust") or ""),
+                     received_at=_dt(d.get("received_at")))
 
 
 def episode_to_doc(e: Episode) -> dict[str, Any]:

@@ -34,7 +34,8 @@ class AlertOutcome(Outcome):
 def alert_config(ctx: Ctx, dep: str) -> AlertConfig:
     spec = ctx.dep(dep).alerts
     return AlertConfig(windows={Tier.PRIMARY: timedelta(minutes=spec.primary_window_min),
-                                Tier.MEDIUM: timedelta(minutes=spec.medium_window_min)})
+                                Tier.MEDIUM: timedelta(minutes=spec.medium_window_min)},
+                       late_copy=timedelta(seconds=spec.late_copy_s))
 
 
 def step(ctx: Ctx, deployment: str, note_doc: dict[str, Any], now: datetime | None = None) -> AlertOutcome:
@@ -48,10 +49,9 @@ def step(ctx: Ctx, deployment: str, note_doc: dict[str, Any], now: datetime | No
         dec = decide_alert(note, before, cfg, now, policy.why_not_applied(ctx, deployment))
         if dec.episode is not None:
             alert_state.store_episode(ctx.r, ctx.prefix, dec.episode)
-        released = alert_responses.release_floor(ctx, deployment) \
-            if dec.reason.code == ReasonCode.ALERT_RESOLVED else None
+        released = _floor(ctx, deployment, note, dec)
         if released:
-            done.append({"kind": "release-standby-floor", "tier": dec.tier.name.lower(), "applied": True,
+            done.append({"kind": "standby-floor", "tier": dec.tier.name.lower(), "applied": True,
                          "outcome": released})
         _audit(ctx, deployment, note, dec, released)  # under the lease: the audit keeps decision order
     for resp in dec.responses:  # each response audits itself after its decision's entry
@@ -61,10 +61,21 @@ def step(ctx: Ctx, deployment: str, note_doc: dict[str, Any], now: datetime | No
                         dec.tier.name.lower(), done)
 
 
+def _floor(ctx: Ctx, dep: str, note: Any, dec: Any) -> str | None:
+    """The standby floor follows the episode: released when it resolves, raised again when a
+    premature resolution is undone (None: nothing changed)."""
+    if dec.reason.code == ReasonCode.ALERT_RESOLVED:
+        return alert_responses.release_floor(ctx, dep)
+    if dec.reopened and dec.episode is not None and "medium:standby" in dec.episode.done \
+            and policy.why_not_applied(ctx, dep) is None:
+        return alert_responses.restore_floor(ctx, dep, note.group_key)
+    return None
+
+
 def _audit(ctx: Ctx, dep: str, note: Any, dec: Any, released: str | None) -> None:
     """One entry per notification: what came in and what it decided (the responses' own entries
     follow with their outcomes)."""
-    kinds = [r.kind for r in dec.responses] + (["release-standby-floor"] if released else [])
+    kinds = [r.kind for r in dec.responses] + (["standby floor"] if released else [])
     what = ", ".join(kinds) or ("episode closed" if dec.reason.code == ReasonCode.ALERT_RESOLVED
                                 else "nothing")  # the dashboard hides "nothing"
     go = any(r.apply for r in dec.responses) or bool(released)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import datetime, timezone
 
 import pandas as pd
 
@@ -38,6 +39,7 @@ def test_needs_the_write_token(client, redis_client, key_prefix):
 
 
 def test_firing_group_recorded_and_queued_with_its_highest_firing_tier(client, redis_client, key_prefix):
+    before = datetime.now(timezone.utc).replace(tzinfo=None)
     r = client.post("/v1/alerts", json=FIRING, headers=AUTH)
     assert r.status_code == 202, r.text
     [acc] = r.json()["accepted"]
@@ -48,6 +50,8 @@ def test_firing_group_recorded_and_queued_with_its_highest_firing_tier(client, r
     assert queued["deployment"] == "demo" and note["group_key"] == FIRING["groupKey"]
     assert note["starts_at"] == "2026-01-05T11:00:00.123000"  # earliest, in naive UTC
     assert note["ends_at"] is None and note["adjust"] == "up"
+    # receipt time, not the worker's: the late-copy window must not stretch while workers are down
+    assert before <= datetime.fromisoformat(note["received_at"]) <= datetime.now(timezone.utc).replace(tzinfo=None)
     [(sid, fields)] = redis_client.xrange(f"{key_prefix}:alert-notes:demo")
     assert json.loads(fields[b"note"]) == note and sid.decode() == acc["note_id"]
 

@@ -98,6 +98,37 @@ def test_a_new_firing_after_resolution_opens_a_new_episode():
     assert ep.resolved_at is None and ep.starts_at == later
 
 
+def test_a_premature_resolution_reopens_the_episode_when_the_alert_fires_on():
+    """Seen on CI: Prometheus's resend came late, Alertmanager resolved the alert when its endsAt
+    passed, then merged the next resend into it, so every later firing carried the old startsAt.
+    Within the late-copy window such a firing is a late copy; after it, the same episode reopens
+    (nothing reruns) and escalates when its window passes, as if never resolved."""
+    end = T0 + timedelta(minutes=1)
+    decs, ep = run([(note(), T0), (note("resolved", ends=end), end + timedelta(seconds=2)),
+                    (note(), end + timedelta(seconds=10)),        # within 30 s: a late copy
+                    (note(), end + timedelta(seconds=40)),        # fires on: reopened, primary done already
+                    (note(), end + timedelta(seconds=50)),        # open again: waiting, nothing stored
+                    (note(), T0 + timedelta(minutes=10))])        # the primary window passed
+    assert [len(d.responses) for d in decs] == [2, 0, 0, 0, 0, 2]
+    assert decs[2].reason.code == ReasonCode.ALERT_STALE and "within 30 s" in decs[2].reason.text
+    assert decs[3].reason.code == ReasonCode.ALERT_REOPENED and "premature" in decs[3].reason.text
+    assert decs[3].episode.resolved_at is None and decs[3].episode.done == ("primary:report", "primary:adjust")
+    assert decs[4].reason.code == ReasonCode.ALERT_WAITING and decs[4].episode is None
+    assert kinds(decs[5]) == [("medium", "standby"), ("medium", "rollback")]
+    assert decs[5].reason.code == ReasonCode.ALERT_ESCALATED
+    assert ep.opened == T0 and ep.starts_at == T0 and ep.resolved_at is None
+
+
+def test_the_late_copy_window_counts_from_receipt_not_from_processing():
+    """A backlog processed late (workers down) must not turn late copies into reopenings."""
+    end = T0 + timedelta(minutes=1)
+    copy = replace(note(), received_at=end + timedelta(seconds=5))
+    decs, _ = run([(note(), T0), (note("resolved", ends=end), end), (copy, end + timedelta(minutes=20))])
+    assert decs[2].reason.code == ReasonCode.ALERT_STALE and decs[2].responses == ()
+    tight = decide_alert(note(), decs[1].episode, replace(CFG, late_copy=timedelta(0)), end + timedelta(seconds=1))
+    assert tight.reason.code == ReasonCode.ALERT_REOPENED  # a zero window trusts every firing
+
+
 def test_resolved_arriving_before_its_firing_leaves_the_firing_stale():
     end = T0 + timedelta(minutes=1)
     decs, _ = run([(note("resolved", ends=end), end), (note(), end + timedelta(seconds=1))])

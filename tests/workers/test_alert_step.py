@@ -103,6 +103,23 @@ def test_escalation_starts_a_standby_the_planner_keeps_until_resolved(actx):
     assert len(responses(actx)) == 4 and actx.scaler("adep").current() == 2
 
 
+def test_a_premature_resolution_is_undone_and_the_standby_floor_raised_again(actx):
+    """Alertmanager resolved the group while the alert fired on (Prometheus's resend was late), then
+    sent firings with the old startsAt: past the late-copy window the episode reopens, its standby
+    floor comes back, nothing reruns, and escalation goes on from where it was."""
+    alerts.step(actx, "adep", note(), now=T0)
+    alerts.step(actx, "adep", note(), now=T0 + timedelta(minutes=11))  # medium: standby, floor 2
+    end = T0 + timedelta(minutes=12)
+    alerts.step(actx, "adep", note("resolved", ends=end), now=end)
+    assert actx.cfg("adep").scaling.min_replicas == 1
+    out = alerts.step(actx, "adep", note(), now=end + timedelta(seconds=45))
+    assert out.code == "alert_reopened" and [d["kind"] for d in out.responses] == ["standby-floor"]
+    assert actx.cfg("adep").scaling.min_replicas == 2 and actx.scaler("adep").current() == 2
+    assert len(responses(actx)) == 4  # report, adjust, standby, rollback: none twice
+    later = alerts.step(actx, "adep", note(), now=T0 + timedelta(minutes=27))  # medium window passed
+    assert later.code == "alert_escalated" and responses(actx)[-1] == ("severe failover", True)
+
+
 def test_reordered_resolved_before_firing_runs_nothing(actx, sink):
     end = T0 + timedelta(minutes=1)
     alerts.step(actx, "adep", note("resolved", ends=end), now=end)

@@ -56,6 +56,7 @@ class AlertNote:
     starts_at: datetime              # earliest startsAt of the group's alerts
     ends_at: datetime | None = None  # latest endsAt, for a resolved group
     adjust: str = ""                 # up | down: which way a primary adjustment moves max-num-seqs
+    received_at: datetime | None = None  # when the receiver got it (None: the decision's ``now``)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,11 @@ class AlertConfig:
 
     windows: dict[Tier, timedelta] = field(default_factory=lambda: {
         Tier.PRIMARY: timedelta(minutes=10), Tier.MEDIUM: timedelta(minutes=15)})
+    # A firing that repeats a resolved episode's alert (its startsAt is older than the resolution)
+    # received within this long of the resolution is a late copy; received later, the alert fires
+    # again (Alertmanager resolves an alert whose endsAt passed when Prometheus's resend comes late,
+    # then merges the next resend into it, old startsAt and all) and the episode reopens.
+    late_copy: timedelta = timedelta(seconds=30)
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,7 @@ class AlertDecision:
     episode: Episode | None          # the episode to store (None: nothing to store)
     reason: Reason
     tier: Tier = Tier.NONE
+    reopened: bool = False           # a premature resolution undone: what it released is due again
 
 
 def decide_alert(note: AlertNote, episode: Episode | None, cfg: AlertConfig, now: datetime,
@@ -100,23 +107,44 @@ def decide_alert(note: AlertNote, episode: Episode | None, cfg: AlertConfig, now
     """The responses ``note`` calls for, given the stored ``episode`` of its group (or None).
 
     ``blocked``: why actions may not run now (paused, forecast-only), or None."""
-    stale = _stale(note, episode)
+    stale = _stale(note, episode, cfg.late_copy, note.received_at or now)
     if stale is not None:
         return AlertDecision((), None, stale, episode.tier if episode else Tier.NONE)
     if note.status == "resolved":
         return _resolve(note, episode, now)
-    if episode is None or episode.resolved_at is not None:  # first notification, or a new episode
+    reopened = _reopened(note, episode)
+    if reopened is not None:
+        episode = reopened
+    elif episode is None or episode.resolved_at is not None:  # first notification, or a new episode
         episode = Episode(note.group_key, note.deployment, note.starts_at, now, alertnames=note.alertnames)
     tier, reason = _target_tier(note, episode, cfg, now)
-    if tier <= episode.tier:  # nothing to run; store the episode only if another alert joined it
+    if reopened is not None and tier <= episode.tier:
+        reason = _reopen_reason(reopened, note, reason)
+    if tier <= episode.tier:  # nothing to run; store the episode if it reopened or another alert joined it
         names = _names(episode, note)
-        return AlertDecision((), replace(episode, alertnames=names) if names != episode.alertnames else None,
-                             reason, episode.tier)
-    return _respond(episode, tier, reason, note, now, blocked)
+        store = reopened is not None or names != episode.alertnames
+        return AlertDecision((), replace(episode, alertnames=names) if store else None, reason, episode.tier,
+                             reopened is not None)
+    return replace(_respond(episode, tier, reason, note, now, blocked), reopened=reopened is not None)
 
 
-def _stale(note: AlertNote, ep: Episode | None) -> Reason | None:
-    """Why ``note`` tells nothing new about the stored episode, or None."""
+def _reopened(note: AlertNote, ep: Episode | None) -> Episode | None:
+    """The resolved ``ep`` open again when ``note`` is its alert still firing (started before the
+    resolution; not stale, so received well after it), or None."""
+    if ep is None or ep.resolved_at is None or note.starts_at >= ep.resolved_at:
+        return None
+    return replace(ep, resolved_at=None)
+
+
+def _reopen_reason(ep: Episode, note: AlertNote, then: Reason) -> Reason:
+    return Reason(ReasonCode.ALERT_REOPENED, f"{', '.join(note.alertnames)} fires again with its startsAt "
+                                             f"{note.starts_at:%H:%M:%S}, after the group resolved: the "
+                                             f"resolution was premature; the episode goes on at tier "
+                                             f"{ep.tier.name.lower()} ({then.text})")
+
+
+def _stale(note: AlertNote, ep: Episode | None, late_copy: timedelta, seen: datetime) -> Reason | None:
+    """Why ``note`` tells nothing new about the stored episode, or None.  ``seen``: when it arrived."""
     if ep is None:
         return None
     if ep.resolved_at is None:
@@ -126,9 +154,11 @@ def _stale(note: AlertNote, ep: Episode | None) -> Reason | None:
         return None
     if note.status == "resolved":
         return Reason(ReasonCode.ALERT_DUPLICATE, f"group already resolved at {ep.resolved_at:%H:%M:%S}")
-    if note.starts_at <= ep.starts_at or note.starts_at < ep.resolved_at:
-        return Reason(ReasonCode.ALERT_STALE, f"firing since {note.starts_at:%H:%M:%S}, but the group resolved at "
-                                              f"{ep.resolved_at:%H:%M:%S}: a late copy of an older notification")
+    if note.starts_at < ep.resolved_at and seen - ep.resolved_at <= late_copy:
+        return Reason(ReasonCode.ALERT_STALE, f"firing since {note.starts_at:%H:%M:%S}, received "
+                                              f"{_mins(seen - ep.resolved_at)} after the group resolved at "
+                                              f"{ep.resolved_at:%H:%M:%S} (within {_mins(late_copy)}): a late copy "
+                                              "of an older notification")
     return None
 
 

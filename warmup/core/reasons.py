@@ -57,6 +57,7 @@ class ReasonCode(str, Enum):
     ALERT_WAITING = "alert_waiting"          # firing, handled, its tier's window not over yet
     ALERT_TOP = "alert_top_tier"             # firing at the severe tier, everything done
     ALERT_RESOLVED = "alert_resolved"
+    ALERT_REOPENED = "alert_reopened"        # a resolved group's alert fires on (old startsAt, well after)
     ALERT_DUPLICATE = "alert_duplicate"      # already seen: nothing new
     ALERT_STALE = "alert_stale"              # older than what the episode already knows (reordered)
 
