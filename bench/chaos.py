@@ -73,11 +73,12 @@ def fault_second_beat(rig: Rig) -> Row:
     t0 = time.time()
     rig.beat("beat-2")
     time.sleep(15)
-    twice = rig.fanouts_fired_twice(since=t0)
+    sent_twice, ran_twice = rig.fanouts_twice(t0, "sent"), rig.fanouts_twice(t0, "runs")
     rig.kill("beat-2")
-    fired = rig.fanouts_since(t0)
-    return Row("second beat for 15 s", not twice and fired > 0, None, "0", str(len(twice)),
-               f"{fired} fan-outs in the window; fired twice: {twice[:3]}")
+    fired, double = rig.fanouts_since(t0), rig.double_actions()
+    return Row("second beat for 15 s", not sent_twice and double == 0 and fired > 0, None, "0",
+               f"{len(sent_twice)} slots sent twice, {double} actions",
+               f"{fired} slots fanned out in the window; a second run refused by the slot claim: {ran_twice[:3]}")
 
 
 def fault_ingest_2200(rig: Rig) -> Row:

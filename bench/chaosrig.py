@@ -210,17 +210,18 @@ class Rig:
             s = s[s.index <= until]
         return len(s), (s.index[-1] if len(s) else None)
 
-    def _ledger(self) -> dict[str, int]:
+    def _ledger(self, which: str) -> dict[str, int]:
+        """Fan-outs per ``kind|slot``: ``runs`` (every execution) or ``sent`` (those that sent tasks)."""
         out: dict[str, int] = {}
-        for key in self.ctx.r.scan_iter(f"{self.prefix}:fanout-runs:*"):
+        for key in self.ctx.r.scan_iter(f"{self.prefix}:fanout-{which}:*"):
             out.update({k.decode(): int(v) for k, v in self.ctx.r.hgetall(key).items()})
         return out
 
     def fanouts_since(self, since: float) -> int:
-        return sum(1 for k in self._ledger() if pd.Timestamp(k.split("|")[1], tz="UTC").timestamp() >= since)
+        return sum(1 for k in self._ledger("sent") if pd.Timestamp(k.split("|")[1], tz="UTC").timestamp() >= since)
 
-    def fanouts_fired_twice(self, since: float) -> list[str]:
-        return [k for k, n in self._ledger().items()
+    def fanouts_twice(self, since: float, which: str) -> list[str]:
+        return [k for k, n in self._ledger(which).items()
                 if n > 1 and pd.Timestamp(k.split("|")[1], tz="UTC").timestamp() >= since]
 
     def run_expire(self) -> None:

@@ -59,3 +59,11 @@ def tick_id(every_s: float, now: float | None = None) -> str:
     now = time.time() if now is None else now
     slot = int(now // every_s) * every_s
     return datetime.fromtimestamp(slot, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def claim_slot(r: Any, prefix: str, kind: str, tick: str, every_s: float, run_id: str) -> bool:
+    """True for the first fan-out of ``kind`` in slot ``tick``; False for any other (a second
+    beat, or a fan-out message redelivered after a lost acknowledgement landing in a later slot),
+    which must send nothing.  The claim outlives the slot, so a late duplicate still finds it."""
+    return bool(r.set(f"{prefix}:fanout-claim:{kind}|{tick}", run_id or "?", nx=True,
+                      ex=int(max(60.0, 4 * every_s))))

@@ -22,7 +22,7 @@ from workers.context import Ctx
 from workers.coreconfig import core_config
 from workers.locks import Lease, LeaseLost, LockBusy, lease
 from workers.options import WorkerOptions
-from workers.schedule import beat_schedule
+from workers.schedule import beat_schedule, claim_slot, tick_id
 from workers.serde import policy_state_from_json, to_json
 from workers.simulate import seed_deployment
 
@@ -356,3 +356,15 @@ def test_signals_doc_rates_states_profiles_and_warmups():
     assert doc["arrivals"]["expected"] == 4 and doc["arrivals"]["missed"] == 1  # c did not answer
     first, _ = signals_doc(dep, readings, None, None, set(), set(), None, "scrape")
     assert math.isnan(first["observed_rpm"])  # no rate without a previous reading
+
+
+def test_one_fan_out_per_slot_whoever_runs_second(redis_client, key_prefix):
+    """A second beat, or a fan-out redelivered after Redis lost its acknowledgement, finds the
+    slot claimed and must send nothing (the chaos run saw one slot fanned out twice)."""
+    slot = tick_id(5.0, now=1_700_000_003.0)
+    assert claim_slot(redis_client, key_prefix, "plan", slot, 5.0, "run-1")
+    assert not claim_slot(redis_client, key_prefix, "plan", slot, 5.0, "run-2")
+    assert claim_slot(redis_client, key_prefix, "ingest", slot, 5.0, "run-2")  # kinds are separate
+    assert claim_slot(redis_client, key_prefix, "plan", tick_id(5.0, now=1_700_000_006.0), 5.0, "run-3")
+    ttl = redis_client.ttl(f"{key_prefix}:fanout-claim:plan|{slot}")
+    assert 55 <= ttl <= 60  # outlives the slot (4 periods, at least a minute), then goes
