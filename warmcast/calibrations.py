@@ -22,6 +22,7 @@ import redis
 import yaml
 
 from warmcast.errors import InputError, NotFoundError
+from warmcast.rediskeys import KeyedStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,24 +41,20 @@ class ProfileCapacity:
         return f"{self.capacity_rpm:g} req/min declared"
 
 
-class CalibrationStore:
-    def __init__(self, client: redis.Redis, prefix: str = "wc") -> None:
-        self.r = client
-        self.prefix = prefix
-
+class CalibrationStore(KeyedStore):
     def _key(self, dep: str, profile: str) -> str:
-        return f"{self.prefix}:calibration:{dep}:{profile}"
+        return self.key("calibration", dep, profile)
 
     def put(self, dep: str, profile: str, doc: dict[str, Any]) -> int:
         """Store ``doc`` as the next version and make it current; returns the version."""
         rpm = (doc.get("capacity") or {}).get("rpm")
         if not isinstance(rpm, (int, float)) or not rpm > 0:
             raise InputError(f"calibration for {dep}/{profile}: capacity.rpm must be a positive number, got {rpm!r}")
-        version = int(self.r.incr(f"{self.prefix}:calibration-seq:{dep}:{profile}"))
+        version = int(self.r.incr(self.key("calibration-seq", dep, profile)))
         body = json.dumps({**doc, "deployment": dep, "profile": profile, "version": version})
         pipe = self.r.pipeline(transaction=True)
         pipe.hset(self._key(dep, profile), str(version), body)
-        pipe.hset(f"{self.prefix}:calibration-latest:{dep}", profile, version)
+        pipe.hset(self.key("calibration-latest", dep), profile, version)
         pipe.execute()
         return version
 
@@ -67,7 +64,7 @@ class CalibrationStore:
     def get(self, dep: str, profile: str, version: Optional[int] = None) -> Optional[dict[str, Any]]:
         """A version, or the current one (None when there is none)."""
         if version is None:
-            cur = self.r.hget(f"{self.prefix}:calibration-latest:{dep}", profile)
+            cur = self.r.hget(self.key("calibration-latest", dep), profile)
             if cur is None:
                 return None
             version = int(cur)
@@ -78,12 +75,12 @@ class CalibrationStore:
         if not self.r.hexists(self._key(dep, profile), str(version)):
             raise NotFoundError(f"no calibration v{version} for {dep}/{profile}; "
                                 f"stored: {self.versions(dep, profile)}")
-        self.r.hset(f"{self.prefix}:calibration-latest:{dep}", profile, version)
+        self.r.hset(self.key("calibration-latest", dep), profile, version)
 
     def current(self, dep: str) -> dict[str, dict[str, Any]]:
         """profile -> its current calibration document."""
         out = {}
-        for profile in self.r.hkeys(f"{self.prefix}:calibration-latest:{dep}"):
+        for profile in self.r.hkeys(self.key("calibration-latest", dep)):
             name = profile.decode() if isinstance(profile, bytes) else profile
             doc = self.get(dep, name)
             if doc is not None:
@@ -93,7 +90,7 @@ class CalibrationStore:
     def export_yaml(self, dep: str) -> str:
         """Every stored version of the deployment's calibrations, as YAML (curves included)."""
         profiles = {}
-        for key in self.r.scan_iter(f"{self.prefix}:calibration:{dep}:*"):
+        for key in self.r.scan_iter(self.key("calibration", dep, "*")):
             name = (key.decode() if isinstance(key, bytes) else key).rsplit(":", 1)[1]
             profiles[name] = {"current": (self.get(dep, name) or {}).get("version"),
                               "versions": [self.get(dep, name, v) for v in self.versions(dep, name)]}

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import redis
 
 from forecaster.base import Forecast
+from warmcast.rediskeys import KeyedStore
 
 AUDIT_MAXLEN = 100_000
 FLEET_MAXLEN = 20_160  # two weeks of minutes
@@ -72,14 +72,7 @@ def dumps(obj: Any) -> str:
     return json.dumps(_clean(obj), separators=(",", ":"), default=str)
 
 
-class StateStore:
-    def __init__(self, client: redis.Redis, prefix: str = "wc") -> None:
-        self.r = client
-        self.prefix = prefix
-
-    def key(self, kind: str, dep: str) -> str:
-        return f"{self.prefix}:{kind}:{dep}"
-
+class StateStore(KeyedStore):
     # ------------------------------------------------------------ JSON documents
     def put(self, kind: str, dep: str, doc: dict[str, Any], ttl_s: int | None = None) -> None:
         self.r.set(self.key(kind, dep), dumps(doc), ex=ttl_s)
