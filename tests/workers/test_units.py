@@ -368,3 +368,25 @@ def test_one_fan_out_per_slot_whoever_runs_second(redis_client, key_prefix):
     assert claim_slot(redis_client, key_prefix, "plan", tick_id(5.0, now=1_700_000_006.0), 5.0, "run-3")
     ttl = redis_client.ttl(f"{key_prefix}:fanout-claim:plan|{slot}")
     assert 55 <= ttl <= 60  # outlives the slot (4 periods, at least a minute), then goes
+
+
+def test_a_five_minute_series_is_forecast_in_its_bins_and_planned_as_its_rate(ctx):
+    """A count series stored at 5 minutes: the live forecast has 6 five-minute leads (not 30 bins
+    read as minutes), is scored against the bins, and the planner sees requests/min."""
+    end = pd.Timestamp.now(tz="UTC").tz_localize(None).floor("5min") - pd.Timedelta(minutes=5)
+    idx = pd.date_range(end=end, periods=3 * 288, freq="5min", name="time")
+    ctx.store.upsert_frame("simdep", pd.DataFrame({"requests": np.full(len(idx), 500.0)}, index=idx),
+                           resolution_min=5)
+    doc = forecast.step(ctx, "simdep").doc
+    assert doc["step_min"] == 5 and len(doc["quantiles"]["0.5"]) == 6
+    assert doc["quantiles"]["0.5"][0] == pytest.approx(500.0, rel=0.05)  # requests per 5-minute bin
+    fi = forecast.stored(ctx, "simdep")[1]
+    p50 = fi.values[fi.levels.index(0.5)]
+    assert len(p50) == 30 and p50[0] == pytest.approx(100.0, rel=0.05) and p50[4] == p50[0]  # per minute
+    origin = pd.Timestamp(doc["origin"])  # the first bin is observed: scored as a bin, not as a minute
+    ctx.store.upsert_frame("simdep", pd.DataFrame({"requests": [540.0]}, index=pd.DatetimeIndex([origin], name="time")),
+                           resolution_min=5)
+    forecast.step(ctx, "simdep")
+    err = {k.decode(): v.decode() for k, v in ctx.r.hgetall(f"{ctx.prefix}:forecast-error:simdep").items()}
+    assert int(err["leads_observed"]) == 1
+    assert float(err["lead1_abs_error"]) == pytest.approx(abs(540.0 - doc["mean"][0]), abs=1e-3)

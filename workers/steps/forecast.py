@@ -1,5 +1,8 @@
 """Step 2: forecast the next 30 minutes from the stored load with the serving model (wrapped in
-the fallback rules), store the forecast, and score the one stored before once actuals arrive."""
+the fallback rules), store the forecast, and score the one stored before once actuals arrive.
+
+A series stored coarser than a minute (a 5-minute count series) is forecast in its own bins
+(30 minutes are 6 leads) and scored against them; the planner reads it as a per-minute rate."""
 from __future__ import annotations
 
 import logging
@@ -11,7 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from forecaster.base import per_minute_rate
 from warmcast.errors import NotFoundError
+from warmcast.resolution import resolution_of, steps_for
+from warmcast.resolution import step as bin_length
+from warmcast.state import forecast_from_dict, forecast_to_dict
 from warmup.core import ForecastInput
 from workers import metrics
 from workers.context import Ctx
@@ -40,7 +47,7 @@ def step(ctx: Ctx, deployment: str) -> ForecastOutcome:
         return ForecastOutcome(deployment, None, None, "no stored load in the history window", None)
     _track_error(ctx, deployment, frame)
     fb = _model_for(ctx, deployment, frame)
-    fc = fb.predict(frame, horizon=30)
+    fc = fb.predict(frame, horizon=steps_for(30, resolution_of(frame)))
     trained = getattr(getattr(fb, "primary", None), "meta", {}) or {}
     doc = ctx.state.put_forecast(deployment, fc, trained_at=trained.get("created_at") or trained.get("train_end"))
     metrics.FORECASTS.labels(deployment, fc.model).inc()
@@ -57,9 +64,11 @@ def stored(ctx: Ctx, dep: str) -> tuple[dict[str, Any] | None, ForecastInput | N
 
 
 def forecast_input(doc: dict[str, Any] | None) -> ForecastInput | None:
-    """The core's view of a stored forecast document."""
+    """The core's view of a stored forecast document (per minute: a coarse one as its rate)."""
     if not doc or not doc.get("quantiles"):
         return None
+    if int(doc.get("step_min", 1)) != 1:
+        doc = forecast_to_dict(per_minute_rate(forecast_from_dict(doc)))
     qs = sorted(doc["quantiles"].items(), key=lambda kv: float(kv[0]))
     origin = pd.Timestamp(doc["origin"]).to_pydatetime().replace(tzinfo=timezone.utc)
     return ForecastInput(origin=origin, levels=tuple(float(k) for k, _ in qs),
@@ -93,7 +102,7 @@ def _track_error(ctx: Ctx, dep: str, frame: pd.DataFrame) -> None:
         return
     origin = pd.Timestamp(prev["origin"])
     p50 = np.asarray(prev["quantiles"]["0.5"], float)
-    idx = pd.date_range(origin, periods=len(p50), freq="min")
+    idx = pd.date_range(origin, periods=len(p50), freq=bin_length(int(prev.get("step_min", 1))))  # bins, as stored
     actual = frame["requests"].reindex(idx).to_numpy(float) if "requests" in frame else np.full(len(p50), np.nan)
     ok = np.isfinite(actual)
     if not ok.any():
