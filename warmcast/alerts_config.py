@@ -10,6 +10,8 @@
       late_copy_s: 30            # a resolved alert's firing received within this long is a late copy;
                                  # later, the alert fires on and its episode reopens (keep it under
                                  # Alertmanager's group_interval)
+      reopen_within_min: 10      # a new firing this soon after the resolution continues the episode
+                                 # (flapping): nothing is decided twice
       failover:                  # severe tier: the disaster-recovery target and the redeploy pipeline
         scaler: {kind: webhook, url: https://dr.example/scale}
         redeploy_url: https://ci.example/hooks/redeploy
@@ -46,6 +48,7 @@ class AlertSpec(Strict):
     standby: int = Field(1, ge=1, le=64)
     settle_min: float = Field(30.0, gt=0, le=7 * 24 * 60)
     late_copy_s: float = Field(30.0, ge=0, le=3600)
+    reopen_within_min: float = Field(10.0, ge=0, le=24 * 60)
     failover: FailoverSpec | None = None
 
     _report = field_validator("report_url")(classmethod(lambda cls, v: _url(v)))

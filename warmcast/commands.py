@@ -58,9 +58,17 @@ def generate(
 
 @log_options
 def ingest(
-    files: list[Path] = typer.Argument(..., help="One or more logs; a log split over files goes in one call."),
+    files: Optional[list[Path]] = typer.Argument(None, help="One or more logs; a log split over files goes in "
+                                                            "one call.  With --follow: the access log (default: "
+                                                            "the deployment's signals.access_log)."),
     deployment: str = typer.Option(..., "--deployment", "-d"),
     on_error: str = typer.Option("fail", "--on-error", help="fail: store nothing on a bad row; skip: drop bad rows."),
+    follow: bool = typer.Option(False, "--follow", help="Tail a gateway's JSON-lines access log: arrivals per "
+                                                        "minute as it grows (signals.arrivals: access_log)."),
+    poll_s: float = typer.Option(1.0, "--poll-s", min=0.05, help="With --follow: seconds between reads."),
+    grace_s: float = typer.Option(10.0, "--grace-s", min=0.0, help="With --follow: a minute is written this long "
+                                                                   "after it ends (gateways buffer their writes)."),
+    once: bool = typer.Option(False, "--once", help="With --follow: read once, write what is complete, exit."),
     config: Optional[Path] = ConfigOpt,
     *,
     reading: LogReading,
@@ -72,6 +80,12 @@ def ingest(
     if on_error not in ("fail", "skip"):
         raise InputError(f"--on-error must be fail or skip, not {on_error!r}")
     check_deployment_name(deployment)
+    if follow:
+        from warmcast.follow_cmd import follow_access_log
+
+        return follow_access_log(_settings(config), deployment, files or [], reading, poll_s, grace_s, once)
+    if not files:
+        raise InputError("ingest needs one or more log files (or --follow for a deployment's access log)")
     store = _store(config)
     frame, report = aggregate_file(files, on_error=on_error, progress=True, window=store.window(deployment),
                                    **reading.kwargs())

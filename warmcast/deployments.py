@@ -112,11 +112,17 @@ class SignalSpec(Strict):
     prometheus_url: str | None = None
     # PromQL label selector that picks this deployment's series, e.g. 'model_name="llama"'
     selector: str = ""
+    # where arrivals (the stored load) come from: the instances' counters (read through
+    # ``source``), or a gateway's access log that `warmcast ingest --follow` tails
+    arrivals: Literal["counters", "access_log"] = "counters"
+    access_log: str | None = None  # JSON-lines access log (arrivals: access_log)
 
     @model_validator(mode="after")
     def _url_for_prometheus(self) -> "SignalSpec":
         if self.source == "prometheus" and not self.prometheus_url:
             raise ValueError("source prometheus needs prometheus_url (e.g. http://prometheus:9090)")
+        if self.arrivals == "access_log" and not self.access_log:
+            raise ValueError("arrivals access_log needs access_log: the gateway's JSON-lines log path")
         return self
 
 

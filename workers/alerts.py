@@ -35,7 +35,8 @@ def alert_config(ctx: Ctx, dep: str) -> AlertConfig:
     spec = ctx.dep(dep).alerts
     return AlertConfig(windows={Tier.PRIMARY: timedelta(minutes=spec.primary_window_min),
                                 Tier.MEDIUM: timedelta(minutes=spec.medium_window_min)},
-                       late_copy=timedelta(seconds=spec.late_copy_s))
+                       late_copy=timedelta(seconds=spec.late_copy_s),
+                       reopen_within=timedelta(minutes=spec.reopen_within_min))
 
 
 def step(ctx: Ctx, deployment: str, note_doc: dict[str, Any], now: datetime | None = None) -> AlertOutcome:

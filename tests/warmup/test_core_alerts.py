@@ -119,6 +119,21 @@ def test_a_premature_resolution_reopens_the_episode_when_the_alert_fires_on():
     assert ep.opened == T0 and ep.starts_at == T0 and ep.resolved_at is None
 
 
+def test_a_flapping_alert_continues_its_episode_and_a_later_one_opens_a_new_one():
+    """Seen on CI: the TTFT alert resolved for a few seconds under steady overload and fired again
+    with a new startsAt; a second primary report and +10% adjustment would only compound."""
+    end = T0 + timedelta(minutes=1)
+    again = end + timedelta(seconds=20)
+    decs, ep = run([(note(), T0), (note("resolved", ends=end), end + timedelta(seconds=2)),
+                    (note(starts=again), again + timedelta(seconds=3))])
+    assert decs[2].responses == () and decs[2].reason.code == ReasonCode.ALERT_REOPENED
+    assert "flapping" in decs[2].reason.text and ep.resolved_at is None and ep.opened == T0
+    end2 = T0 + timedelta(minutes=5)
+    later = end2 + timedelta(minutes=11)  # past the 10-minute reopen window: a new episode
+    decs, ep = run([(note(), T0), (note("resolved", ends=end2), end2), (note(starts=later), later)])
+    assert kinds(decs[2]) == [("primary", "report"), ("primary", "adjust")] and ep.opened == later
+
+
 def test_the_late_copy_window_counts_from_receipt_not_from_processing():
     """A backlog processed late (workers down) must not turn late copies into reopenings."""
     end = T0 + timedelta(minutes=1)

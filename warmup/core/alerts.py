@@ -83,6 +83,9 @@ class AlertConfig:
     # again (Alertmanager resolves an alert whose endsAt passed when Prometheus's resend comes late,
     # then merges the next resend into it, old startsAt and all) and the episode reopens.
     late_copy: timedelta = timedelta(seconds=30)
+    # A new firing this soon after the group resolved continues its episode (a flapping alert):
+    # its responses are not decided again, and its tier's window goes on.
+    reopen_within: timedelta = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -112,14 +115,14 @@ def decide_alert(note: AlertNote, episode: Episode | None, cfg: AlertConfig, now
         return AlertDecision((), None, stale, episode.tier if episode else Tier.NONE)
     if note.status == "resolved":
         return _resolve(note, episode, now)
-    reopened = _reopened(note, episode)
+    reopened = _reopened(note, episode, cfg.reopen_within, note.received_at or now)
     if reopened is not None:
-        episode = reopened
+        resolved_at, episode = episode.resolved_at, reopened
     elif episode is None or episode.resolved_at is not None:  # first notification, or a new episode
         episode = Episode(note.group_key, note.deployment, note.starts_at, now, alertnames=note.alertnames)
     tier, reason = _target_tier(note, episode, cfg, now)
     if reopened is not None and tier <= episode.tier:
-        reason = _reopen_reason(reopened, note, reason)
+        reason = _reopen_reason(reopened, resolved_at, note, reason)
     if tier <= episode.tier:  # nothing to run; store the episode if it reopened or another alert joined it
         names = _names(episode, note)
         store = reopened is not None or names != episode.alertnames
@@ -128,18 +131,24 @@ def decide_alert(note: AlertNote, episode: Episode | None, cfg: AlertConfig, now
     return replace(_respond(episode, tier, reason, note, now, blocked), reopened=reopened is not None)
 
 
-def _reopened(note: AlertNote, ep: Episode | None) -> Episode | None:
-    """The resolved ``ep`` open again when ``note`` is its alert still firing (started before the
-    resolution; not stale, so received well after it), or None."""
-    if ep is None or ep.resolved_at is None or note.starts_at >= ep.resolved_at:
+def _reopened(note: AlertNote, ep: Episode | None, within: timedelta, seen: datetime) -> Episode | None:
+    """The resolved ``ep`` open again, or None: when ``note`` is its alert still firing (started
+    before the resolution; not stale, so received well after it), or a new firing within
+    ``within`` of the resolution (flapping)."""
+    if ep is None or ep.resolved_at is None:
         return None
-    return replace(ep, resolved_at=None)
+    if note.starts_at < ep.resolved_at or seen - ep.resolved_at <= within:
+        return replace(ep, resolved_at=None)
+    return None
 
 
-def _reopen_reason(ep: Episode, note: AlertNote, then: Reason) -> Reason:
-    return Reason(ReasonCode.ALERT_REOPENED, f"{', '.join(note.alertnames)} fires again with its startsAt "
-                                             f"{note.starts_at:%H:%M:%S}, after the group resolved: the "
-                                             f"resolution was premature; the episode goes on at tier "
+def _reopen_reason(ep: Episode, resolved_at: datetime, note: AlertNote, then: Reason) -> Reason:
+    names = ", ".join(note.alertnames)
+    why = (f"fires again with its startsAt {note.starts_at:%H:%M:%S}: the resolution at {resolved_at:%H:%M:%S} "
+           "was premature" if note.starts_at < resolved_at else
+           f"fires again since {note.starts_at:%H:%M:%S}, soon after the group resolved at {resolved_at:%H:%M:%S}: "
+           "flapping")
+    return Reason(ReasonCode.ALERT_REOPENED, f"{names} {why}; the episode goes on at tier "
                                              f"{ep.tier.name.lower()} ({then.text})")
 
 

@@ -1,5 +1,7 @@
 """Maintenance: add the minutes completed since the last ingest to the load store (the simulated
-fleet's traffic, or the fleet's request counter that the signals step keeps per minute)."""
+fleet's traffic, or the fleet's request counter that the signals step keeps per minute).  A
+deployment whose arrivals come from its gateway's access log (``signals.arrivals: access_log``)
+gets them from ``warmcast ingest --follow``; this step writes none for it."""
 from __future__ import annotations
 
 import time
@@ -29,6 +31,8 @@ def step(ctx: Ctx, deployment: str) -> IngestOutcome:
         return IngestOutcome(deployment, 0)
     if ctx.simulate:
         frame = _frame({m: {"requests": v} for m, v in ctx.sim(deployment).traffic(start, now_min).items()})
+    elif ctx.dep(deployment).signals.arrivals == "access_log":  # `ingest --follow` writes them
+        frame = _frame({})
     else:
         frame = _frame(_arrival_minutes(ctx, deployment, start, now_min))
     if not frame.empty:

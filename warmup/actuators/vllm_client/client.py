@@ -103,8 +103,11 @@ class VLLMClient:
         self._model = model
         self._model_info: ModelInfo | None = None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # Idle connections are dropped after 2 s: vLLM's uvicorn closes them after 5 s, which is also
+        # httpx's default expiry, so a request could go out on a connection the server is closing
+        # (a ReadError; completions are not retried).
         self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s,
-                                       transport=transport)
+                                       transport=transport, limits=httpx.Limits(keepalive_expiry=2.0))
 
     async def __aenter__(self) -> "VLLMClient":
         return self

@@ -1,0 +1,169 @@
+"""Arrivals from a gateway's access log, followed as it grows (``warmcast ingest --follow``).
+
+A gateway or router in front of the fleet logs every request it accepts, so its log counts
+arrivals as demand, whichever instance (if any) served them: an alternative to counting them
+from the instances' counters, chosen per deployment in the deployments file
+(``signals: {arrivals: access_log, access_log: PATH}``).
+
+Each poll parses the complete lines appended since the last one (JSON lines, with the same
+presets and column flags as ``ingest``) and counts requests per minute.  A minute is written
+once it has been over for ``grace_s`` (gateways buffer their log writes); minutes with no line
+between two written ones are zeros, since the gateway logs every request.  A line for a minute
+already written is late: counted in the report, not stored.
+
+Where the follower is lives in Redis (``P:follow:D``): the file's inode, the byte offset and line
+number of the first unread line, the counts of minutes still open and the last minute written.
+It is saved after each poll's write, so a follower killed at any moment resumes from the last
+save, reads again at most one poll's lines and writes the same minutes again (a write sets a
+minute, it never adds): nothing is lost or counted twice.  A rotated log (new inode, or a file
+shorter than the offset) is read from its start.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from warmcast.errors import InputError
+from warmcast.ingest.formats import Preset
+from warmcast.ingest.parse import parse_chunk
+from warmcast.ingest.readers import BOM, Chunk, _json_columns
+from warmcast.ingest.window import NS_PER_MIN
+
+MAX_READ_BYTES = 32 << 20  # one poll's read; a backlog is caught up over several polls
+
+
+@dataclass
+class FollowState:
+    inode: int = 0
+    offset: int = 0   # byte offset of the first line not read yet
+    line: int = 1     # its line number, for errors
+    written: int | None = None  # the last minute written (minutes since the epoch)
+    open: dict[int, list[float]] = field(default_factory=dict)  # minute -> [requests, input, output]
+
+
+@dataclass
+class PollReport:
+    lines: int = 0
+    minutes_written: int = 0
+    late: int = 0
+    rotated: bool = False
+    bad: list[str] = field(default_factory=list)  # "file:line: why" of the lines skipped
+
+    def summary(self) -> str:
+        out = f"{self.lines} lines, {self.minutes_written} minutes written"
+        if self.late:
+            out += f", {self.late} late lines not stored (their minute was written already)"
+        if self.rotated:
+            out += ", log rotated: reading the new file from its start"
+        return out
+
+
+class Follower:
+    def __init__(self, path: Path, deployment: str, store: Any, preset: Preset, tz: str = "UTC",
+                 grace_s: float = 10.0) -> None:
+        if preset.kind != "requests":
+            raise InputError(f"{path}: --follow counts requests from an access log; a count series "
+                             "is ingested without --follow")
+        self.path, self.dep, self.store, self.preset, self.tz = Path(path), deployment, store, preset, tz
+        self.grace_s = grace_s
+        self.key = f"{store.prefix}:follow:{deployment}"
+
+    def state(self) -> FollowState:
+        raw = self.store.r.get(self.key)
+        if raw is None:
+            return FollowState()
+        d = json.loads(raw)
+        return FollowState(d["inode"], d["offset"], d["line"], d["written"],
+                           {int(k): v for k, v in d["open"].items()})
+
+    def _save(self, st: FollowState) -> None:
+        self.store.r.set(self.key, json.dumps(asdict(st)))
+
+    def poll(self, now_s: float | None = None) -> PollReport:
+        """Read what was appended, write the minutes now complete, save where it got to."""
+        now_s = time.time() if now_s is None else now_s
+        st, rep = self.state(), PollReport()
+        data = self._read(st, rep)
+        if data is None:  # no file (a rotation under way): minutes stay open, none is written as zero
+            return rep
+        if data:
+            self._fold(st, rep, data)
+        self._write_complete(st, rep, now_s)
+        self._save(st)
+        return rep
+
+    def _read(self, st: FollowState, rep: PollReport) -> bytes | None:
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        if info.st_ino != st.inode or info.st_size < st.offset:
+            rep.rotated = st.inode != 0
+            st.inode, st.offset, st.line = info.st_ino, 0, 1
+        with open(self.path, "rb") as fh:
+            fh.seek(st.offset)
+            data = fh.read(MAX_READ_BYTES)
+        end = data.rfind(b"\n")
+        return data[:end + 1] if end >= 0 else b""  # a line still being written waits
+
+    def _fold(self, st: FollowState, rep: PollReport, data: bytes) -> None:
+        raw = data.split(b"\n")[:-1]
+        first = st.line
+        if st.offset == 0 and raw and raw[0].startswith(BOM):
+            raw[0] = raw[0][len(BOM):]
+        st.offset += len(data)
+        st.line += len(raw)
+        rows = [(first + i, text) for i, text in enumerate(raw) if text.strip()]
+        rep.lines += len(rows)
+        if not rows:
+            return
+        cols = [c for c in (self.preset.time, self.preset.input, self.preset.output) if c]
+        chunk = Chunk(_json_columns(self.path, [t for _, t in rows], cols), first,
+                      np.array([n for n, _ in rows], np.int64))
+        parsed = parse_chunk(chunk, self.preset, self.tz, 0, self.store.window(self.dep))
+        keep = np.ones(len(rows), bool)
+        why: dict[int, list[str]] = {}
+        for row, col, reason, value in parsed.bad:
+            keep[row] = False
+            why.setdefault(row, []).append(f"column {col!r}: {reason}" + (f" ({value})" if value else ""))
+        rep.bad += [f"{self.path}:{chunk.line(row)}: " + "; ".join(texts) for row, texts in sorted(why.items())]
+        self._count(st, rep, parsed, keep)
+
+    def _count(self, st: FollowState, rep: PollReport, parsed: Any, keep: np.ndarray) -> None:
+        minutes = parsed.ns // NS_PER_MIN
+        zeros = np.zeros(len(minutes))
+        inp = parsed.inp if parsed.inp is not None else zeros
+        out = parsed.out if parsed.out is not None else zeros
+        for i in np.flatnonzero(keep):
+            m = int(minutes[i])
+            if st.written is not None and m <= st.written:
+                rep.late += 1
+                continue
+            acc = st.open.setdefault(m, [0.0, 0.0, 0.0])
+            acc[0] += 1.0
+            acc[1] += float(np.nan_to_num(inp[i]))
+            acc[2] += float(np.nan_to_num(out[i]))
+
+    def _write_complete(self, st: FollowState, rep: PollReport, now_s: float) -> None:
+        last_complete = int((now_s - self.grace_s) // 60) - 1
+        if not st.open and st.written is None:
+            return
+        first = st.written + 1 if st.written is not None else min(st.open)
+        if last_complete < first:
+            return
+        span = range(first, last_complete + 1)
+        counts = np.array([st.open.get(m, [0.0, 0.0, 0.0]) for m in span])
+        idx = pd.DatetimeIndex(pd.to_datetime(np.array(span, np.int64) * 60, unit="s"), name="time")
+        frame = pd.DataFrame(counts, index=idx, columns=["requests", "input_tokens", "output_tokens"])
+        if not (self.preset.input or self.preset.output):
+            frame = frame[["requests"]]
+        rep.minutes_written = self.store.upsert_frame(self.dep, frame)
+        st.written = last_complete
+        st.open = {m: v for m, v in st.open.items() if m > last_complete}
