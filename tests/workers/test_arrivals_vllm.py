@@ -6,10 +6,13 @@ warmup requests sent by warmcast's own warmup run to the other, that other scale
 mid-window, and one server's scrape failing (its API process stopped for a few rounds): the
 stored arrivals of those minutes sum to exactly N, no minute of the window reads zero, none
 spikes.  The loop's steps run in-process (signals every 5 s, then ingest) against the real Redis
-and the real servers, once reading each server's /metrics (``source: scrape``) and once through a
-real Prometheus scraping them (``source: prometheus``: per-instance counters by PromQL, fed
-through the same counting).  The two launches, seen booting then ready, set the planner's lead
-from their measured launch-to-ready.
+and the real servers, read two ways in the same window: each server's /metrics (``source:
+scrape``) and a real Prometheus scraping them (``source: prometheus``: per-instance counters by
+PromQL, fed through the same counting).  The two views are two contexts on one fleet (one state
+directory, two key prefixes); the scrape view runs the warmup, and its records of what warmcast
+sent are copied to the Prometheus view before each of its rounds, as one deployment's loop would
+share them.  The two launches, seen booting then ready, set the planner's lead from their
+measured launch-to-ready.
 """
 from __future__ import annotations
 
@@ -21,7 +24,6 @@ import threading
 import time
 
 import httpx
-import pytest
 
 from loophelpers import NEEDS_VLLM, VLLM_PY, free_port
 from promserver import NEEDS_PROMETHEUS, Prometheus
@@ -72,9 +74,11 @@ class Sender:
             self.ok += r.status_code == 200
 
     def probe(self, url: str, max_tokens: int) -> float:
-        """Seconds one request of ``max_tokens`` takes alone (it counts as one of the N)."""
+        """Seconds one request of ``max_tokens`` takes alone, timed after a first one that pays the
+        server's one-off costs (both count among the N)."""
         async def main() -> float:
             async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_keepalive_connections=0)) as c:
+                await self.one(c, url, max_tokens)
                 t = time.time()
                 await self.one(c, url, max_tokens)
                 return time.time() - t
@@ -104,10 +108,10 @@ def _schedule(sender: Sender, a: str, b: str) -> list[tuple[float, str, int]]:
     """Short requests to both, and on ``a`` (max-num-seqs 1) bursts of long fixed-length ones
     (ignore_eos): sized from a probe so that each burst keeps requests waiting about QUEUE_S."""
     took = sender.probe(a, 200)
-    assert sender.ok == 1, "the probe request failed: see the server's log under the state dir's vllm-logs"
+    assert sender.ok == 2, "the probe requests failed: see the server's log under the state dir's vllm-logs"
     long_tokens = int(min(880, max(64, 200 * 4.0 / max(took, 1e-3))))  # about 4 s each, within max-model-len
     per_request = took * long_tokens / 200
-    burst = int(min(10, max(3, math.ceil(QUEUE_S / per_request) + 1)))
+    burst = int(min(14, max(3, math.ceil(QUEUE_S / per_request) + 1)))
     print(f"probe: 200 tokens in {took:.2f} s; bursts of {burst} x {long_tokens} tokens on the saturated server")
     out = [(float(t), a, 4) for t in range(0, 96, 4)] + [(float(t), b, 4) for t in range(0, 48, 6)]
     out += [(t + 0.1 * (k + 1), a, long_tokens) for t in (12, 34) for k in range(burst)]
@@ -115,12 +119,30 @@ def _schedule(sender: Sender, a: str, b: str) -> list[tuple[float, str, int]]:
     return out
 
 
-def _drive(ctx: Ctx, scaler, local, sender: Sender, schedule, b: str) -> bool:
+def _share_warmups(src: Ctx, dst: Ctx) -> None:
+    """What the warmup run recorded in ``src``'s keys, in ``dst``'s (``warming`` first: a run records
+    its sends before it leaves that set, and the signals step reads them in that order)."""
+    for kind in ("warming", "warmed", "warmup-sent"):
+        a, b = f"{src.prefix}:{kind}:vdep", f"{dst.prefix}:{kind}:vdep"
+        if src.r.exists(a):
+            src.r.copy(a, b, replace=True)
+        else:
+            src.r.delete(b)
+
+
+def _round(views: list[Ctx]) -> list[dict]:
+    """One signals round of every view (the first one warms; the others read its records)."""
+    for v in views[1:]:
+        _share_warmups(views[0], v)
+    return [signals.step(v, "vdep").doc for v in views]
+
+
+def _drive(views: list[Ctx], scaler, local, sender: Sender, schedule, b: str) -> bool:
     """Run the window: warmup to b at 14 s, a's scrape failing 56-68 s, b scaled in once idle
     after 72 s; returns whether a round saw requests waiting."""
     t0 = time.time() + 1
     th = sender.run(schedule, t0)
-    warm = threading.Thread(target=lambda: warmup_run.step(ctx, "vdep", urls=[b], requests=4, concurrency=2,
+    warm = threading.Thread(target=lambda: warmup_run.step(views[0], "vdep", urls=[b], requests=4, concurrency=2,
                                                            duration_s=15), daemon=True)
     stopped = scaled_in = False
     saw_queue = False
@@ -134,9 +156,9 @@ def _drive(ctx: Ctx, scaler, local, sender: Sender, schedule, b: str) -> bool:
         if t >= 68 and stopped is True:
             os.kill(local.servers[0].pid, signal.SIGCONT)
             stopped = None
-        doc = signals.step(ctx, "vdep").doc
-        saw_queue = saw_queue or any((i.get("waiting") or 0) > 0 for i in doc["instances"])
-        if t >= 72 and not scaled_in and not warm.is_alive() and _in_flight(doc, b) == 0:
+        docs = _round(views)
+        saw_queue = saw_queue or any((i.get("waiting") or 0) > 0 for d in docs for i in d["instances"])
+        if t >= 72 and not scaled_in and not warm.is_alive() and all(_in_flight(d, b) == 0 for d in docs):
             scaler.scale_to(1, "test scale-in")  # b leaves, its last requests already read
             scaled_in = True
         time.sleep(5)
@@ -144,67 +166,73 @@ def _drive(ctx: Ctx, scaler, local, sender: Sender, schedule, b: str) -> bool:
     return saw_queue
 
 
-@pytest.fixture(params=["scrape", pytest.param("prometheus", marks=NEEDS_PROMETHEUS)])
-def source(request, tmp_path):
-    """The signal source: each server's /metrics, or a real Prometheus scraping them."""
-    if request.param == "scrape":
-        yield "{source: scrape}", None
-        return
-    prom = Prometheus(tmp_path)
-    try:
-        yield f"{{source: prometheus, prometheus_url: '{prom.url}', selector: 'job=\"vllm\"'}}", prom
-    finally:
-        prom.stop()
+def _views(tmp_path, redis_client, key_prefix, redis_server_url, prom: Prometheus) -> list[Ctx]:
+    """The scrape view, then the Prometheus view, of one deployment on one fleet."""
+    port, out = free_port(), []
+    for name, spec, prefix in (("scrape", "{source: scrape}", key_prefix),
+                               ("prom", f"{{source: prometheus, prometheus_url: '{prom.url}', "
+                                        "selector: 'job=\"vllm\"'}", f"{key_prefix}:prom")):
+        deps = tmp_path / f"deployments-{name}.yaml"
+        deps.write_text(DEPLOYMENTS.format(python=VLLM_PY, port=port, signals=spec))
+        out.append(Ctx(load_settings(redis_url=redis_server_url, key_prefix=prefix, deployments_file=deps,
+                                     state_dir=tmp_path / "state"), WorkerOptions(simulate=False), redis_client))
+    return out
 
 
-def test_real_servers_arrivals_sum_to_what_was_sent(tmp_path, source, redis_client, key_prefix, redis_server_url):
-    spec, prom = source
-    deps = tmp_path / "deployments.yaml"
-    deps.write_text(DEPLOYMENTS.format(python=VLLM_PY, port=free_port(), signals=spec))
-    ctx = Ctx(load_settings(redis_url=redis_server_url, key_prefix=key_prefix, deployments_file=deps,
-                            state_dir=tmp_path / "state"), WorkerOptions(simulate=False), redis_client)
-    scaler = ctx.scaler("vdep").inner  # built afresh from the state file at each call, as the loop does
-    scaler.scale_to(2, "test")
-    try:
-        local = scaler.make()
-        if prom is not None:
-            prom.targets(local.urls())  # the fleet Prometheus discovers
-        # the loop sees both launches booting: it measures their launch-to-ready
-        assert {i["state"] for i in signals.step(ctx, "vdep").doc["instances"]} == {"booting"}
-        asyncio.run(local.wait_ready(timeout_s=400))
-        a, b = local.urls()
-        ready = time.time()
-        while any(i["state"] == "booting" for i in signals.step(ctx, "vdep").doc["instances"]):
-            time.sleep(1)  # Prometheus scrapes a server a second after it is up
-        used = lead.resolve(ctx, "vdep")
-        took = [s.started_wall for s in local.servers]
-        assert used.source == "measured launches"
-        assert min(ready - t for t in took) / 60 <= used.cold_start_min <= (time.time() - min(took)) / 60
-        sender = Sender()
-        schedule = _schedule(sender, a, b)
-        before = httpx.get(f"{a}/metrics", timeout=60).text
-        saw_queue = _drive(ctx, scaler, local, sender, schedule, b)
-        bound, queued = waited_longer_than(before, httpx.get(f"{a}/metrics", timeout=60).text, 5.0)
-        print(f"{queued} requests waited over {bound} s on the saturated server; a round saw them: {saw_queue}")
-        while time.time() % 60 > 55 or signals.step(ctx, "vdep").doc["running"]:
-            time.sleep(2)
-        time.sleep(61 - time.time() % 60)
-        last = signals.step(ctx, "vdep").doc  # a round in the next minute: the window's minutes are complete
-        ingest.step(ctx, "vdep")
-    finally:
-        scaler.scale_to(0, "test end")
-    assert last["source"] == ("scrape" if prom is None else "prometheus")
-    # The queue existed through at least one round (5 s apart), by the server's own record.  Whether
-    # a round's /metrics read caught it is timing: under load that server answered /metrics late.
-    assert queued >= 2, f"only {queued} requests waited over {bound} s: the server was not saturated"
+def _check_window(ctx: Ctx, source: str, sender: Sender, n_sent: int) -> None:
+    """The stored arrivals of the window's minutes: exactly what was sent, no zero, no spike, the
+    failed scrape's minutes marked incomplete."""
     frame = ctx.store.frame("vdep")
     minute = frame.index.as_unit("ns").asi8 // 60_000_000_000
     first, last_m = int(min(sender.sent_at) // 60), int(max(sender.sent_at) // 60)
     window = frame[(minute >= first) & (minute <= last_m)]
-    n = sender.ok
-    assert n == len(schedule) + 1  # every request answered (the probe too)
-    assert round(float(frame["requests"].sum()), 6) == n, frame
+    assert round(float(frame["requests"].sum()), 6) == n_sent, (source, frame)
     sent = {m: sum(1 for s in sender.sent_at if int(s // 60) == m) for m in range(first, last_m + 1)}
-    assert (window["requests"] > 0).all(), frame
-    assert float(window["requests"].max()) <= 1.5 * max(sent.values()), (frame, sent)
-    assert (frame["coverage"] < 1).any()  # the minutes of the failed scrape are marked incomplete
+    assert (window["requests"] > 0).all(), (source, frame)
+    assert float(window["requests"].max()) <= 1.5 * max(sent.values()), (source, frame, sent)
+    assert (frame["coverage"] < 1).any(), (source, frame)  # the minutes of the failed scrape
+
+
+@NEEDS_PROMETHEUS
+def test_real_servers_arrivals_sum_to_what_was_sent(tmp_path, redis_client, key_prefix, redis_server_url):
+    prom = Prometheus(tmp_path)
+    views = _views(tmp_path, redis_client, key_prefix, redis_server_url, prom)
+    scaler = views[0].scaler("vdep").inner  # built afresh from the state file at each call, as the loop does
+    scaler.scale_to(2, "test")
+    try:
+        local = scaler.make()
+        prom.targets(local.urls())  # the fleet Prometheus discovers
+        # the loop sees both launches booting: it measures their launch-to-ready
+        assert all({i["state"] for i in d["instances"]} == {"booting"} for d in _round(views))
+        asyncio.run(local.wait_ready(timeout_s=400))
+        a, b = local.urls()
+        ready = time.time()
+        while any(i["state"] == "booting" for d in _round(views) for i in d["instances"]):
+            time.sleep(1)  # Prometheus scrapes a server a second after it is up
+        took = [s.started_wall for s in local.servers]
+        for v in views:
+            used = lead.resolve(v, "vdep")
+            assert used.source == "measured launches"
+            assert min(ready - t for t in took) / 60 <= used.cold_start_min <= (time.time() - min(took)) / 60
+        sender = Sender()
+        schedule = _schedule(sender, a, b)
+        before = httpx.get(f"{a}/metrics", timeout=60).text
+        saw_queue = _drive(views, scaler, local, sender, schedule, b)
+        bound, queued = waited_longer_than(before, httpx.get(f"{a}/metrics", timeout=60).text, 5.0)
+        print(f"{queued} requests waited over {bound} s on the saturated server; a round saw them: {saw_queue}")
+        while time.time() % 60 > 55 or any(d["running"] for d in _round(views)):
+            time.sleep(2)
+        time.sleep(61 - time.time() % 60)
+        last = _round(views)  # a round in the next minute: the window's minutes are complete
+        for v in views:
+            ingest.step(v, "vdep")
+    finally:
+        scaler.scale_to(0, "test end")
+        prom.stop()
+    assert [d["source"] for d in last] == ["scrape", "prometheus"]
+    # The queue existed through at least one round (5 s apart), by the server's own record.  Whether
+    # a round's /metrics read caught it is timing: under load that server answered /metrics late.
+    assert queued >= 2, f"only {queued} requests waited over {bound} s: the server was not saturated"
+    assert sender.ok == len(schedule) + 2  # every request answered (the probe's two too)
+    for v, source in zip(views, ("scrape", "prometheus")):
+        _check_window(v, source, sender, sender.ok)
