@@ -51,7 +51,8 @@ def pytest_make_collect_report(collector):
 
 def pytest_terminal_summary(terminalreporter) -> None:
     for rep in terminalreporter.stats.get("rerun", []):  # a rerun that passed still says why it failed first
-        terminalreporter.write_line(f"RERUN {rep.nodeid}, first failure: {rep.longreprtext[-1500:]}")
+        crash = getattr(getattr(rep.longrepr, "reprcrash", None), "message", None) or rep.longreprtext[-1500:]
+        terminalreporter.write_line(f"RERUN {rep.nodeid}, first failure: {crash[:1500]}")
     skipped = len(terminalreporter.stats.get("skipped", []))
     allowed = "GPU tests only, CI is set" if ON_CI else "CI is unset"
     terminalreporter.write_line(f"skipped: {skipped} ({allowed}; the short summary above says why)")
