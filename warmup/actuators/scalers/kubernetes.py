@@ -69,22 +69,22 @@ class KubernetesScaler(Scaler):
         self.apps = client.AppsV1Api(api_client)
         self.prefix = annotation_prefix.rstrip("/")
 
-    def _read_scale(self) -> Any:
-        if self.kind == "deployment":
-            return self.apps.read_namespaced_deployment_scale(self.name, self.namespace)
-        return self.apps.read_namespaced_stateful_set_scale(self.name, self.namespace)
+    def _call(self, verb: str, suffix: str = "", *body: Any) -> Any:
+        """``apps.{verb}_namespaced_{deployment|stateful_set}{suffix}`` on this workload: the one
+        place the workload kind picks the client method (patches force the merge-patch type)."""
+        kind = "deployment" if self.kind == "deployment" else "stateful_set"
+        method = getattr(self.apps, f"{verb}_namespaced_{kind}{suffix}")
+        extra = {"_content_type": MERGE} if verb == "patch" else {}
+        return method(self.name, self.namespace, *body, **extra)
 
     def current(self) -> int:
-        scale = self._read_scale()
-        return int(scale.spec.replicas or 0)
+        return int(self._call("read", "_scale").spec.replicas or 0)
 
     def annotations(self) -> dict[str, str]:
         return dict(self.workload().metadata.annotations or {})
 
     def workload(self) -> Any:
-        if self.kind == "deployment":
-            return self.apps.read_namespaced_deployment(self.name, self.namespace)
-        return self.apps.read_namespaced_stateful_set(self.name, self.namespace)
+        return self._call("read")
 
     def ready(self) -> int:
         """Ready pods of the workload (``status.readyReplicas``)."""
@@ -120,20 +120,12 @@ class KubernetesScaler(Scaler):
         return k8s_roll.ready_by_profile(self)
 
     def _annotate(self, notes: Mapping[str, str]) -> None:
-        meta = {"metadata": {"annotations": dict(notes)}}
-        if self.kind == "deployment":
-            self.apps.patch_namespaced_deployment(self.name, self.namespace, meta, _content_type=MERGE)
-        else:
-            self.apps.patch_namespaced_stateful_set(self.name, self.namespace, meta, _content_type=MERGE)
+        self._call("patch", "", {"metadata": {"annotations": dict(notes)}})
 
     def _apply(self, n: int, reason: str, forecast: Mapping[str, Any] | None) -> dict[str, Any]:
         obj = self.workload()
         pending = pending_after(launches_of(obj, self.prefix), int(obj.spec.replicas or 0), n, time.time())
-        body = {"spec": {"replicas": n}}
-        if self.kind == "deployment":
-            scale = self.apps.patch_namespaced_deployment_scale(self.name, self.namespace, body, _content_type=MERGE)
-        else:
-            scale = self.apps.patch_namespaced_stateful_set_scale(self.name, self.namespace, body, _content_type=MERGE)
+        scale = self._call("patch", "_scale", {"spec": {"replicas": n}})
         notes = {
             f"{self.prefix}/reason": reason[:1000],
             f"{self.prefix}/target-replicas": str(n),
