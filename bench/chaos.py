@@ -1,7 +1,7 @@
 """Chaos run (issue 10): faults against a real Redis, worker, beat and API, and a table of how
 each was survived: fault, recovered (yes/no), seconds to recover, data lost, double actions.
 
-Loopback only, bounded in time (every wait has a deadline; about 4 minutes on 2 shared cores).
+Loopback only, bounded in time (every wait has a deadline; about 5 minutes on 2 shared cores).
 It starts its own redis-server on a free port (the Redis fault restarts that one, never the
 shared server on 6379), a worker, beat and `warmcast api serve --grpc-port` on a simulated
 fleet, under a fresh key prefix, and stops all of them at the end.
@@ -14,7 +14,11 @@ Faults, in order:
 - a second beat for 15 s
 - bad ingest rows: a 2200-dated row (CLI and the observations route), two rows a year apart
 - hostile API requests: a far-future capacity query, NaN in a JSON body
+- a truncated parquet and a CSV named .parquet ingested into the deployment that holds load
 - the gRPC external scaler asked after 10 s idle
+- more open StreamIsActive streams than the scaler has threads, then one unary IsActive
+- 1,000 forecast requests (50 concurrent) for a deployment with no stored forecast
+- SIGTERM to the API while a request waits on a cold forecast computation (then it starts again)
 A row that does not recover says so; nothing is hidden.
 """
 from __future__ import annotations
@@ -29,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # bench/ itself must not be on the path: bench/api.py would hide the api package.
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
+from bench import chaosapi  # noqa: E402
 from bench.chaosrig import Rig, Row  # noqa: E402
 from warmcast.runtime import wait_until  # noqa: E402
 
@@ -111,6 +116,33 @@ def fault_ingest_span(rig: Rig) -> Row:
                f"CLI exit {rc}, peak RSS {out}, {stored:,} minutes stored")
 
 
+def fault_ingest_bad_parquet(rig: Rig) -> Row:
+    """A parquet cut in half, and a CSV named .parquet (finding 8): an error naming the file,
+    no traceback, and nothing already stored is lost."""
+    import pandas as pd
+
+    before = rig.stored_minutes()
+    cut = rig.tmp / "cut.parquet"
+    start = pd.Timestamp.now(tz="UTC").tz_localize(None).floor("min") - pd.Timedelta(minutes=30)
+    pd.DataFrame({"timestamp": pd.date_range(start, periods=500, freq="s"), "input_tokens": 5,
+                  "output_tokens": 1}).to_parquet(cut)
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    fake = rig.tmp / "csv.parquet"
+    fake.write_text(f"timestamp,input_tokens,output_tokens\n{start:%Y-%m-%dT%H:%M:%SZ},5,1\n")
+    t0 = time.monotonic()
+    results = [rig.cli(["ingest", str(f), "-d", rig.dep], timeout_s=120) for f in (cut, fake)]
+    seconds = time.monotonic() - t0
+    after = rig.stored_minutes(until=before[1])
+    lost = before[0] - after[0]
+    clean = all(rc == 2 and "Traceback" not in out for rc, out in results)
+    last = [out.strip().splitlines()[-1].replace(f"{rig.tmp}/", "")[:90] if out.strip() else ""
+            for _, out in results]
+    return Row("ingest: a truncated parquet, a CSV named .parquet", clean and lost <= 0, seconds,
+               f"{max(lost, 0)} stored minutes", "-",
+               "; ".join(f"CLI exit {rc}: {msg}" for (rc, _), msg in zip(results, last))
+               + f"; {rig.dep} held {before[0]:,} minutes before")
+
+
 def fault_hostile_api(rig: Rig) -> Row:
     t0 = time.monotonic()
     far = rig.api_get(f"/v1/deployments/{rig.dep}/capacity?start=9999-01-01T00:00:00Z", timeout_s=30)
@@ -135,21 +167,25 @@ def fault_grpc_idle(rig: Rig) -> Row:
                f"IsActive -> {answer} ({time.monotonic() - rig.api_started:.0f} s after start)")
 
 
+# The API faults come last: the SIGTERM one restarts the API, and the idle gRPC row counts from its start.
 FAULTS = (fault_worker_kill, fault_redis_restart, fault_second_beat, fault_ingest_2200, fault_ingest_span,
-          fault_hostile_api, fault_grpc_idle)
+          fault_ingest_bad_parquet, fault_hostile_api, fault_grpc_idle, *chaosapi.FAULTS)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keep", action="store_true", help="keep the run's folder (logs) and print its path")
+    ap.add_argument("--only", default="", help="comma-separated fault functions to run (default: all), "
+                    "e.g. fault_cold_burst; the first fault's paused worker is then left paused")
     args = ap.parse_args(argv)
+    faults = [f for f in FAULTS if not args.only or f.__name__ in args.only.split(",")]
     os.environ.setdefault("PYTHONPATH", str(ROOT))
     rows: list[Row] = []
     with Rig(plan_every_s=PLAN_EVERY_S, lease_s=LEASE_S, keep=args.keep) as rig:
         print(f"chaos: redis-server on 127.0.0.1:{rig.redis_port}, prefix {rig.prefix}, logs in {rig.tmp}",
               flush=True)
         rig.start(faulty_worker_pause_s=600)
-        for fault in FAULTS:
+        for fault in faults:
             t0 = time.monotonic()
             try:
                 row = fault(rig)

@@ -100,7 +100,7 @@ class Rig:
 
     def _spawn(self, name: str, args: list[str], extra_env: dict[str, str] | None = None) -> subprocess.Popen:
         log = self.tmp / f"{name}.log"
-        with open(log, "w") as out:
+        with open(log, "a") as out:  # a restarted process (the API) appends to its first log
             p = subprocess.Popen(args, cwd=ROOT, env={**self.env, **(extra_env or {})}, stdout=out,
                                  stderr=subprocess.STDOUT, start_new_session=True)
         p.log = log  # type: ignore[attr-defined]
@@ -174,10 +174,15 @@ class Rig:
         self.ctx.sim(self.dep).reset(1)
         self.worker("faulty", {"WARMCAST_WORKERS_FAULT_PAUSE_AFTER_APPLY_S": str(faulty_worker_pause_s)})
         self.beat("beat")
+        self.start_api()
+
+    def start_api(self) -> bool:
+        """(Re)start `warmcast api serve --grpc-port` on the rig's ports; True once /healthz answers."""
+        self.killed.discard("api")
         self._spawn("api", [PY, "-m", "warmcast.cli", "api", "serve", "--port", str(self.api_port), "--grpc-port",
                             str(self.grpc_port)])
         self.api_started = time.monotonic()
-        wait_until(lambda: self.api_get("/healthz", 2) == 200, 90)
+        return bool(wait_until(lambda: self.api_get("/healthz", 2) == 200, 90))
 
     # ------------------------------------------------------------ what the faults read
     def actions(self) -> list[dict[str, str]]:

@@ -102,7 +102,7 @@ def test_worker_killed_mid_plan_loses_nothing_and_acts_once(make_loop, fault):
     assert len(_plan_audits(ctx, "simdep", tick)) == 1
 
 
-def test_worker_killed_between_apply_and_audit_costs_one_tick(make_loop):
+def test_finding5_worker_killed_between_apply_and_audit_costs_one_tick(make_loop):
     """Issue 10, finding 5: a worker killed -9 between apply and audit (beat running, a second
     worker standing by).  The next tick plans within one tick interval of the dead worker's
     lease lapsing, the old target is never applied again, and every tick records at most one
