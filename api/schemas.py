@@ -124,7 +124,8 @@ class AuditOut(_Out):
     entries: list[AuditEntry]
 
 
-class Observation(BaseModel):
+# One minute of load posted by a client; not the simulator's controller view (warmup.sim.fleet.Observation).
+class LoadObservation(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # JSON numbers are finite
     time: datetime = Field(description="a whole UTC minute (naive times are UTC)")
     requests: float = Field(ge=0, le=1e9)
@@ -150,7 +151,7 @@ class Observation(BaseModel):
 
 class ObservationsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    observations: list[Observation] = Field(min_length=1)
+    observations: list[LoadObservation] = Field(min_length=1)
 
 
 class ObservationsOut(_Out):

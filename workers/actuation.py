@@ -7,7 +7,8 @@ Three kinds of fleet:
   client (:mod:`warmup.actuators.vllm_client`), warmups sent with it, and the
   deployment's scaler backend (local processes, Kubernetes, webhook, dry-run)
   from :mod:`warmup.actuators` when it provides one.
-- **dry-run** scaler: the target is only recorded (forecast-only deployments).
+- **dry-run** scaler (:class:`RedisDryRunScaler`): the target is only recorded, in Redis
+  (forecast-only deployments).
 
 Every scaler is wrapped in :class:`RecordingScaler`, which makes actions
 targets (``scale_to(n)`` when ``n`` is already current does nothing) and
@@ -20,7 +21,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import redis
 
@@ -33,14 +34,14 @@ log = logging.getLogger("warmcast.workers.actuation")
 SCALER_LEASE_S = 15.0
 
 
-class Scaler(Protocol):
-    def current(self) -> int: ...
+class RedisDryRunScaler:
+    """Records the target only, in Redis: a deployment scaled by nobody (forecast-only).
 
-    def scale_to(self, n: int, reason: str) -> Any: ...
-
-
-class DryRunScaler:
-    """Records the target only: a deployment scaled by nobody (forecast-only)."""
+    The live twin of :class:`warmup.actuators.scalers.DryRunScaler` (which keeps its target in
+    memory): every worker reads the same target here.  It does not subclass that package's
+    ``Scaler`` base on purpose: the base turns a backend error into a result, and here a Redis
+    error must reach the task, which retries it as transient.
+    """
 
     def __init__(self, client: redis.Redis, prefix: str, deployment: str, initial: int) -> None:
         self.r, self.key, self.initial = client, f"{prefix}:dryrun-replicas:{deployment}", initial
@@ -99,7 +100,7 @@ def live_scaler(dep: Deployment, client: redis.Redis, prefix: str, state_dir=Non
     The dry-run kind gets a Redis-backed target here, so every worker sees the same one.
     """
     if dep.scaler.kind == "dryrun":
-        return DryRunScaler(client, prefix, dep.name, max(dep.min_replicas, len(dep.instances)))
+        return RedisDryRunScaler(client, prefix, dep.name, max(dep.min_replicas, len(dep.instances)))
     try:
         from warmup.actuators.scalers import scaler_for
     except ImportError as err:

@@ -1,4 +1,5 @@
-"""Celery tasks: each binds one step of :mod:`workers.steps` to Celery, nothing more.
+"""Celery tasks: each binds one step of :mod:`workers.steps` (or the fan-out, :mod:`workers.fanout`)
+to Celery, nothing more.
 
 Every task is acknowledged late (after it ran) and retried only for the named
 transient errors in :data:`TRANSIENT`; anything else fails once, is counted in
@@ -16,8 +17,9 @@ from kombu.exceptions import OperationalError
 
 from workers import metrics
 from workers.context import get_ctx
+from workers.fanout import fan_out
 from workers.locks import LockBusy
-from workers.schedule import PERIODIC, claim_slot, every, expires_for, tick_id
+from workers.schedule import tick_id
 from workers.steps import expire as expire_step
 from workers.steps import forecast as forecast_step
 from workers.steps import ingest as ingest_step
@@ -63,30 +65,7 @@ def _ctx(task):
 @shared_task(bind=True, name="warmcast.fanout", **COMMON)
 def fanout(self, kind: str) -> int:
     """Send one ``kind`` task per deployment, tagged with the schedule slot."""
-    ctx = _ctx(self)
-    name = "warmcast.retrain" if kind == "retrain" else PERIODIC[kind][1]
-    opts = ctx.options
-    tick = tick_id(every(opts, kind))
-    exp = 3 * 3600 if kind == "retrain" else expires_for(opts, kind)
-    first = claim_slot(ctx.r, ctx.prefix, kind, tick, every(opts, kind), self.request.id or "")
-    # Ledgers per schedule slot: fan-outs run (how the two-beats test and an operator see double
-    # firing) and fan-outs that sent (at most one per slot, by the claim).
-    pipe = ctx.r.pipeline(transaction=False)
-    for ledger, counted in ((f"{ctx.prefix}:fanout-runs:{tick[:10]}", True),
-                            (f"{ctx.prefix}:fanout-sent:{tick[:10]}", first)):
-        if counted:
-            pipe.hincrby(ledger, f"{kind}|{tick}", 1)
-            pipe.expire(ledger, 2 * 86400)
-    pipe.hincrby(f"{ctx.prefix}:fanout-total", kind, 1)
-    pipe.execute()
-    if not first:
-        log.warning("fan-out %s for slot %s already sent: this one sends nothing", kind, tick)
-        return 0
-    deps = ctx.deployments()
-    for d in deps:
-        self.app.send_task(name, kwargs={"deployment": d.name, "tick": tick}, expires=exp,
-                           queue=opts.queue)
-    return len(deps)
+    return fan_out(_ctx(self), kind, self.request.id or "", self.app.send_task)
 
 
 # --------------------------------------------------------------------------- per-deployment steps

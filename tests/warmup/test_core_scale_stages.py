@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -17,6 +18,11 @@ from warmup.core.prescale import (
     next_scale_state,
     scale_action,
     scale_needs,
+    stage_bounds,
+    stage_cooldown,
+    stage_gpu_budget,
+    stage_max_step,
+    stage_stabilisation,
 )
 
 CFG = ScalingConfig(capacity_rpm=300, min_replicas=1, max_replicas=10, cold_start_min=15, stabilisation_s=300,
@@ -78,3 +84,49 @@ def test_next_scale_state_keeps_the_window_and_the_last_scale_times() -> None:
     assert (st.last_scale_up, st.last_scale_down, st.scale_actions) == (T0, T0 - minutes(30), 1)
     st = next_scale_state(CFG, st, T0 + minutes(1), 4, ScaleAction.HOLD)
     assert (st.last_scale_up, st.scale_actions, len(st.history)) == (T0, 1, 3)
+
+
+def guard(current: int, state: PolicyState = PolicyState(), **cfg) -> GuardrailContext:
+    """The context a guardrail stage sees: ``current`` replicas now, CFG with ``cfg`` changed."""
+    return GuardrailContext(replace(CFG, **cfg), T0, current, state, 0)
+
+
+def test_stage_stabilisation_holds_scale_in_at_the_window_high() -> None:
+    recent = PolicyState(history=((T0 - minutes(6), 9), (T0 - minutes(2), 7)))
+    n, why = stage_stabilisation(3, guard(8, recent))
+    assert n == 7 and why.code is ReasonCode.STABILISATION and "recommendation of 7" in why.text
+    assert stage_stabilisation(3, guard(5, recent))[0] == 5                # never above the current count
+    assert stage_stabilisation(9, guard(8, recent)) == (9, None)          # scale-up: not its business
+
+
+def test_stage_max_step_limits_each_direction() -> None:
+    n, why = stage_max_step(9, guard(4, max_step_up=2))
+    assert (n, why.code, why.text) == (6, ReasonCode.MAX_STEP, "at most 2 replicas added per step")
+    n, why = stage_max_step(1, guard(4, max_step_down=1))
+    assert (n, why.code, why.text) == (3, ReasonCode.MAX_STEP, "at most 1 replicas removed per step")
+    assert stage_max_step(9, guard(4)) == (9, None)
+
+
+def test_stage_cooldown_holds_the_current_count_after_a_recent_action() -> None:
+    just_scaled = PolicyState(last_scale_up=T0 - minutes(2))
+    n, why = stage_cooldown(2, guard(4, just_scaled))
+    assert (n, why.code) == (4, ReasonCode.COOLDOWN_DOWN) and "120 s ago" in why.text
+    n, why = stage_cooldown(6, guard(4, just_scaled, cooldown_up_s=300))
+    assert (n, why.code) == (4, ReasonCode.COOLDOWN_UP)
+    assert stage_cooldown(6, guard(4, just_scaled)) == (6, None)          # no scale-up cooldown set
+    assert stage_cooldown(2, guard(4)) == (2, None)                       # never scaled
+
+
+def test_stage_bounds_caps_and_floors() -> None:
+    n, why = stage_bounds(12, guard(4))
+    assert (n, why.code, why.text) == (10, ReasonCode.MAX_REPLICAS, "capped at max_replicas 10 (asked for 12)")
+    n, why = stage_bounds(0, guard(4))
+    assert (n, why.code, why.text) == (1, ReasonCode.MIN_REPLICAS, "kept at min_replicas 1")
+    assert stage_bounds(5, guard(4)) == (5, None)
+
+
+def test_stage_gpu_budget_caps_at_what_the_budget_buys() -> None:
+    n, why = stage_gpu_budget(8, guard(4, gpu_budget=10, gpus_per_replica=4))
+    assert (n, why.code) == (2, ReasonCode.GPU_BUDGET) and "allows 2 replicas of 4 GPU(s) (asked for 8)" in why.text
+    assert stage_gpu_budget(2, guard(4, gpu_budget=10, gpus_per_replica=4)) == (2, None)
+    assert stage_gpu_budget(50, guard(4)) == (50, None)                   # no budget

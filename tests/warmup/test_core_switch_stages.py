@@ -22,13 +22,21 @@ from warmup.core.switching import (
     MAX_TRANSITIONS,
     PHASE_STEPS,
     SwitchTick,
+    canary_step,
     cancel_during_hold,
     complete_after_hold,
     hold_canary,
+    move_step,
+    moved,
+    moving,
     paused_step,
     prewarm_step,
     remain,
+    replicas_of,
     rollback_on_p99,
+    rollback_step,
+    settle_step,
+    settled,
     start_canary,
     steady_step,
     targets_not_ready,
@@ -193,3 +201,74 @@ def test_paused_resumes_only_when_the_blocked_profile_is_not_asked_for() -> None
     assert (d.reason.code, st.phase) == (ReasonCode.SWITCH_PAUSED, SwitchPhase.PAUSED)
     d, st, _ = paused_step(tick(SwitchPhase.PAUSED, blocked="night"))
     assert (d.reason.code, st.phase, st.blocked_profile) == (ReasonCode.SWITCH_RESUMED, SwitchPhase.STEADY, "")
+
+
+def test_canary_step_checks_p99_first_then_the_ask_then_the_hold() -> None:
+    d, st, ev = canary_step(canary(p99=1.5, want="day"))   # a P99 trip wins over the ask ending
+    assert (d.reason.code, st.phase, [e.kind for e in ev]) == (ReasonCode.SWITCH_ROLLBACK_P99, SwitchPhase.ROLLBACK,
+                                                               ["alert"])
+    assert canary_step(canary(want="day"))[0].reason.code is ReasonCode.SWITCH_CANCELLED
+    assert canary_step(canary(in_phase=30))[1].phase is SwitchPhase.MOVE
+    assert canary_step(canary(in_phase=10))[0].reason.code is ReasonCode.SWITCH_HOLD
+
+
+def moving_tick(phase=SwitchPhase.MOVE, *, ready_night=10, in_phase=5, p99=1.0, want="night") -> SwitchTick:
+    return tick(phase, target="night", ahead=want, want=want, p99=p99, baseline=1.0, since=T0 - minutes(in_phase),
+                instances=tagged(ready_night, 0))
+
+
+def test_moved_settles_once_ready_targets_cover_the_need() -> None:
+    assert moved(moving_tick(ready_night=4)) is None
+    d, st, _ = moved(moving_tick(ready_night=10))
+    assert (d.reason.code, st.phase, st.active_profile) == (ReasonCode.SWITCH_SETTLING, SwitchPhase.SETTLE, "day")
+    assert "10 ready night replica(s) cover 10 req/min" in d.reason.text
+
+
+def test_moving_says_how_many_old_replicas_stay() -> None:
+    d, st, _ = moving(moving_tick(ready_night=4))
+    assert (d.reason.code, st.phase) == (ReasonCode.SWITCH_MOVING, SwitchPhase.MOVE) and "day keeps 6" in d.reason.text
+
+
+def test_move_step_watches_p99_then_settles_or_keeps_moving() -> None:
+    assert move_step(moving_tick(p99=1.5))[0].reason.code is ReasonCode.SWITCH_ROLLBACK_P99
+    assert move_step(moving_tick(want="day"))[0].reason.code is ReasonCode.SWITCH_CANCELLED
+    assert move_step(moving_tick(ready_night=10))[1].phase is SwitchPhase.SETTLE
+    assert move_step(moving_tick(ready_night=4))[0].reason.code is ReasonCode.SWITCH_MOVING
+
+
+def test_settled_makes_the_target_active_after_the_settle_window() -> None:
+    d, st, ev = settled(moving_tick(SwitchPhase.SETTLE, in_phase=10))
+    assert (d.reason.code, st.phase) == (ReasonCode.SWITCH_SETTLING, SwitchPhase.SETTLE) and ev == ()
+    assert "5 min of the settle window left" in d.reason.text
+    d, st, ev = settled(moving_tick(SwitchPhase.SETTLE, in_phase=15))
+    assert (d.action, d.reason.code, st.phase, st.active_profile, st.target_profile) == (
+        SwitchAction.SETTLED, ReasonCode.SWITCH_COMPLETE, SwitchPhase.STEADY, "night", "")
+    assert [e.kind for e in ev] == ["info"]
+
+
+def test_settle_step_watches_p99_until_settled() -> None:
+    assert settle_step(moving_tick(SwitchPhase.SETTLE, p99=1.5))[1].phase is SwitchPhase.ROLLBACK
+    assert settle_step(moving_tick(SwitchPhase.SETTLE, want="day"))[0].reason.code is ReasonCode.SWITCH_CANCELLED
+    assert settle_step(moving_tick(SwitchPhase.SETTLE, in_phase=15))[1].active_profile == "night"
+
+
+def test_rollback_step_retires_the_target_only_once_the_old_side_is_back() -> None:
+    d, st, _ = rollback_step(tick(SwitchPhase.ROLLBACK, target="night", instances=fleet(4)))
+    assert (d.reason.code, st.phase) == (ReasonCode.SWITCH_RESTORING, SwitchPhase.ROLLBACK)
+    assert "night keeps 6 until day covers 10 req/min" in d.reason.text
+    d, st, _ = rollback_step(tick(SwitchPhase.ROLLBACK, target="night"))
+    assert (d.action, d.reason.code, d.to_profile, st.phase) == (
+        SwitchAction.RESTORED, ReasonCode.SWITCH_RESTORED, "day", SwitchPhase.STEADY)
+    d, st, _ = rollback_step(tick(SwitchPhase.ROLLBACK, target="night", blocked="night"))   # after a P99 trip
+    assert st.phase is SwitchPhase.PAUSED and d.reason.text.endswith("switching paused")
+
+
+def test_replicas_of_gives_the_split_inside_a_switch_and_the_whole_need_at_its_end() -> None:
+    steady = SwitchState(phase=SwitchPhase.STEADY, active_profile="day")
+    settle = SwitchState(phase=SwitchPhase.SETTLE, active_profile="day", target_profile="night", need_rpm=10.0)
+    assert replicas_of(CFG, steady, steady, 10.0, {}) == ()
+    assert replicas_of(CFG, settle, settle, 10.0, {"night": 10}) == (("day", 0), ("night", 10))
+    done = replace(settle, phase=SwitchPhase.STEADY, active_profile="night", target_profile="")
+    assert replicas_of(CFG, settle, done, None, {}) == (("day", 0), ("night", 10))      # the state's need
+    back = replace(settle, phase=SwitchPhase.STEADY, target_profile="")                  # rolled back: day stays
+    assert replicas_of(CFG, settle, back, 10.0, {}) == (("night", 0), ("day", 10))
