@@ -102,11 +102,15 @@ def test_unreachable_server_ends_clearly_and_keeps_the_stored_calibration(tmp_pa
 
 
 def test_fleet_backtest_reads_the_capacity_of_a_calibration_file(tmp_path):
-    from warmup.cli import _calibrated_rpm
+    from warmup.fleet_capacity import read_calibration, resolve
 
     good, bad = tmp_path / "calibration.json", tmp_path / "other.json"
     good.write_text(json.dumps({"capacity": {"rpm": 61.5}}))
     bad.write_text(json.dumps({"capacity": {}}))
-    assert _calibrated_rpm(good) == 61.5
+    assert read_calibration(good)["capacity"]["rpm"] == 61.5
     with pytest.raises(InputError, match="other.json: not a calibration.json"):
-        _calibrated_rpm(bad)
+        read_calibration(bad)
+    # a file with a capacity and no curve still sets the capacity; it says why there is no attainment
+    caps = resolve(_dep(), None, read_calibration(good))
+    assert (caps.capacity_rpm, caps.source, caps.profiles["night"].source) == (61.5, "calibrated", "declared")
+    assert caps.latency is None and "no latency curve" in caps.note
