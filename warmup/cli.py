@@ -18,8 +18,11 @@ def fleet(
     capacity_rpm: Optional[float] = typer.Option(None, "--capacity-rpm", min=0.001,
                                                  help="Requests/min one instance serves (required without "
                                                       "--deployment, else the default profile's)."),
-    calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration.json (warmcast calibrate): "
-                                               "its measured capacity instead of --capacity-rpm / the declared one."),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration.json: the capacity of the "
+                                               "profile it measured (none named: the default) and its latency curve "
+                                               "(SLO attainment per policy)."),
+    stored_calibrations: bool = typer.Option(False, "--stored-calibrations", help="With --deployment: its current "
+                                             "calibrations in Redis (WARMCAST_* settings); --calibration wins."),
     cold_start_min: Optional[float] = typer.Option(None, "--cold-start-min", min=0, max=240,
                                                    help="Launch to ready, minutes (default 15, or the deployment's)."),
     test_start: str = typer.Option(..., "--test-start", help="First test minute (UTC); the forecaster trains before it."),
@@ -55,24 +58,37 @@ def fleet(
     from warmup.sim import FleetBacktestConfig, load_log, run_backtest
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip())
-    capacity_rpm = _calibrated_rpm(calibration) if calibration is not None else capacity_rpm
     ts, te = _test_window(test_start, test_end)
-    dep, core = _deployment(deployment, name) if deployment is not None else (None, None)
+    dep, core, caps = _capacities(deployment, name, capacity_rpm, calibration, stored_calibrations)
     if dep is not None:  # the deployment's bounds and cold start, unless a flag says otherwise
-        capacity_rpm = capacity_rpm or dep.capacity_rpm
         cold_start_min = dep.cold_start_min if cold_start_min is None else cold_start_min
         min_replicas, max_replicas, gpus_per_replica = dep.min_replicas, dep.max_replicas, dep.gpus_per_replica
-    if capacity_rpm is None:
-        raise InputError("--capacity-rpm is required (or give --deployment)")
     data = load_log(log, **reading.kwargs())
-    cfg = FleetBacktestConfig(capacity_rpm=capacity_rpm, cold_start_min=15.0 if cold_start_min is None
+    cfg = FleetBacktestConfig(capacity_rpm=caps.capacity_rpm, cold_start_min=15.0 if cold_start_min is None
                               else cold_start_min, test_start=ts, test_end=te,
                               policies=names, quantile=quantile, target_utilisation=target_utilisation,
                               reactive_utilisation=reactive_utilisation, queue_target_waiting=queue_target,
                               forecaster=forecaster, min_replicas=min_replicas, max_replicas=max_replicas,
-                              gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core)
+                              gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core,
+                              capacity_source=caps.source, latency=caps.latency)
     cfg = _tiers_and_risk(data, cfg, dep, slo_flags)
     _write_and_report(run_backtest(data, cfg, progress=True), out, not no_plot)
+
+
+def _capacities(deployment: Optional[Path], name: Optional[str], capacity_rpm: Optional[float],
+                calibration: Optional[Path], stored: bool) -> tuple[Any, Any, Any]:
+    """(the deployment or None, its core config planning with the calibrated capacities, the
+    :class:`warmup.fleet_capacity.FleetCapacity`); says which capacities it is."""
+    from warmup.adapters import core_config
+    from warmup.fleet_capacity import read_calibration, resolve, stored_calibrations
+
+    dep = _deployment(deployment, name) if deployment is not None else None
+    if stored and dep is None:
+        raise InputError("--stored-calibrations needs --deployment (calibrations are stored per deployment)")
+    caps = resolve(dep, capacity_rpm, read_calibration(calibration) if calibration is not None else None,
+                   stored_calibrations(dep) if stored else None)
+    typer.echo(caps.describe() + (f"; {caps.note}" if caps.note and (calibration is not None or stored) else ""))
+    return dep, (core_config(dep, capacities=caps.profiles) if dep is not None else None), caps
 
 
 def _write_and_report(result: Any, out: Path, plot: bool) -> None:
@@ -113,29 +129,14 @@ def _test_window(test_start: str, test_end: Optional[str]) -> tuple[Any, Any]:
         raise InputError(f"--test-start/--test-end: {err}") from None
 
 
-def _calibrated_rpm(path: Path) -> float:
-    """The capacity (requests/min) of a ``warmcast calibrate`` calibration.json."""
-    import json
-
-    try:
-        rpm = json.loads(path.read_text())["capacity"]["rpm"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise InputError(f"--calibration {path}: not a calibration.json with capacity.rpm ({err})") from None
-    if not isinstance(rpm, (int, float)) or rpm <= 0:
-        raise InputError(f"--calibration {path}: capacity.rpm must be a positive number, got {rpm!r}")
-    return float(rpm)
-
-
-def _deployment(path: Path, name: Optional[str]) -> tuple[Any, Any]:
-    """(the deployment named in the deployments file, or its only one; its core config)."""
+def _deployment(path: Path, name: Optional[str]) -> Any:
+    """The deployment named in the deployments file, or its only one."""
     from warmcast.deployments import load_deployments
-    from warmup.adapters import core_config
 
     dfile = load_deployments(path)
     if name is None and len(dfile.deployments) != 1:
         raise InputError(f"{path} holds {len(dfile.deployments)} deployments: name one with --name")
-    dep = dfile.get(name) if name else dfile.deployments[0]
-    return dep, core_config(dep)
+    return dfile.get(name) if name else dfile.deployments[0]
 
 
 def _echo_report(result: Any) -> None:
@@ -154,6 +155,10 @@ def _echo_report(result: Any) -> None:
                                                                        if m.get("forecaster_note") else ""))
     typer.echo(f"simulation of {len(result.rows)} policies: {m['simulation_seconds']} s")
     typer.echo(format_table(result.rows))
+    if "latency_curve" in m:
+        lc = m["latency_curve"]
+        typer.echo(f"TTFT SLO min %: {lc['slo_attainment']} (P99 <= {lc['bound_ms']:g} ms, {lc['bound_source']}; "
+                   f"curve of profile {lc['profile'] or '(none named)'}, scenario {lc['scenario']})")
     for name, row in result.rows.items():
         if row.get("switch_minutes"):
             typer.echo(f"{name}: {row['switch_minutes']} switch minutes cost {row['switch_gpu_hours']} GPU-h; "

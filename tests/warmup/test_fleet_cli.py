@@ -72,3 +72,95 @@ def test_fleet_command_with_a_deployment(tmp_path: Path) -> None:
     rep = json.loads((out / "report.json").read_text())
     assert rep["meta"]["capacity_rpm"] == 300 and rep["meta"]["cold_start_min"] == 10
     assert rep["policies"]["predictive"]["profile_switches"] >= 1
+
+
+CAL_DEP = ("deployments:\n"
+           "  - name: chat\n    min_replicas: 1\n    max_replicas: 40\n    cold_start_min: 10\n"
+           "    slo: {ttft_p99_ms: 400}\n"
+           "    profiles:\n      day: {capacity_rpm: 300}\n      night: {capacity_rpm: 200}\n"
+           "    schedule:\n      timezone: UTC\n"
+           "      windows: [{profile: night, start: '20:00', end: '08:00'}]\n")
+
+
+def _calibration(path: Path, rpm: float, profile: str | None, deployment: str | None = "chat") -> Path:
+    """A calibration.json as ``warmcast calibrate`` writes it: capacity, and the curve of its scenario."""
+    rps = rpm / 60.0
+    curve = [{"rate_rps": round(rps * f, 4), "passed": f <= 1.0, "ttft_ms": {"p50": 30.0, "p95": 60.0, "p99": p99}}
+             for f, p99 in ((0.1, 80.0), (0.5, 150.0), (1.0, 350.0), (1.0, 360.0), (1.2, 2500.0))]
+    path.write_text(json.dumps({"deployment": deployment, "profile": profile, "slo": {"late_wait_s": 5.0},
+                                "capacity": {"scenario": "short", "rps": round(rps, 4), "rpm": rpm},
+                                "scenarios": {"short": {"curve": curve}}}))
+    return path
+
+
+def _fleet(tmp_path: Path, *extra: str, name: str = "out", env: dict | None = None):
+    log = tmp_path / "load.csv"
+    if not log.exists():
+        synthetic_minutes(days=3, mean=900.0, seed=7).to_frame().reset_index().to_csv(log, index=False)
+    dep = tmp_path / "deployments.yaml"
+    dep.write_text(CAL_DEP)
+    out = tmp_path / name
+    res = CliRunner().invoke(app(), ["backtest", "fleet", "--log", str(log), "--deployment", str(dep),
+                                     "--test-start", "2024-01-03", "--out", str(out), "--no-plot",
+                                     "--policies", "static,predictive,oracle", "--forecaster", "sim_seasonal_profile",
+                                     *extra], env=env)
+    rep = json.loads((out / "report.json").read_text()) if res.exit_code == 0 else None
+    return res, rep
+
+
+def test_fleet_command_plans_with_the_calibration_of_its_profile_and_reports_slo_attainment(tmp_path: Path) -> None:
+    declared, rep0 = _fleet(tmp_path, name="declared")
+    assert declared.exit_code == 0, declared.output
+    assert rep0["meta"]["profile_capacity"] == {"day": {"capacity_rpm": 300.0, "source": "declared"},
+                                                "night": {"capacity_rpm": 200.0, "source": "declared"}}
+    assert "slo_attainment" not in rep0["policies"]["predictive"] and "TTFT SLO" not in declared.output
+
+    night = _calibration(tmp_path / "night.json", 120.0, "night")
+    res, rep = _fleet(tmp_path, "--calibration", str(night), name="night")
+    assert res.exit_code == 0, res.output
+    # the night calibration is the night profile's capacity; the day profile keeps its declared one
+    assert rep["meta"]["profile_capacity"] == {"day": {"capacity_rpm": 300.0, "source": "declared"},
+                                               "night": {"capacity_rpm": 120.0, "source": "calibrated"}}
+    assert rep["meta"]["capacity_rpm"] == 300.0 and rep["meta"]["capacity_source"] == "declared"
+    assert "night 120 req/min calibrated" in res.output and "TTFT SLO min %" in res.output
+    # the predictive policy runs the night on the lower calibrated capacity: more GPU-hours
+    assert rep["policies"]["predictive"]["gpu_hours"] > rep0["policies"]["predictive"]["gpu_hours"]
+    lc = rep["meta"]["latency_curve"]
+    assert lc["bound_ms"] == 400.0 and "deployment" in lc["bound_source"] and lc["profile"] == "night"
+    for pol, row in rep["policies"].items():
+        assert 0.0 <= row["slo_attainment"] <= 1.0 and 0.0 <= row["slo_attainment_requests"] <= 1.0, pol
+    # the static fleet is sized for the peak: its minutes are within the curve's capacity
+    assert rep["policies"]["static"]["slo_attainment"] >= rep["policies"]["predictive"]["slo_attainment"]
+
+
+def test_a_calibration_without_a_profile_is_the_default_profiles_and_bad_ones_are_refused(tmp_path: Path) -> None:
+    url_only = _calibration(tmp_path / "url.json", 240.0, None, deployment=None)   # ``calibrate --url`` alone
+    res, rep = _fleet(tmp_path, "--calibration", str(url_only))
+    assert res.exit_code == 0, res.output
+    assert rep["meta"]["capacity_rpm"] == 240.0 and rep["meta"]["capacity_source"] == "calibrated"
+    assert rep["meta"]["profile_capacity"]["day"] == {"capacity_rpm": 240.0, "source": "calibrated"}
+    # every policy plans with it: the oracle needs more than with the declared 300 req/min
+    assert rep["policies"]["static"]["max_replicas"] >= 4 and rep["meta"]["oracle_gpu_hours"] > 0
+
+    for bad, says in ((_calibration(tmp_path / "eve.json", 100.0, "evening"), "profile 'evening'"),
+                      (_calibration(tmp_path / "other.json", 100.0, "day", deployment="other"), "deployment 'other'")):
+        res, _ = _fleet(tmp_path, "--calibration", str(bad), name="bad")
+        assert res.exit_code != 0 and says in str(res.exception), (res.output, res.exception)
+    res, _ = _fleet(tmp_path, "--calibration", str(url_only), "--capacity-rpm", "100", name="both")
+    assert res.exit_code != 0 and "not both" in str(res.exception)
+
+
+def test_fleet_command_plans_with_the_stored_calibrations(tmp_path: Path, redis_client, key_prefix,
+                                                        redis_server_url) -> None:
+    from warmcast.calibrations import CalibrationStore
+
+    doc = json.loads(_calibration(tmp_path / "night.json", 150.0, "night").read_text())
+    CalibrationStore(redis_client, key_prefix).put("chat", "night", doc)
+    env = {"WARMCAST_REDIS_URL": redis_server_url, "WARMCAST_KEY_PREFIX": key_prefix,
+           "WARMCAST_STATE_DIR": str(tmp_path / "state")}
+    res, rep = _fleet(tmp_path, "--stored-calibrations", env=env)
+    assert res.exit_code == 0, res.output
+    assert rep["meta"]["profile_capacity"]["night"] == {"capacity_rpm": 150.0, "source": "calibrated"}
+    assert rep["meta"]["profile_capacity"]["day"]["source"] == "declared"
+    # the curve comes from a calibration of the default profile, and none is stored: no attainment
+    assert "latency_curve" not in rep["meta"] and "slo_attainment" not in rep["policies"]["predictive"]

@@ -20,6 +20,7 @@ from warmup.core import CoreConfig, replicas_for
 from warmup.sim.data import LoadLog
 from warmup.sim.fleet import FleetParams, FleetRun, Observation, run_online, run_plan, summarise
 from warmup.sim.forecasts import ForecastBundle, make_forecaster, online_forecasts
+from warmup.sim.latency import LatencyCurve
 from warmup.sim.switches import ProfilePolicy, run_profiles, uses_profiles
 from warmup.sim.policies import CorePolicy, QueueKEDA, ReactiveHPA, StaticPeak, oracle_need, oracle_plan
 
@@ -55,6 +56,9 @@ class FleetBacktestConfig:
     # knobs per policy (warmup/sim/risk.py): ScalingConfig fields for predictive, policy fields for the baselines
     knobs: Optional[dict] = None
     tuning: Optional[object] = None                # the SLO tuning that chose ``knobs`` (warmup.sim.risk.Tuning)
+    # where capacity_rpm comes from ("calibrated" or "declared"; per profile: core.switch.capacity_source)
+    capacity_source: str = "declared"
+    latency: Optional[LatencyCurve] = None         # a calibration's TTFT curve: SLO attainment per policy
 
     def fleet_params(self) -> FleetParams:
         return FleetParams(capacity_rpm=self.capacity_rpm, cold_start_min=self.cold_start_min,
@@ -269,7 +273,8 @@ def run_backtest(log: LoadLog, cfg: FleetBacktestConfig, bundle: Optional[Foreca
     sim_s = time.perf_counter() - t_sim
     params = cfg.fleet_params()
     oracle_gpu = float(runs["oracle"].provisioned.sum()) * cfg.gpus_per_replica / 60.0
-    rows = {name: summarise(runs[name], split.demand, params, oracle_gpu) for name in order if name in runs}
+    rows = {name: summarise(runs[name], split.demand, params, oracle_gpu, latency=cfg.latency)
+            for name in order if name in runs}
     if "oracle" not in policies:
         rows.pop("oracle")
         runs_out = {k: v for k, v in runs.items() if k != "oracle"}
@@ -280,6 +285,8 @@ def run_backtest(log: LoadLog, cfg: FleetBacktestConfig, bundle: Optional[Foreca
         "resolution_s": log.step_s,
         "series_resolution_min": log.resolution_min,
         "capacity_rpm": cfg.capacity_rpm,
+        "capacity_source": cfg.capacity_source,
+        "profile_capacity": profile_capacity(cfg),
         "cold_start_min": cfg.cold_start_min,
         "wait_threshold_s": cfg.wait_threshold_s,
         "test_start": str(split.times[0]),
@@ -289,6 +296,8 @@ def run_backtest(log: LoadLog, cfg: FleetBacktestConfig, bundle: Optional[Foreca
         "oracle_gpu_hours": round(oracle_gpu, 3),
         "simulation_seconds": round(sim_s, 3),
     }
+    if cfg.latency is not None:
+        meta["latency_curve"] = cfg.latency.describe()
     if cfg.tuning is not None:
         tu = cfg.tuning
         meta["slo_tuning"] = {"slo": tu.slo.model_dump(), "validation": list(tu.window), "forecaster": tu.forecaster,
@@ -300,6 +309,16 @@ def run_backtest(log: LoadLog, cfg: FleetBacktestConfig, bundle: Optional[Foreca
         if bundle.note:
             meta["forecaster_note"] = bundle.note
     return FleetResult(cfg=cfg, split=split, runs=runs_out, rows=rows, meta=meta, forecasts=bundle)
+
+
+def profile_capacity(cfg: FleetBacktestConfig) -> dict[str, dict]:
+    """Per profile: the capacity the simulation plans with and its source ("calibrated" or "declared");
+    the default profile's is ``cfg.capacity_rpm`` (every policy's), one ``fleet`` entry without profiles."""
+    sw = cfg.core.switch if cfg.core is not None else None
+    if sw is None or not sw.profile_capacity:
+        return {"fleet": {"capacity_rpm": cfg.capacity_rpm, "source": cfg.capacity_source}}
+    return {n: ({"capacity_rpm": cfg.capacity_rpm, "source": cfg.capacity_source} if n == sw.default_profile
+                else {"capacity_rpm": c, "source": sw.source_of(n)}) for n, c in sw.profile_capacity}
 
 
 def write_outputs(result: FleetResult, out: str | Path, plot: bool = True) -> list[Path]:
@@ -334,13 +353,18 @@ def write_outputs(result: FleetResult, out: str | Path, plot: bool = True) -> li
 
 
 def format_table(rows: dict[str, dict]) -> str:
-    head = (f"{'policy':<22}{'GPU-h':>9}{'x oracle':>10}{'late>5s %':>11}{'short min':>10}"
+    slo = any("slo_attainment" in r for r in rows.values())  # a calibration's curve was given
+    head = (f"{'policy':<22}{'GPU-h':>9}{'x oracle':>10}{'late>5s %':>11}" + (f"{'TTFT SLO min %':>15}" if slo else "")
+            + f"{'short min':>10}"
             f"{'scale acts':>11}{'launches':>9}{'warmups':>8}{'switches':>9}{'switch GPU-h':>13}{'late in sw':>11}")
     lines = [head, "-" * len(head)]
     for name, r in rows.items():
         ratio = r.get("gpu_hours_vs_oracle")
+        att = r.get("slo_attainment")
         lines.append(f"{name:<22}{r['gpu_hours']:>9.1f}{(ratio if ratio is not None else float('nan')):>10.3f}"
-                     f"{r['late_pct']:>11.4f}{r['minutes_short']:>10d}{r['scale_actions']:>11d}"
+                     f"{r['late_pct']:>11.4f}" + (f"{(100 * att if att is not None else float('nan')):>15.2f}"
+                                                  if slo else "")
+                     + f"{r['minutes_short']:>10d}{r['scale_actions']:>11d}"
                      f"{r['launches']:>9d}{r['warmups']:>8d}{r['profile_switches']:>9d}"
                      f"{r['switch_gpu_hours']:>13.1f}{r['late_during_switches']:>11.1f}")
     return "\n".join(lines)

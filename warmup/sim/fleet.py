@@ -24,6 +24,7 @@ from typing import Optional, Protocol
 
 import numpy as np
 
+from warmup.sim.latency import LatencyCurve, estimate_ttft_p99_ms, slo_attainment
 from warmup.sim.sleep import SleepPool
 
 
@@ -294,8 +295,8 @@ def switch_columns(run: FleetRun, gpus_per_replica: int) -> dict:
 
 
 def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu_hours: Optional[float] = None,
-              capacity_per_minute: Optional[np.ndarray] = None) -> dict:
-    """The report row of one policy."""
+              capacity_per_minute: Optional[np.ndarray] = None, latency: Optional[LatencyCurve] = None) -> dict:
+    """The report row of one policy; with a calibration's ``latency`` curve, its SLO attainment too."""
     total = float(demand.sum())
     held = float(run.provisioned.sum()) + (float(run.standby.sum()) if run.standby is not None else 0.0)
     gpu_hours = held * params.gpus_per_replica / 60.0
@@ -311,6 +312,8 @@ def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu
         "late_requests": round(float(run.late.sum()), 1),
         "late_share": float(run.late.sum() / total) if total > 0 else 0.0,
         "late_pct": round(100.0 * float(run.late.sum() / total), 4) if total > 0 else 0.0,
+        **({} if latency is None else  # beside the late share: the TTFT the curve predicts for each minute
+           slo_attainment(estimate_ttft_p99_ms(latency, demand, cap, run.max_wait), demand, latency.bound_ms)),
         "minutes_short": int(np.count_nonzero(demand > cap + 1e-9)),
         "minutes_with_late": int(np.count_nonzero(run.late > 0.5)),
         "max_wait_s": _finite(float(np.max(run.max_wait))) if len(run.max_wait) else 0.0,

@@ -1,0 +1,103 @@
+"""TTFT P99 per simulated minute from a calibration's latency curve, and SLO attainment (issue 15).
+
+The fleet model counts a request late when it waits in the fleet's queue; the calibration also
+measured how slow one instance answers at each offered rate below its capacity.  Each minute,
+the curve is read at the minute's load per ready instance (linear between measured rates; the
+lowest point's value below them); a load above the curve's last measured rate (the calibrated
+capacity) has no measurement and counts as over the SLO.  A minute in which the fleet's queue
+made requests wait adds that wait (the longest one, so the estimate errs high): the curve is
+one instance at a steady rate and knows nothing of a backlog the fleet carries.
+
+Attainment is a share of *minutes*: of the minutes with requests, those whose estimated TTFT
+P99 is within the bound (``slo_attainment``); the share of requests that arrived in such
+minutes is given beside it (``slo_attainment_requests``).  Pure: the CLI reads the files.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from warmup.calibration.drift import predicted_p99_ms
+
+BASIS = ("share of minutes with requests whose estimated TTFT P99 (calibrated curve at the load per ready "
+         "instance, plus any fleet queue wait) is within the bound")
+
+
+@dataclass(frozen=True)
+class LatencyCurve:
+    points: tuple[tuple[float, float], ...]   # (req/s per instance, TTFT P99 ms), ascending rate
+    capacity_rps: float                        # the calibrated capacity; the curve ends there
+    bound_ms: float                            # the SLO's TTFT P99 bound
+    bound_source: str                          # where the bound comes from, for the report
+    profile: Optional[str] = None              # the profile the calibration measured
+    scenario: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        return {"profile": self.profile, "scenario": self.scenario, "capacity_rps": self.capacity_rps,
+                "bound_ms": self.bound_ms, "bound_source": self.bound_source,
+                "points": [list(p) for p in self.points], "slo_attainment": BASIS}
+
+
+def ttft_bound(doc: Mapping[str, Any], deployment_slo: Any = None) -> tuple[float, str]:
+    """(TTFT P99 bound in ms, its source): the deployment's SLO, else the one the calibration was
+    measured against, else the late wait of either (as the calibration's own plot does)."""
+    cal = doc.get("slo") or {}
+    if deployment_slo is not None and deployment_slo.ttft_p99_ms is not None:
+        return float(deployment_slo.ttft_p99_ms), "the deployment's slo.ttft_p99_ms"
+    if cal.get("ttft_p99_ms") is not None:
+        return float(cal["ttft_p99_ms"]), "the calibration's slo.ttft_p99_ms"
+    if deployment_slo is not None:
+        return float(deployment_slo.late_wait_s) * 1000.0, "the deployment's slo.late_wait_s (no TTFT bound set)"
+    return float(cal.get("late_wait_s", 5.0)) * 1000.0, "the calibration's slo.late_wait_s (no TTFT bound set)"
+
+
+def curve_from_calibration(doc: Mapping[str, Any], bound_ms: float, bound_source: str) -> LatencyCurve:
+    """The capacity scenario's passing steps at or below the calibrated capacity (a pass above it lies
+    above a failure, which the search does not trust either); a rate measured twice keeps its higher P99."""
+    cap = doc.get("capacity") or {}
+    name = cap.get("scenario", "")
+    curve = ((doc.get("scenarios") or {}).get(name) or {}).get("curve") or ()
+    rps = float(cap.get("rps") or float(cap["rpm"]) / 60.0)
+    worst: dict[float, float] = {}
+    for p in curve:
+        p99 = (p.get("ttft_ms") or {}).get("p99")
+        if p.get("passed") and p99 is not None and float(p["rate_rps"]) <= rps + 1e-9:
+            r = float(p["rate_rps"])
+            worst[r] = max(worst.get(r, -math.inf), float(p99))
+    if not worst:
+        raise ValueError(f"the calibration's scenario {name!r} has no passing step with a TTFT P99")
+    return LatencyCurve(tuple(sorted(worst.items())), rps, bound_ms, bound_source, doc.get("profile"), name)
+
+
+def estimate_ttft_p99_ms(curve: LatencyCurve, demand: np.ndarray, ready_capacity_rpm: np.ndarray,
+                         wait_s: np.ndarray) -> np.ndarray:
+    """Per minute: estimated TTFT P99 (ms; inf where the load is past the curve or nothing is ready).
+
+    The load per ready instance is read in the curve's terms: the minute's arrivals over the ready
+    capacity, times the calibrated capacity.  With every ready instance of the calibrated profile
+    that is the arrivals per ready instance; an instance of another profile is taken at the same
+    share of its own capacity (the curve is the one measurement there is).
+    """
+    demand = np.asarray(demand, float)
+    cap = np.asarray(ready_capacity_rpm, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(demand > 0, demand / cap * curve.capacity_rps, 0.0)
+    out = np.empty(len(demand))
+    for t, r in enumerate(rate.tolist()):
+        v = predicted_p99_ms(curve.points, r)
+        out[t] = math.inf if v is None else v
+    return out + 1000.0 * np.nan_to_num(np.asarray(wait_s, float), nan=math.inf, posinf=math.inf)
+
+
+def slo_attainment(estimate_ms: np.ndarray, demand: np.ndarray, bound_ms: float) -> dict[str, Any]:
+    """The report's columns: attainment by minutes (with requests) and by requests, minutes over."""
+    demand = np.asarray(demand, float)
+    busy = demand > 0
+    within = np.asarray(estimate_ms) <= bound_ms
+    minutes, total = int(busy.sum()), float(demand.sum())
+    return {"slo_attainment": round(float((within & busy).sum()) / minutes, 6) if minutes else None,
+            "slo_attainment_requests": round(float(demand[within].sum()) / total, 6) if total > 0 else None,
+            "slo_minutes_over": int((~within & busy).sum())}
