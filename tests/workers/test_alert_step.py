@@ -51,10 +51,15 @@ def actx(tmp_path, redis_client, key_prefix, redis_server_url, sink) -> Ctx:
     return ctx
 
 
-def note(status="firing", tier="primary", starts=T0, ends=None, names=("WarmcastTTFTHigh",)) -> dict:
-    return {"group_key": '{}:{deployment="adep"}', "deployment": "adep", "status": status, "tier": tier,
+GROUP = '{}:{deployment="adep"}'
+
+
+def note(status="firing", tier="primary", starts=T0, ends=None, names=("WarmcastTTFTHigh",), alerts=(),
+         group=GROUP) -> dict:
+    """A note as the API's receiver makes it (``alerts``: [fingerprint, status] pairs)."""
+    return {"group_key": group, "deployment": "adep", "status": status, "tier": tier,
             "alertnames": list(names), "starts_at": starts.isoformat(), "ends_at": ends and ends.isoformat(),
-            "adjust": "up"}
+            "adjust": "up", "alerts": [list(a) for a in alerts]}
 
 
 def responses(ctx) -> list[tuple[str, bool]]:
@@ -174,3 +179,21 @@ def test_a_restarted_worker_does_not_repeat_a_response(actx, sink):
     fresh = Ctx(actx.settings, WorkerOptions(simulate=True), actx.r)  # another process: state only in Redis
     alerts.step(fresh, "adep", note(), now=T0 + timedelta(seconds=20))
     assert responses(actx) == [("primary report", True), ("primary adjust", True)] and len(sink.posts) == 1
+
+
+def test_episodes_are_keyed_by_group_and_redeliveries_told_by_fingerprints(actx, sink):
+    one = [("a1", "firing")]
+    alerts.step(actx, "adep", note(alerts=one), now=T0)
+    again = alerts.step(actx, "adep", note(alerts=one), now=T0 + timedelta(minutes=3))  # a repeat, nothing new
+    assert again.code == "alert_duplicate" and "re-delivery" in again.reason and again.responses == []
+    joined = alerts.step(actx, "adep", note(alerts=one + [("b2", "firing")]), now=T0 + timedelta(minutes=4))
+    assert joined.code == "alert_waiting" and "new alert(s) in the group (fingerprint b2)" in joined.reason
+    other = '{}:{deployment="adep",zone="b"}'  # another route's group: its own episode, same fingerprint
+    assert alerts.step(actx, "adep", note(alerts=one, group=other), now=T0 + timedelta(minutes=5)).code == \
+        "alert_opened"
+    eps = {e["group_key"]: e for e in alert_state.episodes(actx.r, actx.prefix, "adep")}
+    assert eps[GROUP]["fingerprints"] == ["a1", "b2"] and eps[other]["fingerprints"] == ["a1"]
+    assert eps[GROUP]["last_alerts"] == [{"fingerprint": "a1", "status": "firing"},
+                                         {"fingerprint": "b2", "status": "firing"}]
+    assert [d for d, _ in responses(actx)] == ["primary report", "primary adjust"] * 2  # once per group
+    assert len(sink.bodies("/report")) == 2
