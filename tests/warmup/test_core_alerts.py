@@ -234,3 +234,28 @@ def test_the_resolution_keeps_the_fingerprints_and_its_redelivery_is_a_duplicate
     decs, ep = run([(replace(note(), alerts=(("a1", "firing"),)), T0), (gone, end), (gone, end + timedelta(seconds=5))])
     assert decs[1].reason.code == ReasonCode.ALERT_RESOLVED and ep.last_alerts == (("a1", "resolved"),)
     assert decs[2].reason.code == ReasonCode.ALERT_DUPLICATE and decs[2].episode is None
+
+
+def test_an_open_episode_past_its_window_escalates_on_a_check_without_a_repeat():
+    """The periodic check: only the first notification arrives; at ``now`` past the tier's window the
+    same decision escalates, once; a resolved, severe or still-waiting episode is not due."""
+    from warmup.core.alerts import escalation_due, still_firing
+
+    first = decide_alert(replace(note(), alerts=(("a1", "firing"),)), None, CFG, T0)
+    ep = first.episode
+    assert not escalation_due(ep, CFG, T0 + timedelta(minutes=9, seconds=59))
+    at = T0 + timedelta(minutes=10)
+    assert escalation_due(ep, CFG, at)
+    check = decide_alert(still_firing(ep, at), ep, CFG, at)
+    assert check.reason.code == ReasonCode.ALERT_ESCALATED and kinds(check) == [("medium", "standby"),
+                                                                               ("medium", "rollback")]
+    ep = check.episode
+    assert ep.tier == Tier.MEDIUM and ep.tier_at == at and not escalation_due(ep, CFG, at + timedelta(minutes=1))
+    again = decide_alert(still_firing(ep, at), ep, CFG, at)  # a second check at the same time: nothing
+    assert again.responses == () and again.reason.code == ReasonCode.ALERT_DUPLICATE
+    later = at + timedelta(minutes=15)
+    top = decide_alert(still_firing(ep, later), ep, CFG, later)
+    assert kinds(top) == [("severe", "failover")] and not escalation_due(top.episode, CFG, later + timedelta(hours=1))
+    assert not escalation_due(replace(ep, resolved_at=at), CFG, later)
+    blocked = decide_alert(still_firing(ep, later), ep, CFG, later, "forecast-only mode (dry_run)")
+    assert kinds(blocked) == [("severe", "failover")] and not any(r.apply for r in blocked.responses)

@@ -197,3 +197,31 @@ def test_episodes_are_keyed_by_group_and_redeliveries_told_by_fingerprints(actx,
                                          {"fingerprint": "b2", "status": "firing"}]
     assert [d for d, _ in responses(actx)] == ["primary report", "primary adjust"] * 2  # once per group
     assert len(sink.bodies("/report")) == 2
+
+
+def test_the_escalation_check_escalates_an_open_episode_without_a_repeat(actx):
+    """Alertmanager sends the group once (no repeat): the periodic check escalates it when the
+    window passes, once per tier, whatever checks or late repeats follow."""
+    one = [("a1", "firing")]
+    alerts.step(actx, "adep", note(alerts=one), now=T0)  # the only notification
+    assert alerts.check(actx, "adep", now=T0 + timedelta(minutes=9)) == []  # the window has not passed
+    [out] = alerts.check(actx, "adep", now=T0 + timedelta(minutes=10, seconds=5))
+    assert out.code == "alert_escalated" and "did not clear WarmcastTTFTHigh within 10.0 min" in out.reason
+    assert [(d["kind"], d["applied"]) for d in out.responses] == [("standby", True), ("rollback", True)]
+    assert actx.scaler("adep").current() == 2 and actx.cfg("adep").scaling.min_replicas == 2
+    entry = actx.state.audit_log("adep", kind="alert", limit=1)[0]
+    assert entry["inputs"]["via"] == "escalation check" and entry["decision"] == "firing medium: standby, rollback"
+    # another check, another worker's check and Alertmanager's late repeat find the tier handled
+    fresh = Ctx(actx.settings, WorkerOptions(simulate=True), actx.r)
+    assert alerts.check(actx, "adep", now=T0 + timedelta(minutes=10, seconds=35)) == []
+    assert alerts.check(fresh, "adep", now=T0 + timedelta(minutes=11)) == []
+    late = alerts.step(actx, "adep", note(alerts=one), now=T0 + timedelta(minutes=11))
+    assert late.code == "alert_duplicate" and late.responses == []
+    [top] = alerts.check(fresh, "adep", now=T0 + timedelta(minutes=25, seconds=10))
+    assert top.code == "alert_escalated" and [d["kind"] for d in top.responses] == ["failover"]
+    assert [d for d, _ in responses(actx)] == ["primary report", "primary adjust", "medium standby",
+                                               "medium rollback", "severe failover"]
+    assert alerts.check(actx, "adep", now=T0 + timedelta(hours=2)) == []  # severe: nothing above it
+    end = T0 + timedelta(hours=2)
+    alerts.step(actx, "adep", note("resolved", ends=end, alerts=[("a1", "resolved")]), now=end)
+    assert alerts.check(actx, "adep", now=end + timedelta(hours=1)) == [] and len(responses(actx)) == 5

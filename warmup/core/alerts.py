@@ -137,6 +137,21 @@ def decide_alert(note: AlertNote, episode: Episode | None, cfg: AlertConfig, now
     return replace(_respond(episode, tier, reason, note, now, blocked), reopened=reopened is not None)
 
 
+def escalation_due(ep: Episode, cfg: AlertConfig, now: datetime) -> bool:
+    """Whether ``ep`` is open at a tier whose window has passed: a periodic check then re-decides
+    it (:func:`still_firing`), so escalation does not wait for Alertmanager to repeat the group."""
+    if ep.resolved_at is not None or ep.tier in (Tier.NONE, Tier.SEVERE):
+        return False
+    return now - (ep.tier_at or ep.opened) >= _window(cfg, ep.tier)
+
+
+def still_firing(ep: Episode, now: datetime) -> AlertNote:
+    """The notification a repeat of ``ep``'s group would be: its alerts firing as last seen, at its
+    tier.  An open episode means no resolution came, so its alerts are taken to fire on."""
+    return AlertNote(ep.group_key, ep.deployment, "firing", ep.tier, ep.alertnames, ep.starts_at,
+                     received_at=now, alerts=ep.last_alerts)
+
+
 def _reopened(note: AlertNote, ep: Episode | None, within: timedelta, seen: datetime) -> Episode | None:
     """The resolved ``ep`` open again, or None: when ``note`` is its alert still firing (started
     before the resolution; not stale, so received well after it), or a new firing within
