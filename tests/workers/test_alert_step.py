@@ -3,8 +3,11 @@ tier's responses through the actuators, once per group under duplicate and reord
 deliveries, nothing applied while paused, resolution releasing the standby floor, failover."""
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from alertsink import Sink
@@ -12,6 +15,8 @@ from warmcast.settings import load_settings
 from workers import alert_state, alerts
 from workers.context import Ctx
 from workers.options import WorkerOptions
+from workers.steps import forecast as forecast_step
+from workers.steps import signals as signals_step
 from workers.steps import switch as switch_step
 
 DEPLOYMENTS = """
@@ -225,3 +230,87 @@ def test_the_escalation_check_escalates_an_open_episode_without_a_repeat(actx):
     end = T0 + timedelta(hours=2)
     alerts.step(actx, "adep", note("resolved", ends=end, alerts=[("a1", "resolved")]), now=end)
     assert alerts.check(actx, "adep", now=end + timedelta(hours=1)) == [] and len(responses(actx)) == 5
+
+
+def _load(ctx, start: datetime, minutes: int, zero: datetime) -> dict[str, float]:
+    """Store ``minutes`` of load from ``start`` as ingest does (requests rising by one a minute from
+    60 at ``zero``, with tokens, context lengths and coverage); returns the requests by minute."""
+    idx = pd.date_range(start, periods=minutes, freq="min", name="time")
+    req = 60.0 + (idx - pd.Timestamp(zero)).total_seconds().to_numpy() / 60
+    frame = pd.DataFrame({"requests": req, "input_tokens": req * 500, "output_tokens": req * 90,
+                          "ctx_mean": 510.0, "ctx_p95": 930.0, "coverage": 1.0}, index=idx)
+    ctx.store.upsert_frame("adep", frame)
+    return {t.strftime("%Y-%m-%d %H:%M:%S"): float(v) for t, v in zip(idx, req)}
+
+
+def _seed_audit(ctx, now: datetime) -> list[str]:
+    """Planning ticks every minute from 65 minutes before ``now`` (as the plan step audits them: what
+    each read and the replicas its forecast and its load asked for), a switch decision half an hour
+    ago and a warmup two hours ago, in time order; returns the ticks where the forecast was low."""
+    rows, below = [(now - timedelta(hours=2), "warmup", "start low", "queue 9 > 4: warm the cold instance")], []
+    for k in range(65, 0, -1):
+        t = now - timedelta(minutes=k)
+        fc, need = (1, 2) if k in (12, 11, 10) else (2, 2)
+        if fc < need and k <= 60:
+            below.append(t.strftime("%Y-%m-%d %H:%M:%S"))
+        up = k == 20  # the one tick that changed the count
+        rows.append((t, "scale", "up 1->2" if up else f"hold {need}->{need}",
+                     "forecast peak needs 2 replicas" if up else "within the band", {
+            "observed_rpm": 60.0 + 60 - k, "queue_depth": float(max(0, 15 - k)), "p99_s": 0.3 + (0.5 if k <= 15 else 0),
+            "ready": 2, "provisioned": 2, "forecast_model": "seasonal-naive", "forecast_origin": t.strftime("%Y-%m-%d %H:%M:%S"),
+            "forecast_replicas": fc, "reactive_replicas": need, "raw": need, "tick": t.isoformat()}))
+    rows.append((now - timedelta(minutes=30), "switch", "hold day->day", "night window opens at 22:00: holding day", {}))
+    for t, kind, decision, reason, *inputs in sorted(rows, key=lambda r: r[0]):
+        ctx.state.audit("adep", kind, decision, reason, True, "", inputs[0] if inputs else {}, ts=pd.Timestamp(t))
+    return below
+
+
+def test_the_report_holds_the_last_hour_forecast_vs_actual_decisions_profile_and_instances(actx, sink):
+    """The report's content, from real data seeded in Redis for the hour before the alert: every stored
+    signal per minute, the planning ticks' signals, the previous forecast scored against what came,
+    the newest forecast's observed bins, the hour's decisions with reasons, profile and instances."""
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None).floor("min").to_pydatetime()
+    zero = now - timedelta(minutes=62)
+    actual = _load(actx, zero, 52, zero)                               # up to 10 minutes before now
+    prev = forecast_step.step(actx, "adep").doc                        # the forecast made 10 minutes ago
+    actual.update(_load(actx, now - timedelta(minutes=10), 10, zero))  # what came
+    forecast_step.step(actx, "adep")                                   # scores the one before; from now on
+    actual.update(_load(actx, now, 2, zero))                           # two minutes of the newest one pass
+    signals_step.step(actx, "adep")
+    at = now + timedelta(minutes=2)
+    below = _seed_audit(actx, at)
+    alerts.step(actx, "adep", note(alerts=[("a1", "firing")]), now=at)
+    [rep] = sink.bodies("/report")
+    assert rep["alert"]["alerts"] == [{"fingerprint": "a1", "status": "firing"}] and rep["profile"] == "day"
+    assert rep["instances"] and all(i["state"] and i["id"] for i in rep["instances"])
+    hour = rep["last_hour"]
+    assert hour["from"] == (at - timedelta(hours=1)).strftime("%Y-%m-%d %H:%M:%S") and hour["resolution_min"] == 1
+    assert [m["time"] for m in hour["minutes"]] == sorted(t for t in actual if t >= hour["from"])
+    assert len(hour["minutes"]) == 60 and all(m["requests"] == actual[m["time"]] for m in hour["minutes"])
+    assert {"input_tokens", "output_tokens", "ctx_mean", "ctx_p95", "coverage"} <= set(hour["minutes"][0])
+    ticks = hour["planning_ticks"]
+    assert len(ticks) == 60 and ticks[0]["ts"] == hour["from"] and ticks[-1]["p99_s"] == pytest.approx(0.8)
+    fva = rep["forecast_vs_actual"]
+    score = fva["previous_score"]
+    p50 = np.asarray(prev["quantiles"]["0.5"])
+    seen = [actual[(pd.Timestamp(prev["origin"]) + pd.Timedelta(minutes=i)).strftime("%Y-%m-%d %H:%M:%S")]
+            for i in range(score["leads_observed"])]
+    assert score["origin"] == prev["origin"] and score["leads_observed"] == 10
+    assert score["mae"] == pytest.approx(float(np.mean(np.abs(p50[:len(seen)] - seen))), abs=1e-3)
+    cur = fva["current"]
+    assert cur["origin"] > prev["origin"] and len(cur["passed"]) == 2 and len(cur["next"]) == 5
+    assert [p["actual"] for p in cur["passed"]] == [actual[p["time"]] for p in cur["passed"]]
+    assert fva["ticks_forecast_below_load"] == below and len(below) == 3 and fva["ticks_judged"] == 60
+    assert "not every past forecast" in fva["compared"] and prev["origin"] in fva["compared"]
+    kinds = [(d["kind"], d["reason"]) for d in rep["recent_decisions"]]
+    assert ("switch", "night window opens at 22:00: holding day") in kinds
+    assert not any(k == "warmup" for k, _ in kinds)  # two hours old: not in the last hour
+    assert ("scale", "forecast peak needs 2 replicas") in kinds and ("scale", "within the band") not in kinds
+    assert kinds[0][0] == "alert" and "alert_opened" in kinds[0][1]  # newest first: this decision
+    text = rep["text"]
+    print(text)  # shown with -s
+    for part in ("last hour (", "60 planning tick(s)", "forecast vs actual: warmcast keeps the newest forecast",
+                 f"previous forecast ({prev['origin']}): MAE", "fewer replicas than the load needed: 3 of 60",
+                 "switch hold day->day: night window opens at 22:00", "profile: day (switch steady)"):
+        assert part in text, (part, text)
+    assert len(re.findall(r"^  \d\d:\d0 ", text, re.M)) >= 6  # the hour in 10-minute rows
