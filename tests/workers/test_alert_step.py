@@ -314,3 +314,27 @@ def test_the_report_holds_the_last_hour_forecast_vs_actual_decisions_profile_and
                  "switch hold day->day: night window opens at 22:00", "profile: day (switch steady)"):
         assert part in text, (part, text)
     assert len(re.findall(r"^  \d\d:\d0 ", text, re.M)) >= 6  # the hour in 10-minute rows
+
+
+def test_forecast_only_mode_records_each_tier_as_not_applied_through_the_worker(actx, sink):
+    """dry_run: the notification and the escalation check decide each tier's responses and record
+    them as not applied, with why; nothing is posted, requested or scaled, and nothing replays once
+    the deployment leaves forecast-only mode."""
+    s = actx.settings
+    dry = Ctx(load_settings(redis_url=s.redis_url, key_prefix=s.key_prefix, deployments_file=s.deployments_file,
+                            state_dir=s.state_dir, dry_run=True), WorkerOptions(simulate=True), actx.r)
+    out = alerts.step(dry, "adep", note(alerts=[("a1", "firing")]), now=T0)
+    assert out.code == "alert_opened" and "not applied: forecast-only mode (dry_run)" in out.reason
+    assert [(d["kind"], d["applied"]) for d in out.responses] == [("report", False), ("adjust", False)]
+    assert all("not applied: forecast-only mode (dry_run)" in d["outcome"] for d in out.responses)
+    [up] = alerts.check(dry, "adep", now=T0 + timedelta(minutes=10))  # escalation, still forecast-only
+    assert [(d["kind"], d["applied"]) for d in up.responses] == [("standby", False), ("rollback", False)]
+    assert responses(actx) == [("primary report", False), ("primary adjust", False), ("medium standby", False),
+                               ("medium rollback", False)]
+    assert all(not r["applied"] for r in actx.state.audit_log("adep", kind="alert"))
+    assert sink.posts == [] and alert_state.reports(actx.r, actx.prefix, "adep") == []
+    assert actx.state.get("profile-request", "adep") is None and "day-seqs5" not in actx.dep("adep").profiles
+    assert actx.scaler("adep").current() == 1 and actx.cfg("adep").scaling.min_replicas == 1
+    again = alerts.step(actx, "adep", note(alerts=[("a1", "firing"), ("b2", "firing")]),
+                        now=T0 + timedelta(minutes=11))  # live again: what was decided does not replay
+    assert again.responses == [] and len(responses(actx)) == 4 and sink.posts == []
