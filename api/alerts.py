@@ -6,7 +6,8 @@ notification are recorded in Redis (``P:alert-notes:D``), then handed to the wor
 (``warmcast.alert``), which decides each tier's response once per group and applies it.  A
 notification naming an unknown deployment or tier is refused whole (422/404, nothing recorded):
 Alertmanager does not retry a 4xx, so the error is in its log.  Workers unreachable: 503 after
-recording, and Alertmanager retries.
+recording, and Alertmanager retries.  The note carries the groupKey (the episode's key) and each
+alert's fingerprint and status (what tells a re-delivery from an alert joining the group).
 """
 from __future__ import annotations
 
@@ -109,7 +110,9 @@ def _note(body: AlertmanagerIn, dep: str, alerts: list[AlertIn]) -> dict[str, An
     return {"group_key": body.groupKey, "deployment": dep, "status": "firing" if firing else "resolved",
             "tier": tier.name.lower(), "alertnames": sorted({a.labels.get("alertname", "?") for a in counted}),
             "starts_at": min(_utc(a.startsAt) for a in counted), "ends_at": None if firing else max(ends, default=None),
-            "adjust": adjust, "receiver": body.receiver, "received_at": _utc(datetime.now(timezone.utc))}
+            "adjust": adjust, "receiver": body.receiver, "received_at": _utc(datetime.now(timezone.utc)),
+            # every alert's identity and status: a re-delivery repeats them exactly (warmup.core.alerts)
+            "alerts": sorted([a.fingerprint, a.status] for a in alerts)}
 
 
 @receiver.post("/alerts", response_model=ReceivedOut, status_code=202, responses=WRITE_ERR,

@@ -1,94 +1,106 @@
-"""The diagnostic report a primary-tier alert sends the on-call engineer: the alert, the last
-hour's load and forecast vs actual, the live signals, recent decisions with their reasons, the
-current profile and instances; as JSON and as readable text."""
+"""The diagnostic report an alert sends the on-call engineer: the alert, the last hour's signals
+(per minute from the load store, per planning tick from the audit) and forecast vs actual
+(workers/alert_history.py), the live signals, recent decisions with their reasons, the current
+profile and instances; as JSON and as readable text."""
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import Any
 
 import httpx
-import pandas as pd
 
 from warmup.core.alerts import AlertDecision, AlertNote
+from workers import alert_history as hist
 from workers import policy
 from workers.context import Ctx
 
-TS = "%Y-%m-%d %H:%M:%S"
-
-
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) or math.isinf(f) else round(f, 3)
-
-
-def _load(ctx: Ctx, dep: str, now: datetime) -> list[list[Any]]:
-    """The last hour's requests per minute, as stored (the actuals the forecast is judged on)."""
-    start = pd.Timestamp(now) - pd.Timedelta(hours=1)
-    try:
-        s = ctx.store.series(dep, start=start, end=pd.Timestamp(now))
-    except Exception:  # noqa: BLE001 - a deployment without stored load still gets its report
-        return []
-    return [[t.strftime(TS), _num(v)] for t, v in s.items()]
-
-
-def _forecast_vs_actual(ctx: Ctx, dep: str, load: list[list[Any]]) -> dict[str, Any] | None:
-    fc = ctx.state.get_forecast(dep)
-    if not fc:
-        return None
-    origin = pd.Timestamp(fc["origin"])
-    actual = dict(load)
-    rows = []
-    for i, mean in enumerate(fc["mean"]):
-        t = (origin + pd.Timedelta(minutes=i)).strftime(TS)
-        rows.append({"time": t, "forecast_mean": mean, "forecast_p90": (fc["quantiles"].get("0.9") or [None] * 99)[i],
-                     "actual": actual.get(t)})
-    return {"origin": fc["origin"], "model": fc["model"], "created_at": fc.get("created_at"), "minutes": rows[:30]}
+TS = hist.TS
 
 
 def build_report(ctx: Ctx, dep: str, note: AlertNote, dec: AlertDecision, now: datetime) -> tuple[dict[str, Any], str]:
     d = ctx.dep(dep)
     ps, _ = policy.load(ctx.state, dep)
     sig = ctx.state.get("signals", dep) or {}
-    load = _load(ctx, dep, now)
+    mins, ticks = hist.minutes(ctx, dep, now), hist.ticks(ctx, dep, now)
     doc = {
         "deployment": dep, "generated_at": now.strftime(TS), "tier": dec.tier.name.lower(),
         "alert": {"group_key": note.group_key, "status": note.status, "alertnames": list(note.alertnames),
-                  "starts_at": note.starts_at.strftime(TS)},
+                  "starts_at": note.starts_at.strftime(TS),
+                  "alerts": [{"fingerprint": f, "status": s} for f, s in note.alerts]},
         "decision": str(dec.reason), "slo": d.slo.describe(),
         "profile": ps.switch.active_profile or d.default_profile, "switch_phase": ps.switch.phase.value,
         "instances": [{k: i.get(k) for k in ("id", "url", "state", "profile")} for i in sig.get("instances", [])],
-        "signals": {k: sig.get(k) for k in ("queue_depth", "running", "p99_s", "observed_rpm", "ready", "provisioned")},
-        "load_last_hour": load, "forecast_vs_actual": _forecast_vs_actual(ctx, dep, load),
-        "recent_decisions": [{k: r[k] for k in ("ts", "kind", "decision", "reason", "applied", "outcome")}
-                             for r in ctx.state.audit_log(dep, limit=20)],
+        "signals": {k: sig.get(k) for k in ("ts", "queue_depth", "running", "p99_s", "observed_rpm", "ready",
+                                            "provisioned")},
+        "last_hour": {"from": (now - hist.HOUR).strftime(TS), "to": now.strftime(TS),
+                      "resolution_min": mins["resolution_min"], "minutes": mins["rows"], "planning_ticks": ticks},
+        "forecast_vs_actual": hist.forecast_vs_actual(ctx, dep, now, mins, ticks),
+        "recent_decisions": hist.decisions(ctx, dep, now),
     }
     return doc, report_text(doc)
 
 
 def report_text(doc: dict[str, Any]) -> str:
-    a, s = doc["alert"], doc["signals"]
-    seen = [v for _, v in doc["load_last_hour"] if v is not None]
+    a, s, h = doc["alert"], doc["signals"], doc["last_hour"]
     lines = [f"[{doc['tier'].upper()}] {doc['deployment']}: {', '.join(a['alertnames'])} firing since {a['starts_at']} UTC",
              f"decision: {doc['decision']}", f"SLO: {doc['slo']}",
              f"profile: {doc['profile']} (switch {doc['switch_phase']}); instances: "
              + (", ".join(f"{i['url'] or i['id']} {i['state']}" for i in doc["instances"]) or "none seen"),
-             f"signals: queue {s['queue_depth']}, running {s['running']}, P99 {s['p99_s']} s, "
-             f"{s['observed_rpm']} req/min, {s['ready']}/{s['provisioned']} ready",
-             f"load last hour: {len(seen)} minutes stored" + (f", mean {sum(seen) / len(seen):.1f}, max "
-                                                              f"{max(seen):.1f} req/min" if seen else "")]
-    fva = doc["forecast_vs_actual"]
-    if fva:
-        pairs = [m for m in fva["minutes"] if m["actual"] is not None]
-        lines.append(f"forecast {fva['model']} from {fva['origin']}: " + (", ".join(
-            f"{m['time'][11:16]} {m['forecast_mean']:.0f} vs {m['actual']:.0f}" for m in pairs[:10])
-            or "no actuals yet for its minutes"))
-    lines.append("recent decisions:")
-    lines += [f"  {r['ts']} {r['kind']} {r['decision']}: {r['reason'][:160]}" for r in doc["recent_decisions"][:10]]
+             f"signals now: queue {s['queue_depth']}, running {s['running']}, P99 {s['p99_s']} s, "
+             f"{s['observed_rpm']} req/min, {s['ready']}/{s['provisioned']} ready"]
+    lines += _hour_text(h) + _forecast_text(doc["forecast_vs_actual"])
+    lines.append("decisions in the last hour (newest first):")
+    lines += [f"  {r['ts']} {r['kind']} {r['decision']}: {r['reason'][:160]}" for r in doc["recent_decisions"][:15]]
     return "\n".join(lines)
+
+
+def _hour_text(h: dict[str, Any]) -> list[str]:
+    """The last hour in 10-minute rows: load from the minutes, live signals from the planning ticks."""
+    seen = [r["requests"] for r in h["minutes"] if r.get("requests") is not None]
+    unit = "per minute" if h["resolution_min"] == 1 else f"per {h['resolution_min']}-minute bin"
+    head = (f"last hour ({h['from'][11:16]}-{h['to'][11:16]} UTC): {len(seen)} bin(s) of requests stored"
+            + (f", mean {sum(seen) / len(seen):.1f}, max {max(seen):.1f} {unit}" if seen else "")
+            + f"; {len(h['planning_ticks'])} planning tick(s)")
+    rows: dict[str, dict[str, list]] = {}
+    for r in h["minutes"]:
+        rows.setdefault(r["time"][11:15] + "0", {}).setdefault("req", []).append(r.get("requests"))
+    for t in h["planning_ticks"]:
+        b = rows.setdefault(t["ts"][11:15] + "0", {})
+        for k in ("p99_s", "queue_depth", "ready", "provisioned", "forecast_replicas", "reactive_replicas"):
+            b.setdefault(k, []).append(t.get(k))
+    out = [head, "  from   requests  P99 max (s)  queue max  ready/provisioned  replicas forecast/load"]
+    for key in sorted(rows):
+        v = {k: [x for x in xs if x is not None] for k, xs in rows[key].items()}
+        ready = f"{_f(v.get('ready'), 'last')}/{_f(v.get('provisioned'), 'last')}"
+        need = f"{_f(v.get('forecast_replicas'), 'max')}/{_f(v.get('reactive_replicas'), 'max')}"
+        out.append(f"  {key}  {_f(v.get('req'), 'mean'):>8}  {_f(v.get('p99_s'), 'max'):>11}  "
+                   f"{_f(v.get('queue_depth'), 'max'):>9}  {ready:>17}  {need:>22}")
+    return out
+
+
+def _f(xs: list | None, how: str) -> str:
+    if not xs:
+        return "-"
+    v = sum(xs) / len(xs) if how == "mean" else max(xs) if how == "max" else xs[-1]
+    return f"{v:.0f}" if float(v).is_integer() else f"{v:.2f}"
+
+
+def _forecast_text(f: dict[str, Any]) -> list[str]:
+    out = [f"forecast vs actual: {f['compared']}"]
+    sc, cur = f["previous_score"], f["current"]
+    if sc:
+        out.append(f"  previous forecast ({sc['origin']}): MAE {sc['mae']} requests over {sc['leads_observed']} "
+                   f"observed minute(s), lead 1 error {sc['lead1_abs_error']}")
+    if cur:
+        pairs = [f"{p['time'][11:16]} {p['forecast_mean']:.0f} vs {p['actual']:.0f}" for p in cur["passed"]
+                 if p["actual"] is not None and p["forecast_mean"] is not None]
+        nxt = [f"{n['time'][11:16]} {n['forecast_mean']:.0f}" for n in cur["next"] if n["forecast_mean"] is not None]
+        out.append(f"  newest forecast ({cur['model']} from {cur['origin']}): "
+                   + (", ".join(pairs[-10:]) or "none of its bins observed yet") + "; next: " + (", ".join(nxt) or "-"))
+    below = f["ticks_forecast_below_load"]
+    out.append(f"  planning ticks whose forecast asked for fewer replicas than the load needed: {len(below)} of "
+               f"{f['ticks_judged']}" + (f" ({', '.join(t[11:16] for t in below[:10])})" if below else ""))
+    return out
 
 
 def post_json(url: str, body: dict[str, Any], token: str | None, timeout_s: float = 10.0) -> tuple[bool, str]:

@@ -2,7 +2,8 @@
 
 Keys (``P`` = key prefix, ``D`` = deployment):
 
-- ``P:alert-episodes:D``   hash: group key -> episode (JSON), the receiver's idempotence record
+- ``P:alert-episodes:D``   hash: group key -> episode (JSON), the receiver's idempotence record; it keeps
+  the fingerprints seen and the last notification's (fingerprint, status) pairs
 - ``P:alert-notes:D``      stream of every notification received (what Alertmanager sent)
 - ``P:alert-reports:D``    list of the newest diagnostic reports (JSON), for the API and dashboard
 - ``P:profile-variants:D`` hash: derived profile name -> {base, engine_args, capacity_rpm, ...}
@@ -70,20 +71,23 @@ def note_from_doc(d: dict[str, Any]) -> AlertNote:
     return AlertNote(group_key=str(d["group_key"]), deployment=str(d["deployment"]), status=str(d["status"]),
                      tier=Tier.parse(d.get("tier")), alertnames=tuple(d.get("alertnames") or ()),
                      starts_at=_dt(d["starts_at"]), ends_at=_dt(d.get("ends_at")), adjust=str(d.get("adjust") or ""),
-                     received_at=_dt(d.get("received_at")))
+                     received_at=_dt(d.get("received_at")),
+                     alerts=tuple((str(f), str(st)) for f, st in d.get("alerts") or ()))
 
 
 def episode_to_doc(e: Episode) -> dict[str, Any]:
     return {"group_key": e.group_key, "deployment": e.deployment, "starts_at": _ts(e.starts_at),
             "opened": _ts(e.opened), "tier": e.tier.name.lower(), "tier_at": _ts(e.tier_at), "done": list(e.done),
-            "alertnames": list(e.alertnames), "resolved_at": _ts(e.resolved_at)}
+            "alertnames": list(e.alertnames), "resolved_at": _ts(e.resolved_at), "fingerprints": list(e.fingerprints),
+            "last_alerts": [{"fingerprint": f, "status": st} for f, st in e.last_alerts]}
 
 
 def episode_from_doc(d: dict[str, Any]) -> Episode:
     return Episode(group_key=d["group_key"], deployment=d["deployment"], starts_at=_dt(d["starts_at"]),
                    opened=_dt(d["opened"]), tier=Tier[d["tier"].upper()], tier_at=_dt(d.get("tier_at")),
                    done=tuple(d.get("done") or ()), alertnames=tuple(d.get("alertnames") or ()),
-                   resolved_at=_dt(d.get("resolved_at")))
+                   resolved_at=_dt(d.get("resolved_at")), fingerprints=tuple(d.get("fingerprints") or ()),
+                   last_alerts=tuple((a["fingerprint"], a["status"]) for a in d.get("last_alerts") or ()))
 
 
 def load_episode(r: redis.Redis, prefix: str, dep: str, group_key: str) -> Episode | None:

@@ -6,6 +6,10 @@ episode it moves to are made and stored under one lease per deployment before an
 so a second delivery of the same notification finds the tier already handled.  (A worker that
 dies between storing and applying loses that response rather than running it twice; the audit
 then shows the decision without its response entry.)
+
+:func:`check` is the periodic escalation check: every open episode whose tier window has passed
+is re-decided by the same core decision at ``now``, as a repeat of its notification would be, so
+escalation does not depend on Alertmanager's ``repeat_interval``.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from warmup.core.alerts import AlertConfig, Tier, decide_alert
+from warmup.core.alerts import AlertConfig, AlertNote, Tier, decide_alert, escalation_due, still_firing
 from warmup.core.reasons import ReasonCode
 from workers import alert_responses, alert_state, metrics, policy
 from workers.context import Ctx
@@ -39,26 +43,49 @@ def alert_config(ctx: Ctx, dep: str) -> AlertConfig:
                        reopen_within=timedelta(minutes=spec.reopen_within_min))
 
 
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
 def step(ctx: Ctx, deployment: str, note_doc: dict[str, Any], now: datetime | None = None) -> AlertOutcome:
     """Decide and apply the responses one notification calls for."""
-    note = alert_state.note_from_doc(note_doc)
-    now = now or datetime.now(timezone.utc).replace(tzinfo=None)
+    out = _handle(ctx, deployment, alert_state.note_from_doc(note_doc), now or _utcnow(), check=False)
+    assert out is not None  # only a check skips
+    return out
+
+
+def check(ctx: Ctx, deployment: str, now: datetime | None = None) -> list[AlertOutcome]:
+    """Re-decide every open episode of ``deployment`` whose tier window has passed (the beat's
+    ``warmcast-alerts`` entry); an episode a notification escalated meanwhile is skipped."""
+    now = now or _utcnow()
     cfg = alert_config(ctx, deployment)
+    due = [e for e in map(alert_state.episode_from_doc, alert_state.episodes(ctx.r, ctx.prefix, deployment))
+           if escalation_due(e, cfg, now)]
+    outs = [_handle(ctx, deployment, still_firing(e, now), now, check=True) for e in due]
+    return [o for o in outs if o is not None]
+
+
+def _handle(ctx: Ctx, dep: str, note: AlertNote, now: datetime, check: bool) -> AlertOutcome | None:
+    """Decide under the deployment's alert lease, store the episode, audit; then run the responses.
+    ``check``: a periodic re-decision, done only if the stored episode is still due (None if not)."""
+    cfg = alert_config(ctx, dep)
     done = []
-    with lease(ctx.r, ctx.prefix, "alerts", deployment, ttl_s=30.0, wait_s=30.0):
-        before = alert_state.load_episode(ctx.r, ctx.prefix, deployment, note.group_key)
-        dec = decide_alert(note, before, cfg, now, policy.why_not_applied(ctx, deployment))
+    with lease(ctx.r, ctx.prefix, "alerts", dep, ttl_s=30.0, wait_s=30.0):
+        before = alert_state.load_episode(ctx.r, ctx.prefix, dep, note.group_key)
+        if check and (before is None or not escalation_due(before, cfg, now)):
+            return None  # a notification (or another check) escalated it since the episodes were read
+        dec = decide_alert(note, before, cfg, now, policy.why_not_applied(ctx, dep))
         if dec.episode is not None:
             alert_state.store_episode(ctx.r, ctx.prefix, dec.episode)
-        released = _floor(ctx, deployment, note, dec)
+        released = _floor(ctx, dep, note, dec)
         if released:
             done.append({"kind": "standby-floor", "tier": dec.tier.name.lower(), "applied": True,
                          "outcome": released})
-        _audit(ctx, deployment, note, dec, released)  # under the lease: the audit keeps decision order
+        _audit(ctx, dep, note, dec, released, "escalation check" if check else "notification")
     for resp in dec.responses:  # each response audits itself after its decision's entry
-        applied, outcome, _ = alert_responses.run(ctx, deployment, resp, note, dec, now)
+        applied, outcome, _ = alert_responses.run(ctx, dep, resp, note, dec, now)
         done.append({"kind": resp.kind, "tier": resp.tier.name.lower(), "applied": applied, "outcome": outcome})
-    return AlertOutcome(deployment, note.group_key, note.status, dec.reason.code.value, str(dec.reason),
+    return AlertOutcome(dep, note.group_key, note.status, dec.reason.code.value, str(dec.reason),
                         dec.tier.name.lower(), done)
 
 
@@ -73,9 +100,9 @@ def _floor(ctx: Ctx, dep: str, note: Any, dec: Any) -> str | None:
     return None
 
 
-def _audit(ctx: Ctx, dep: str, note: Any, dec: Any, released: str | None) -> None:
-    """One entry per notification: what came in and what it decided (the responses' own entries
-    follow with their outcomes)."""
+def _audit(ctx: Ctx, dep: str, note: Any, dec: Any, released: str | None, via: str) -> None:
+    """One entry per notification (or escalation check, ``via``): what came in and what it decided
+    (the responses' own entries follow with their outcomes)."""
     kinds = [r.kind for r in dec.responses] + (["standby floor"] if released else [])
     what = ", ".join(kinds) or ("episode closed" if dec.reason.code == ReasonCode.ALERT_RESOLVED
                                 else "nothing")  # the dashboard hides "nothing"
@@ -84,4 +111,4 @@ def _audit(ctx: Ctx, dep: str, note: Any, dec: Any, released: str | None) -> Non
     metrics.DECISIONS.labels(dep, "alert", dec.reason.code.value, str(go).lower()).inc()
     ctx.state.audit(dep, "alert", f"{note.status} {dec.tier.name.lower()}: {what}", str(dec.reason), go, outcome,
                     {"group_key": note.group_key, "alertnames": list(note.alertnames), "status": note.status,
-                     "tier": note.tier.name.lower(), "code": dec.reason.code.value})
+                     "tier": note.tier.name.lower(), "code": dec.reason.code.value, "via": via})

@@ -20,6 +20,8 @@ class WorkerOptions(BaseSettings):
     plan_every_s: float = Field(60.0, gt=0)
     switch_every_s: float = Field(60.0, gt=0)
     expire_every_s: float = Field(3600.0, gt=0)
+    alert_check_every_s: float = Field(30.0, gt=0, description="re-decide open alert episodes whose tier window "
+                                       "passed (escalation without Alertmanager's repeats)")
     retrain_hour_utc: int = Field(3, ge=0, le=23, description="nightly retrain + promote at this hour")
     beat_loop_s: float = Field(1.0, gt=0, description="most seconds beat sleeps between checks")
     lease_s: float = Field(10.0, gt=0, description="a lock is a lease renewed every third of this while its "

@@ -25,6 +25,7 @@ PERIODIC = {
     "plan": ("plan_every_s", "warmcast.plan"),
     "switch": ("switch_every_s", "warmcast.switch_tick"),
     "expire": ("expire_every_s", "warmcast.expire"),
+    "alerts": ("alert_check_every_s", "warmcast.alert_check"),  # workers/alert_task.py
 }
 
 

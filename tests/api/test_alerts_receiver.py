@@ -50,6 +50,8 @@ def test_firing_group_recorded_and_queued_with_its_highest_firing_tier(client, r
     assert queued["deployment"] == "demo" and note["group_key"] == FIRING["groupKey"]
     assert note["starts_at"] == "2026-01-05T11:00:00.123000"  # earliest, in naive UTC
     assert note["ends_at"] is None and note["adjust"] == "up"
+    # every alert's fingerprint and status, in one order: what tells a re-delivery from news
+    assert note["alerts"] == [["a1", "firing"], ["b2", "firing"], ["c3", "resolved"]]
     # receipt time, not the worker's: the late-copy window must not stretch while workers are down
     assert before <= datetime.fromisoformat(note["received_at"]) <= datetime.now(timezone.utc).replace(tzinfo=None)
     [(sid, fields)] = redis_client.xrange(f"{key_prefix}:alert-notes:demo")

@@ -205,3 +205,57 @@ def test_an_alert_joining_the_group_is_recorded_without_running_anything():
     assert decs[2].episode is None  # nothing new: nothing to store
     assert ep.alertnames == ("WarmcastQueueBuilding", "WarmcastTTFTHigh") and ep.done == ("primary:report",
                                                                                           "primary:adjust")
+
+
+def test_a_redelivery_is_told_by_fingerprints_and_statuses_and_news_is_recorded():
+    """Episodes are keyed by the group key; the alerts' fingerprints say what a notification carries:
+    the same fingerprints with the same statuses is a re-delivery, a new fingerprint an alert joining
+    the group, a changed status news that runs nothing."""
+    one = replace(note(), alerts=(("a1", "firing"),))
+    two = replace(note(), alerts=(("b2", "firing"), ("a1", "firing")))  # another instance's alert, same name
+    half = replace(note(), alerts=(("a1", "firing"), ("b2", "resolved")))
+    decs, ep = run([(one, T0), (one, T0 + timedelta(minutes=4)), (two, T0 + timedelta(minutes=5)),
+                    (two, T0 + timedelta(minutes=6)), (half, T0 + timedelta(minutes=7)),
+                    (half, T0 + timedelta(minutes=10))])
+    codes = [d.reason.code for d in decs]
+    assert codes == [ReasonCode.ALERT_OPENED, ReasonCode.ALERT_DUPLICATE, ReasonCode.ALERT_WAITING,
+                     ReasonCode.ALERT_DUPLICATE, ReasonCode.ALERT_WAITING, ReasonCode.ALERT_ESCALATED]
+    assert "re-delivery" in decs[1].reason.text and decs[1].episode is None  # nothing new: nothing stored
+    assert "1 new alert(s) in the group (fingerprint b2)" in decs[2].reason.text
+    assert decs[2].responses == () and decs[2].episode.fingerprints == ("a1", "b2")
+    assert "statuses changed: b2 resolved" in decs[4].reason.text and decs[4].responses == ()
+    assert kinds(decs[5]) == [("medium", "standby"), ("medium", "rollback")]  # a repeat past the window
+    assert ep.last_alerts == (("a1", "firing"), ("b2", "resolved")) and ep.alertnames == ("WarmcastTTFTHigh",)
+
+
+def test_the_resolution_keeps_the_fingerprints_and_its_redelivery_is_a_duplicate():
+    end = T0 + timedelta(minutes=3)
+    gone = replace(note("resolved", ends=end), alerts=(("a1", "resolved"),))
+    decs, ep = run([(replace(note(), alerts=(("a1", "firing"),)), T0), (gone, end), (gone, end + timedelta(seconds=5))])
+    assert decs[1].reason.code == ReasonCode.ALERT_RESOLVED and ep.last_alerts == (("a1", "resolved"),)
+    assert decs[2].reason.code == ReasonCode.ALERT_DUPLICATE and decs[2].episode is None
+
+
+def test_an_open_episode_past_its_window_escalates_on_a_check_without_a_repeat():
+    """The periodic check: only the first notification arrives; at ``now`` past the tier's window the
+    same decision escalates, once; a resolved, severe or still-waiting episode is not due."""
+    from warmup.core.alerts import escalation_due, still_firing
+
+    first = decide_alert(replace(note(), alerts=(("a1", "firing"),)), None, CFG, T0)
+    ep = first.episode
+    assert not escalation_due(ep, CFG, T0 + timedelta(minutes=9, seconds=59))
+    at = T0 + timedelta(minutes=10)
+    assert escalation_due(ep, CFG, at)
+    check = decide_alert(still_firing(ep, at), ep, CFG, at)
+    assert check.reason.code == ReasonCode.ALERT_ESCALATED and kinds(check) == [("medium", "standby"),
+                                                                               ("medium", "rollback")]
+    ep = check.episode
+    assert ep.tier == Tier.MEDIUM and ep.tier_at == at and not escalation_due(ep, CFG, at + timedelta(minutes=1))
+    again = decide_alert(still_firing(ep, at), ep, CFG, at)  # a second check at the same time: nothing
+    assert again.responses == () and again.reason.code == ReasonCode.ALERT_DUPLICATE
+    later = at + timedelta(minutes=15)
+    top = decide_alert(still_firing(ep, later), ep, CFG, later)
+    assert kinds(top) == [("severe", "failover")] and not escalation_due(top.episode, CFG, later + timedelta(hours=1))
+    assert not escalation_due(replace(ep, resolved_at=at), CFG, later)
+    blocked = decide_alert(still_firing(ep, later), ep, CFG, later, "forecast-only mode (dry_run)")
+    assert kinds(blocked) == [("severe", "failover")] and not any(r.apply for r in blocked.responses)

@@ -111,11 +111,15 @@ def test_every_periodic_entry_has_expires_and_the_issue_intervals():
     opts = WorkerOptions()
     sched = beat_schedule(opts)
     kinds = {e["kwargs"]["kind"] for e in sched.values()}
-    assert kinds == {"scrape", "warmup", "ingest", "forecast", "plan", "switch", "expire", "retrain"}
+    assert kinds == {"scrape", "warmup", "ingest", "forecast", "plan", "switch", "expire", "alerts", "retrain"}
     for name, e in sched.items():
         assert e["options"]["expires"] > 0, name
     assert 5 <= opts.scrape_every_s <= 15 and 5 <= opts.warmup_every_s <= 10
     assert opts.plan_every_s == opts.forecast_every_s == opts.ingest_every_s == opts.switch_every_s == 60
+    from workers.alert_task import alert_check  # the escalation check: its beat entry fans out to this task
+    from workers.schedule import PERIODIC
+
+    assert PERIODIC["alerts"][1] == alert_check.name and opts.alert_check_every_s == 30
 
 
 def test_core_config_from_deployment_and_overrides():

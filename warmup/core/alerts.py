@@ -1,8 +1,11 @@
 """Tiered responses to alerts (Alertmanager notifications), as pure decisions.
 
 One *episode* per alert group (Alertmanager's group key): opened by its first firing
-notification, resolved by a resolved one.  Each tier's responses are decided once per
-episode; a tier that did not clear the alert within its window escalates to the next:
+notification, resolved by a resolved one.  The alerts' fingerprints (Alertmanager's hash of
+each alert's labels) say what a notification carries: the same fingerprints with the same
+statuses as the last one is a re-delivery; a new fingerprint is an alert joining the group.
+Each tier's responses are decided once per episode; a tier that did not clear the alert
+within its window escalates to the next:
 
 - primary (a signal past its threshold): diagnostic report, max-num-seqs +-10% as a derived profile
 - medium (users affected): a standby instance, roll back to the last stable profile
@@ -57,6 +60,7 @@ class AlertNote:
     ends_at: datetime | None = None  # latest endsAt, for a resolved group
     adjust: str = ""                 # up | down: which way a primary adjustment moves max-num-seqs
     received_at: datetime | None = None  # when the receiver got it (None: the decision's ``now``)
+    alerts: tuple[tuple[str, str], ...] = ()  # (fingerprint, status) of each alert in it
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,9 @@ class Episode:
     done: tuple[str, ...] = ()       # "tier:response" decided (applied or recorded as not applied)
     alertnames: tuple[str, ...] = ()
     resolved_at: datetime | None = None
+    fingerprints: tuple[str, ...] = ()           # every alert seen in the episode, in the order first seen
+    last_alerts: tuple[tuple[str, str], ...] = ()  # (fingerprint, status) of the last notification that
+    #                                                changed the episode: what a re-delivery repeats
 
 
 @dataclass(frozen=True)
@@ -119,16 +126,30 @@ def decide_alert(note: AlertNote, episode: Episode | None, cfg: AlertConfig, now
     if reopened is not None:
         resolved_at, episode = episode.resolved_at, reopened
     elif episode is None or episode.resolved_at is not None:  # first notification, or a new episode
-        episode = Episode(note.group_key, note.deployment, note.starts_at, now, alertnames=note.alertnames)
+        episode = Episode(note.group_key, note.deployment, note.starts_at, now)
     tier, reason = _target_tier(note, episode, cfg, now)
     if reopened is not None and tier <= episode.tier:
         reason = _reopen_reason(reopened, resolved_at, note, reason)
-    if tier <= episode.tier:  # nothing to run; store the episode if it reopened or another alert joined it
-        names = _names(episode, note)
-        store = reopened is not None or names != episode.alertnames
-        return AlertDecision((), replace(episode, alertnames=names) if store else None, reason, episode.tier,
-                             reopened is not None)
+    if tier <= episode.tier:  # nothing to run; store the episode if it reopened or the note told news
+        seen = _seen(episode, note)
+        store = reopened is not None or seen != episode
+        return AlertDecision((), seen if store else None, reason, episode.tier, reopened is not None)
     return replace(_respond(episode, tier, reason, note, now, blocked), reopened=reopened is not None)
+
+
+def escalation_due(ep: Episode, cfg: AlertConfig, now: datetime) -> bool:
+    """Whether ``ep`` is open at a tier whose window has passed: a periodic check then re-decides
+    it (:func:`still_firing`), so escalation does not wait for Alertmanager to repeat the group."""
+    if ep.resolved_at is not None or ep.tier in (Tier.NONE, Tier.SEVERE):
+        return False
+    return now - (ep.tier_at or ep.opened) >= _window(cfg, ep.tier)
+
+
+def still_firing(ep: Episode, now: datetime) -> AlertNote:
+    """The notification a repeat of ``ep``'s group would be: its alerts firing as last seen, at its
+    tier.  An open episode means no resolution came, so its alerts are taken to fire on."""
+    return AlertNote(ep.group_key, ep.deployment, "firing", ep.tier, ep.alertnames, ep.starts_at,
+                     received_at=now, alerts=ep.last_alerts)
 
 
 def _reopened(note: AlertNote, ep: Episode | None, within: timedelta, seen: datetime) -> Episode | None:
@@ -174,12 +195,13 @@ def _stale(note: AlertNote, ep: Episode | None, late_copy: timedelta, seen: date
 def _resolve(note: AlertNote, ep: Episode | None, now: datetime) -> AlertDecision:
     at = note.ends_at or now
     if ep is None:
-        ep = Episode(note.group_key, note.deployment, note.starts_at, at, alertnames=note.alertnames)
+        ep = Episode(note.group_key, note.deployment, note.starts_at, at)
         text = "resolved before any firing notification reached warmcast: nothing was done"
     else:
         text = (f"resolved after {_mins(at - ep.opened)} at tier {ep.tier.name.lower()} "
                 f"({', '.join(ep.done) or 'no response'})")
-    return AlertDecision((), replace(ep, resolved_at=at), Reason(ReasonCode.ALERT_RESOLVED, text), ep.tier)
+    return AlertDecision((), replace(_seen(ep, note), resolved_at=at), Reason(ReasonCode.ALERT_RESOLVED, text),
+                         ep.tier)
 
 
 def _target_tier(note: AlertNote, ep: Episode, cfg: AlertConfig, now: datetime) -> tuple[Tier, Reason]:
@@ -193,7 +215,7 @@ def _target_tier(note: AlertNote, ep: Episode, cfg: AlertConfig, now: datetime) 
                                                           f"(was {ep.tier.name.lower()})")
     if ep.tier == Tier.SEVERE:
         return ep.tier, Reason(ReasonCode.ALERT_TOP, "still firing at the severe tier; every response was decided")
-    window = cfg.windows.get(ep.tier, timedelta(minutes=10))
+    window = _window(cfg, ep.tier)
     since = now - (ep.tier_at or ep.opened)
     if since >= window:
         nxt = Tier(ep.tier + 1)
@@ -201,8 +223,33 @@ def _target_tier(note: AlertNote, ep: Episode, cfg: AlertConfig, now: datetime) 
                                                        f"within {_mins(window)} ({_mins(since)}): tier {nxt.name.lower()}")
     if note.starts_at < ep.starts_at:
         return ep.tier, Reason(ReasonCode.ALERT_STALE, "an older notification of the open episode")
-    return ep.tier, Reason(ReasonCode.ALERT_WAITING if since > timedelta(0) else ReasonCode.ALERT_DUPLICATE,
-                           f"tier {ep.tier.name.lower()} handled {_mins(since)} ago; window {_mins(window)}")
+    return ep.tier, _handled(note, ep, since, window)
+
+
+def _window(cfg: AlertConfig, tier: Tier) -> timedelta:
+    return cfg.windows.get(tier, timedelta(minutes=10))
+
+
+def _alerts(note: AlertNote) -> tuple[tuple[str, str], ...]:
+    """The note's (fingerprint, status) pairs in one order, so two deliveries compare equal."""
+    return tuple(sorted(set(note.alerts)))
+
+
+def _handled(note: AlertNote, ep: Episode, since: timedelta, window: timedelta) -> Reason:
+    """Why a firing within its tier's window runs nothing: a re-delivery (the same fingerprints with
+    the same statuses as the last notification), or news that changes no tier (an alert joining the
+    group, an alert resolving while others fire)."""
+    handled = f"tier {ep.tier.name.lower()} handled {_mins(since)} ago; window {_mins(window)}"
+    got = _alerts(note)
+    if not got or not all(f for f, _ in got):  # no fingerprints to compare: only the time tells
+        return Reason(ReasonCode.ALERT_WAITING if since > timedelta(0) else ReasonCode.ALERT_DUPLICATE, handled)
+    if got == ep.last_alerts:
+        return Reason(ReasonCode.ALERT_DUPLICATE, f"the same {len(got)} alert(s) by fingerprint with the same "
+                                                  f"statuses as the last notification: a re-delivery; {handled}")
+    new = [f for f, _ in got if f not in ep.fingerprints]
+    what = (f"{len(new)} new alert(s) in the group (fingerprint {', '.join(new)})" if new else
+            "statuses changed: " + ", ".join(f"{f} {s}" for f, s in got if (f, s) not in ep.last_alerts))
+    return Reason(ReasonCode.ALERT_WAITING, f"{what}; {handled}")
 
 
 def _respond(ep: Episode, tier: Tier, reason: Reason, note: AlertNote, now: datetime,
@@ -212,15 +259,20 @@ def _respond(ep: Episode, tier: Tier, reason: Reason, note: AlertNote, now: date
     todo = [k for k in kinds if f"{tier.name.lower()}:{k}" not in ep.done]
     out = tuple(Response(k, tier, blocked is None, blocked or "") for k in todo)
     done = ep.done + tuple(f"{tier.name.lower()}:{k}" for k in todo)
-    new = replace(ep, tier=tier, tier_at=now, done=done, alertnames=_names(ep, note))
+    new = replace(_seen(ep, note), tier=tier, tier_at=now, done=done)
     if blocked:
         reason = Reason(reason.code, f"{reason.text}; not applied: {blocked}")
     return AlertDecision(out, new, reason, tier)
 
 
-def _names(ep: Episode, note: AlertNote) -> tuple[str, ...]:
-    """Every alert seen in the episode, in the order first seen."""
-    return tuple(dict.fromkeys(ep.alertnames + note.alertnames))
+def _seen(ep: Episode, note: AlertNote) -> Episode:
+    """``ep`` with what ``note`` shows of its group: alert names and fingerprints added (in the
+    order first seen), its statuses kept as the last notification's (a note without fingerprints
+    keeps the ones before)."""
+    names = tuple(dict.fromkeys(ep.alertnames + note.alertnames))
+    got = _alerts(note)
+    prints = tuple(dict.fromkeys(ep.fingerprints + tuple(f for f, _ in got if f)))
+    return replace(ep, alertnames=names, fingerprints=prints, last_alerts=got or ep.last_alerts)
 
 
 def _mins(d: timedelta) -> str:
