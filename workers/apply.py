@@ -6,6 +6,7 @@ from typing import Any
 
 from warmcast.errors import WarmcastError
 from warmup.core import WarmupAction
+from warmup.core.switch_capacity import single_workload_replicas
 from workers.context import Ctx
 
 
@@ -102,18 +103,36 @@ def _replicas_outcome(want: dict[str, int], out: Any) -> str:
 
 def roll(inner: Any, dec: Any) -> tuple[bool, str]:
     """A single workload: it rolls to the target at the canary (it cannot run a share of it) and
-    back on a rollback, surge-only; pre-warming a second profile beside it is impossible."""
+    back on a rollback, surge-only, with the pod count of the profile it rolls onto in the same
+    patch (``single_workload_replicas``: never fewer pods while rolling, that profile's own count
+    once its ready replicas cover the need); pre-warming a second profile beside it is impossible."""
     a = dec.action.value
     if a == "prewarm":
         return False, ("not applied: a single workload cannot pre-warm a second profile beside the first; at "
                        "the switch time its rollout starts new pods (maxSurge) before any old one goes")
-    if a not in ("move_canary", "rollback"):
-        return True, "no change: the rollout runs in Kubernetes"
     try:
-        out = inner.roll_profile(dec.to_profile)
-    except WarmcastError as err:
+        current = inner.current()
+        want = single_workload_replicas(dec, current)
+        if a in ("move_canary", "rollback"):
+            out = inner.roll_profile(dec.to_profile, want)
+            if out["patched"]:
+                return True, (f"pod template patched to {dec.to_profile} with replicas {out['replicas_before']} -> "
+                              f"{out['replicas']}: surge-only rolling update (maxUnavailable 0, maxSurge "
+                              f"{out['max_surge']}); the whole workload moves, a single workload has no canary share")
+        return _rescale(inner, dec, current, want)
+    except Exception as err:  # noqa: BLE001 - an API server that fails: not applied, the next tick decides again
         return False, f"not applied: {err}"
-    if not out["patched"]:
-        return True, f"the workload already runs {dec.to_profile}"
-    return True, (f"pod template patched to {dec.to_profile}: surge-only rolling update (maxUnavailable 0, "
-                  f"maxSurge {out['max_surge']}); the whole workload moves, a single workload has no canary share")
+
+
+def _rescale(inner: Any, dec: Any, current: int, want: int | None) -> tuple[bool, str]:
+    """A single workload's count between template patches: raised when the need grows while it
+    rolls, set to the profile's own count once that profile's ready replicas cover the need."""
+    if want is None or want == current:
+        return True, "no change: the rollout runs in Kubernetes"
+    res = inner.scale_to(want, f"profile switch ({dec.action.value}, {dec.phase.value}): {dec.reason.text}"[:500])
+    if not res.applied:
+        return False, f"not applied: {res.error}"
+    onto = dec.from_profile if dec.phase.value == "rollback" else dec.to_profile
+    why = (f"{onto} needs {want} for the plan's need" if want > current
+           else f"{onto}'s ready replicas cover the need: the surplus pods go")
+    return True, f"replicas {current} -> {want} for {onto} ({why})"

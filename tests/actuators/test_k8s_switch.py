@@ -27,6 +27,7 @@ from kubernetes.client.rest import ApiException
 
 from test_scalers import FakeK8sApi, _FakeResponse
 from warmcast.errors import WarmcastError
+from warmup.actuators.launch import container_args
 from warmup.actuators.scalers import KubernetesProfileScaler, KubernetesScaler
 from warmup.core import ScheduleWindow, SwitchConfig, SwitchPhase, SwitchState, decide_switch
 from workers.apply import roll
@@ -124,10 +125,12 @@ class LaggingK8sApi(FakeK8sApi):
         return _FakeResponse(200, self.api.sanitize_for_serialization(scale))
 
     def _template_patch(self, obj, body) -> None:
-        """A strategic merge of the strategy, the annotations and the first container's args."""
+        """A strategic merge of the strategy, the replicas, the annotations and the first container's args."""
         assert body["spec"]["template"]["spec"]["containers"][0]["name"] == "vllm"
         tpl = self._deser(body["spec"]["template"], "V1PodTemplateSpec")   # must be a valid template
         obj.spec.strategy = self._deser(body["spec"]["strategy"], "V1DeploymentStrategy")
+        if "replicas" in body["spec"]:
+            obj.spec.replicas = int(body["spec"]["replicas"])
         args = tpl.spec.containers[0].args
         obj.spec.template.spec.containers[0].args = args
         notes = (body.get("metadata") or {}).get("annotations") or {}
@@ -195,29 +198,84 @@ def test_rollback_restores_day_before_night_goes(lagging):
     assert s.replicas() == {"day": 4, "night": 0} and fake.ready("chat-day") == 4
 
 
-def test_single_workload_rolls_surge_only_with_ready_capacity_kept(lagging):
+SINGLE = {"day": {"block-size": 16}, "night": {"block-size": 32}}
+CAP = dict(CFG.profile_capacity)   # day 300, night 200 req/min per replica: unequal on purpose
+
+
+def morning(minute: int) -> datetime:
+    """Minutes after 06:50 UTC (the night window closes at 07:00)."""
+    return datetime(2024, 5, 18, 6, 50, tzinfo=timezone.utc) + timedelta(minutes=minute)
+
+
+def single_workload(lagging, start: str, pods: int) -> KubernetesScaler:
+    """One Deployment running ``start`` on ``pods`` ready pods (template ``t0``)."""
     api, fake = lagging
-    fake.add("deployments", "serving", "chat", replicas=4)
-    s = KubernetesScaler("chat", "deployment/chat", "serving", api_client=api, model="m",
-                         profiles={"day": {"block-size": 16}, "night": {"block-size": 32}})
-    # Nothing can be pre-warmed beside a single workload: the canary does not wait for targets.
-    cfg = replace(CFG, profile_capacity=(("day", 300.0), ("night", 300.0)), max_prewarm_wait_min=0.0)
-    st, lowest, outcomes = SwitchState(), math.inf, []
-    fake.race_next = True                    # someone else writes the workload just before the canary patch
-    for minute in range(0, 60):
+    fake.add("deployments", "serving", "chat", replicas=pods)
+    return KubernetesScaler("chat", "deployment/chat", "serving", api_client=api, model="m", profiles=SINGLE,
+                            default_profile=start)
+
+
+def ready_capacity(fake: LaggingK8sApi, start: str) -> float:
+    """Ready pods x the capacity of the profile their template runs (``t0``: the starting profile)."""
+    profile_of = {" ".join(container_args("m", a)): p for p, a in SINGLE.items()} | {"t0": start}
+    return sum(n * CAP[profile_of[t]] for t, n in fake.ready_by_template("chat").items())
+
+
+def run_single(s: KubernetesScaler, fake: LaggingK8sApi, start: str, clock, minutes: int, p99=lambda st: 1.0):
+    """The real core and ``workers.apply.roll`` each simulated minute, as the switch step calls them
+    (a split is applied every tick); (state, lowest ready capacity, phases seen, outcomes)."""
+    cfg = replace(CFG, max_prewarm_wait_min=0.0)  # nothing pre-warms beside a single workload
+    st, lowest, seen, outcomes = SwitchState(), math.inf, [], []
+    for minute in range(minutes):
         fake.now += 60
-        d, st, _ = decide_switch(cfg, at(minute), (), 1.0, None, st, 4, "day", ready=s.ready_by_profile())
-        if d.action.value != "none":
-            outcomes.append(roll(s, d))
-        lowest = min(lowest, fake.ready("chat"))
-    assert lowest >= 4, "a surge-only rollout keeps every old pod until a new one is ready"
-    assert outcomes[0] == (False, outcomes[0][1]) and "cannot pre-warm" in outcomes[0][1]
-    assert outcomes[1][0] and "maxUnavailable 0" in outcomes[1][1]
+        d, st, _ = decide_switch(cfg, clock(minute), (), p99(st), None, st, s.current(), start,
+                                 ready=s.ready_by_profile())
+        if d.action.value != "none" or d.replicas:
+            ok, text = roll(s, d)
+            if not text.startswith("no change"):
+                outcomes.append((d.action.value, d.phase.value, ok, text))
+        lowest, seen = min(lowest, ready_capacity(fake, start)), seen + [st.phase]
+    return st, lowest, seen, outcomes
+
+
+@pytest.mark.parametrize("start,pods,clock,target,after", [
+    ("day", 4, at, "night", 6),        # night serves less per replica: the rollout needs more pods
+    ("night", 6, morning, "day", 4),   # day serves more: the pods go only once day covers the need
+])
+def test_single_workload_rolls_surge_only_with_ready_capacity_kept(lagging, start, pods, clock, target, after):
+    _, fake = lagging
+    s = single_workload(lagging, start, pods)
+    fake.race_next = True                    # someone else writes the workload just before the canary patch
+    st, lowest, seen, outcomes = run_single(s, fake, start, clock, 60)
+    need = pods * CAP[start]
+    assert lowest >= need, f"ready capacity dipped to {lowest} req/min (need {need})"
+    assert outcomes[0][:3] == ("prewarm", "prewarm", False) and "cannot pre-warm" in outcomes[0][3]
+    rolling = max(pods, after)               # never fewer pods while the rollout runs
+    assert outcomes[1][:3] == ("move_canary", "canary", True)
+    assert "maxUnavailable 0" in outcomes[1][3] and f"replicas {pods} -> {rolling}" in outcomes[1][3]
     body = [b for m, p, c, b in fake.requests if m == "PATCH" and b.get("spec", {}).get("template")][-1]
     assert body["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": "100%"}
-    assert body["spec"]["template"]["spec"]["containers"][0]["args"][-2:] == ["--block-size", "32"]
-    assert st.phase is SwitchPhase.STEADY and st.active_profile == "night"
-    assert fake.ready_by_template("chat") == {" ".join(["--model", "m", "--port", "8000", "--block-size", "32"]): 4}
+    assert body["spec"]["replicas"] == rolling   # the count travels in the template's own patch
+    assert body["spec"]["template"]["spec"]["containers"][0]["args"][-1] == str(SINGLE[target]["block-size"])
+    if after < rolling:                      # the surplus goes in the settle window, not before
+        assert [o[:3] for o in outcomes[2:]] == [("none", "settle", True)]
+        assert f"replicas {rolling} -> {after}" in outcomes[2][3]
+    assert {SwitchPhase.CANARY, SwitchPhase.MOVE, SwitchPhase.SETTLE} <= set(seen)
+    assert st.phase is SwitchPhase.STEADY and st.active_profile == target
+    assert s.current() == after
+    assert fake.ready_by_template("chat") == {" ".join(container_args("m", SINGLE[target])): after}
+
+
+def test_single_workload_rollback_restores_day_with_ready_capacity_kept(lagging):
+    _, fake = lagging
+    s = single_workload(lagging, "day", 4)
+    trip = lambda st: 5.0 if st.phase is SwitchPhase.MOVE else 1.0   # noqa: E731 - the breaker trips in the move
+    st, lowest, seen, outcomes = run_single(s, fake, "day", at, 50, trip)
+    assert lowest >= 1200, f"ready capacity dipped to {lowest} req/min"
+    assert [o[:3] for o in outcomes if o[0] == "rollback"] == [("rollback", "rollback", True)]
+    assert st.phase is SwitchPhase.PAUSED and st.active_profile == "day" and st.blocked_profile == "night"
+    assert s.current() == 4
+    assert fake.ready_by_template("chat") == {" ".join(container_args("m", SINGLE["day"])): 4}
 
 
 def test_stale_resource_version_is_retried_and_statefulset_refused_with_reason(lagging):

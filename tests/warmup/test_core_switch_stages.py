@@ -14,6 +14,7 @@ from warmup.core import (
     ReasonCode,
     SwitchAction,
     SwitchConfig,
+    SwitchDecision,
     SwitchPhase,
     SwitchState,
     Transition,
@@ -42,7 +43,7 @@ from warmup.core.switching import (
     targets_not_ready,
     transition,
 )
-from warmup.core.switch_capacity import ready_by_profile
+from warmup.core.switch_capacity import ready_by_profile, single_workload_replicas
 
 CFG = SwitchConfig(enabled=True, default_profile="day", prewarm_min=30, canary_share=0.2, hold_min=30,
                    rollback_p99_rise=0.2, max_prewarm_wait_min=10)
@@ -272,3 +273,36 @@ def test_replicas_of_gives_the_split_inside_a_switch_and_the_whole_need_at_its_e
     assert replicas_of(CFG, settle, done, None, {}) == (("day", 0), ("night", 10))      # the state's need
     back = replace(settle, phase=SwitchPhase.STEADY, target_profile="")                  # rolled back: day stays
     assert replicas_of(CFG, settle, back, 10.0, {}) == (("night", 0), ("day", 10))
+
+
+@pytest.mark.parametrize("phase", [SwitchPhase.CANARY, SwitchPhase.MOVE, SwitchPhase.SETTLE])
+def test_the_breaker_says_what_it_compared_in_every_watched_phase(phase) -> None:
+    t = tick(phase, target="night", ahead="night", want="night", p99=1.1, baseline=1.0, since=T0 - minutes(1))
+    d, st, ev = PHASE_STEPS[phase](t)
+    assert (st.phase, ev) == (phase, ())
+    assert f"breaker in the {phase.value}: P99 1.10 s within 20% of baseline 1.00 s" in d.reason.text
+    d, st, ev = PHASE_STEPS[phase](replace(t, p99_s=1.3))   # the same check trips it in that phase
+    assert st.phase is SwitchPhase.ROLLBACK and f"during the {phase.value}" in d.reason.text and ev
+    d, _, _ = PHASE_STEPS[phase](replace(t, p99_s=None))
+    assert f"breaker in the {phase.value}: P99 unknown" in d.reason.text
+
+
+def _switch(phase, action=SwitchAction.NONE, frm="night", to="day", replicas=(("night", 0), ("day", 4))):
+    return SwitchDecision(action, REASON, phase, from_profile=frm, to_profile=to, replicas=replicas)
+
+
+def test_single_workload_count_never_falls_while_rolling_then_is_the_targets() -> None:
+    # night -> day: 6 night pods serve the need; day needs 4.  maxUnavailable 0 counts pods, so 4
+    # while rolling would retire 2 night pods before any day pod is ready.
+    assert single_workload_replicas(_switch(SwitchPhase.CANARY, SwitchAction.MOVE_CANARY), 6) == 6
+    assert single_workload_replicas(_switch(SwitchPhase.MOVE), 6) == 6
+    assert single_workload_replicas(_switch(SwitchPhase.SETTLE), 6) == 4       # day's ready pods cover it
+    assert single_workload_replicas(_switch(SwitchPhase.MOVE, replicas=(("night", 1), ("day", 8))), 6) == 8
+    # a rollback rolls onto the active profile (the decision's from_profile) and keeps the pods
+    back = _switch(SwitchPhase.ROLLBACK, replicas=(("night", 6), ("day", 2)))
+    assert single_workload_replicas(back, 4) == 6
+    restored = _switch(SwitchPhase.STEADY, SwitchAction.RESTORED, "night", "night", (("day", 0), ("night", 6)))
+    assert single_workload_replicas(restored, 8) == 6
+    assert single_workload_replicas(_switch(SwitchPhase.PREWARM, SwitchAction.PREWARM), 6) is None
+    assert single_workload_replicas(_switch(SwitchPhase.STEADY, SwitchAction.CANCEL), 6) is None
+    assert single_workload_replicas(_switch(SwitchPhase.STEADY, replicas=()), 6) is None

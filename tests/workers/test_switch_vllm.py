@@ -15,7 +15,10 @@ and the test asserts the count never fell below that need:
    move: day is started again and night is stopped only once day answers /health; switching pauses.
 
 The P99 the breaker compares is set in the stored signals by the test (1 s, or 10 s to trip it):
-the breaker's logic is tested in tests/warmup; here what matters is what the loop does to servers.
+the breaker's logic is tested in tests/warmup; here what matters is what the loop does to servers,
+and that the loop's switch step runs the breaker in the canary and in the move: test 1 sends a
+different P99 in each (1.10 s, 1.15 s; under the 20% limit) and the switch audit must show each
+compared with the pre-switch 1.00 s in its phase.
 """
 from __future__ import annotations
 
@@ -165,13 +168,21 @@ def _start_day(ctx) -> str:
     return day_url
 
 
+PHASE_P99 = {"canary": 1.10, "move": 1.15}   # under the breaker's 20% over the pre-switch 1.00 s
+
+
+def _p99_by_phase(last) -> float:
+    """The P99 for the next tick: it runs in the phase the last one left (``PHASE_P99``, else 1 s)."""
+    return PHASE_P99.get(last.phase if last is not None else "", 1.0)
+
+
 def test_switch_under_load_never_drops_below_the_plan(live_ctx):
     ctx = live_ctx
     day_url = _start_day(ctx)
     with Watch(ctx.settings.state_dir / "local-scaler" / "pdep.json") as watch:
         first = _tick(ctx, 1.0)
         assert first.action == "prewarm" and first.applied and "day 1, night 1" in first.outcome, first
-        outs = [first] + _drive(ctx, lambda o: o.action == "settled")
+        outs = [first] + _drive(ctx, lambda o: o.action == "settled", p99=_p99_by_phase)
     assert len(watch.samples) >= 10 and watch.sent > 0
     assert min(watch.samples) >= 1, f"ready servers fell below the plan's 1: {watch.samples}"
     actions = [o.action for o in outs if o.action != "none"]
@@ -185,6 +196,10 @@ def test_switch_under_load_never_drops_below_the_plan(live_ctx):
     assert state["profile"] == "night"   # new servers start on night now
     rows = ctx.state.audit_log("pdep", kind="switch")
     assert all(r["applied"] and r["reason"] and r["outcome"] for r in rows)
+    reasons = [r["reason"] for r in rows]
+    for phase, p99 in PHASE_P99.items():   # the breaker compared each phase's own P99 in that phase
+        check = f"breaker in the {phase}: P99 {p99:.2f} s within 20% of baseline 1.00 s"
+        assert any(check in x for x in reasons), (check, reasons)
 
 
 def test_breaker_trip_during_the_move_rolls_back_with_capacity_kept(live_ctx):
@@ -197,6 +212,8 @@ def test_breaker_trip_during_the_move_rolls_back_with_capacity_kept(live_ctx):
     assert min(watch.samples) >= 1, f"ready servers fell below the plan's 1: {watch.samples}"
     trip = next(o for o in outs if o.action == "rollback")
     assert trip.phase == "rollback" and "during the move" in trip.reason and trip.applied
+    moved = next(o for o in outs if o.action == "move_all")   # the canary was watched before the move began
+    assert "breaker in the canary: P99 1.00 s within 20% of baseline 1.00 s" in moved.reason, moved.reason
     assert outs[-1].phase == "paused"
     (day_again,) = ctx.scaler("pdep").inner.urls()
     assert ctx.scaler("pdep").inner.profile_of() == {day_again: "day"} and _block_size(day_again) == 32

@@ -15,6 +15,7 @@ import math
 from typing import Mapping, Optional
 
 from warmup.core.config import SwitchConfig
+from warmup.core.decisions import SwitchAction, SwitchDecision
 from warmup.core.inputs import Instance
 from warmup.core.state import SwitchPhase, SwitchState
 
@@ -60,3 +61,24 @@ def split(cfg: SwitchConfig, st: SwitchState, need_rpm: Optional[float], ready: 
         return (old, left), (new, target)
     back = keep(need_rpm, ready.get(old, 0), ca, ct)   # ROLLBACK: the old side first
     return (old, whole(need_rpm, ca)), (new, back)
+
+
+ROLLING = (SwitchPhase.CANARY, SwitchPhase.MOVE, SwitchPhase.ROLLBACK)
+
+
+def single_workload_replicas(dec: SwitchDecision, current: int) -> Optional[int]:
+    """``spec.replicas`` of a single workload after ``dec`` (None: leave it as it is).
+
+    One workload runs one pod template, so its count is that of the profile it rolls onto (the
+    target; the old profile during a rollback).  While the rollout runs the count never falls:
+    ``maxUnavailable: 0`` keeps *pods* ready, not capacity, so cutting to the count of a target
+    that serves more per replica would retire old pods before the new ones cover the need.  Once
+    the target's ready replicas cover the need (settle, or the switch's end) it is the target's
+    count.  Nothing is set while pre-warming (no second profile can run beside the first)."""
+    if dec.phase is SwitchPhase.PREWARM or dec.action is SwitchAction.CANCEL or not dec.replicas:
+        return None
+    onto = dec.from_profile if dec.phase is SwitchPhase.ROLLBACK else dec.to_profile
+    n = dict(dec.replicas).get(onto)
+    if n is None:
+        return None
+    return max(int(current), int(n)) if dec.phase in ROLLING else int(n)

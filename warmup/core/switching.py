@@ -138,11 +138,15 @@ class SwitchTick:
             return self.state.need_rpm
         return self.replicas * self.cap(self.active)
 
-    def p99_vs_baseline(self) -> tuple[str, str]:
-        """("P99 x s" or "P99 unknown", the baseline's "y s" or "unknown") for reason texts."""
-        base = self.state.baseline_p99_s
-        return (f"P99 {self.p99_s:.2f} s" if self.p99_known else "P99 unknown",
-                f"{base:.2f} s" if base is not None else "unknown")
+    def breaker(self) -> str:
+        """The P99 breaker's verdict this tick when it did not trip, naming the phase it watched, so
+        the audit shows it checked the canary, the move and the settle window alike."""
+        base, at = self.state.baseline_p99_s, f"breaker in the {self.state.phase.value}"
+        if not self.p99_known:
+            return f"{at}: P99 unknown, nothing to compare with the baseline"
+        if base is None:
+            return f"{at}: P99 {self.p99_s:.2f} s, no pre-switch baseline to compare with"
+        return f"{at}: P99 {self.p99_s:.2f} s within {self.cfg.rollback_p99_rise:.0%} of baseline {base:.2f} s"
 
 
 def remain(state: SwitchState, code: ReasonCode, text: str) -> SwitchOutcome:
@@ -271,18 +275,15 @@ def complete_after_hold(t: SwitchTick) -> Optional[SwitchOutcome]:
     if t.in_phase_min < t.cfg.hold_min:
         return None
     target = t.state.target_profile
-    p99, base = t.p99_vs_baseline()
-    reason = Reason(ReasonCode.SWITCH_COMPLETE, f"held {t.cfg.hold_min:.0f} min with {p99} against baseline "
-                    f"{base}: moving all capacity to {target}, retiring {t.active} only as {target} "
-                    "replicas are ready")
+    reason = Reason(ReasonCode.SWITCH_COMPLETE, f"held {t.cfg.hold_min:.0f} min ({t.breaker()}): moving all "
+                    f"capacity to {target}, retiring {t.active} only as {target} replicas are ready")
     return transition(t, SwitchPhase.MOVE, SwitchAction.MOVE_ALL, reason, target=target, share=1.0,
                       count=whole(t.need, t.cap(target)))
 
 
 def hold_canary(t: SwitchTick) -> SwitchOutcome:
-    p99, base = t.p99_vs_baseline()
-    return remain(t.state, ReasonCode.SWITCH_HOLD, f"canary on {t.state.target_profile}: {p99} vs baseline "
-                  f"{base}; {t.cfg.hold_min - t.in_phase_min:.0f} min of the hold left")
+    return remain(t.state, ReasonCode.SWITCH_HOLD, f"canary on {t.state.target_profile} ({t.breaker()}); "
+                  f"{t.cfg.hold_min - t.in_phase_min:.0f} min of the hold left")
 
 
 def move_step(t: SwitchTick) -> SwitchOutcome:
@@ -295,7 +296,7 @@ def moved(t: SwitchTick) -> Optional[SwitchOutcome]:
     if keep(t.need, t.ready.get(target, 0), t.cap(target), t.cap(t.active)) > 0:
         return None
     reason = Reason(ReasonCode.SWITCH_SETTLING, f"{t.ready.get(target, 0)} ready {target} replica(s) cover "
-                    f"{t.need:.0f} req/min: {t.active} retired; watching P99 {t.cfg.settle_min:.0f} min more")
+                    f"{t.need:.0f} req/min: {t.active} retired ({t.breaker()}); {t.cfg.settle_min:.0f} min to settle")
     return transition(t, SwitchPhase.SETTLE, SwitchAction.NONE, reason, target=target, share=1.0)
 
 
@@ -303,7 +304,7 @@ def moving(t: SwitchTick) -> SwitchOutcome:
     target = t.state.target_profile
     left = keep(t.need, t.ready.get(target, 0), t.cap(target), t.cap(t.active))
     return remain(t.state, ReasonCode.SWITCH_MOVING, f"{t.ready.get(target, 0)} {target} replica(s) ready: "
-                  f"{t.active} keeps {left} until more are ready")
+                  f"{t.active} keeps {left} until more are ready ({t.breaker()})")
 
 
 def settle_step(t: SwitchTick) -> SwitchOutcome:
@@ -313,12 +314,11 @@ def settle_step(t: SwitchTick) -> SwitchOutcome:
 
 def settled(t: SwitchTick) -> SwitchOutcome:
     target = t.state.target_profile
-    p99, base = t.p99_vs_baseline()
     if t.in_phase_min < t.cfg.settle_min:
-        return remain(t.state, ReasonCode.SWITCH_SETTLING, f"{target} serves all: {p99} vs baseline {base}; "
+        return remain(t.state, ReasonCode.SWITCH_SETTLING, f"{target} serves all ({t.breaker()}); "
                       f"{t.cfg.settle_min - t.in_phase_min:.0f} min of the settle window left")
-    reason = Reason(ReasonCode.SWITCH_COMPLETE, f"{target} held {t.cfg.settle_min:.0f} min after the move with "
-                    f"{p99} against baseline {base}: {target} is the active profile")
+    reason = Reason(ReasonCode.SWITCH_COMPLETE, f"{target} held {t.cfg.settle_min:.0f} min after the move "
+                    f"({t.breaker()}): {target} is the active profile")
     return transition(t, SwitchPhase.STEADY, SwitchAction.SETTLED, reason, new_active=target, share=1.0,
                       events=(Event(t.now, "info", reason),))
 

@@ -6,7 +6,10 @@ A StatefulSet cannot do this: its rolling update has no ``maxSurge`` and deletes
 its replacement starts, so :func:`roll_to` refuses it with that reason (run one workload per
 profile instead: ``scaler.profile_resources``).  The patch carries the workload's
 ``resourceVersion``: a concurrent writer makes the API answer 409, and the patch is rebuilt from
-a fresh read.
+a fresh read.  It may carry ``spec.replicas`` too (the target profile's count, from
+``warmup.core.switch_capacity.single_workload_replicas``): profiles serve different req/min per
+replica, so the same pod count on the new args can be less capacity; one patch sets both, so the
+rollout is sized for the target from its first new pod.
 """
 from __future__ import annotations
 
@@ -19,8 +22,9 @@ RETRIES = 3
 
 
 def roll_to(scaler: Any, profile: str, args: list[str], *, container: str | None = None,
-            max_surge: str | int = "100%") -> dict[str, Any]:
-    """Patch ``scaler``'s Deployment to run ``args`` (profile ``profile``) by a surge-only rollout."""
+            max_surge: str | int = "100%", replicas: int | None = None) -> dict[str, Any]:
+    """Patch ``scaler``'s Deployment to run ``args`` (profile ``profile``) by a surge-only rollout,
+    with ``replicas`` pods when given (else the count stays)."""
     from kubernetes.client.rest import ApiException
 
     if scaler.kind != "deployment":
@@ -41,6 +45,8 @@ def roll_to(scaler: Any, profile: str, args: list[str], *, container: str | None
                                       "rollingUpdate": {"maxUnavailable": 0, "maxSurge": max_surge}},
                          "template": {"metadata": {"annotations": {f"{scaler.prefix}/profile": profile}},
                                       "spec": {"containers": [{"name": name, "args": list(args)}]}}}}
+        if replicas is not None:
+            body["spec"]["replicas"] = int(replicas)
         try:
             scaler.apps.patch_namespaced_deployment(scaler.name, scaler.namespace, body, _content_type=STRATEGIC)
         except ApiException as err:
@@ -49,7 +55,8 @@ def roll_to(scaler: Any, profile: str, args: list[str], *, container: str | None
             raise WarmcastError(f"deployment/{scaler.name}: patching the pod template failed: {err.status} "
                                 f"{err.reason}") from None
         return {"profile": profile, "previous": current, "patched": True, "attempts": attempt + 1,
-                "max_surge": max_surge}
+                "max_surge": max_surge, "replicas_before": int(obj.spec.replicas or 0),
+                "replicas": int(obj.spec.replicas or 0) if replicas is None else int(replicas)}
     raise WarmcastError(f"deployment/{scaler.name}: still conflicting after {RETRIES} attempts")
 
 

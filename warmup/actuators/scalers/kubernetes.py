@@ -106,13 +106,14 @@ class KubernetesScaler(Scaler):
             self._annotate({f"{self.prefix}/launches": json.dumps(pending[done:])})
         return [max(0.0, now - t) for t in pending[:done]]
 
-    def roll_profile(self, profile: str) -> dict[str, Any]:
-        """Switch the single workload to ``profile`` by a surge-only rolling update (``k8s_roll``)."""
+    def roll_profile(self, profile: str, replicas: int | None = None) -> dict[str, Any]:
+        """Switch the single workload to ``profile`` by a surge-only rolling update (``k8s_roll``),
+        with ``replicas`` pods in the same patch when given."""
         from warmup.actuators.launch import container_args
         from warmup.actuators.scalers.k8s_roll import roll_to
 
         check_profile(self.deployment, profile, self.profiles)
-        return roll_to(self, profile, container_args(self.model, self.profiles[profile]))
+        return roll_to(self, profile, container_args(self.model, self.profiles[profile]), replicas=replicas)
 
     def ready_by_profile(self) -> dict[str, int]:
         from warmup.actuators.scalers import k8s_roll
