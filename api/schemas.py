@@ -185,6 +185,8 @@ class KedaOut(_Out):
     plannedReplicas: Optional[int]
     quantile: float
     leadMinutes: int
+    leadSource: str = Field("deployments file", description="where the lead's cold start comes from: measured launches, "
+                            "measure-coldstart record, deployments file (as the workers' planner), or request")
     utilisation: float
     capacityPerInstanceRpm: float
     capacitySource: str = Field("declared", description="where capacityPerInstanceRpm comes from: calibrated or declared")
