@@ -163,6 +163,23 @@ def _core_plan(ctx: ApiContext, dep: Deployment, doc: dict[str, Any], quantile: 
     return cfg, plan_replicas(cfg, forecast_input(fc), now.tz_localize("UTC").to_pydatetime()), lead
 
 
+def capacity_basis(ctx: ApiContext, conf: Deployment | None,
+                   given: float | None) -> tuple[float | None, CoreConfig | None, list[str]]:
+    """What the capacity plan divides by: the rpm asked for (every hour), else the deployment's profiles
+    through the core's configuration (each hour the profile its schedule makes active, calibrated where
+    stored); returns (the default profile's or the given capacity, the core config or None, notes)."""
+    if given is not None or conf is None:
+        return given, None, []
+    caps = load_capacities(ctx.redis, ctx.settings.key_prefix, conf)
+    cfg = core_config(conf, capacities=caps)
+    used = caps if cfg.switch.enabled else {conf.default_profile: caps[conf.default_profile]}
+    notes = [f"capacity per instance, profile {name}: {c.describe()}" for name, c in used.items()]
+    if cfg.switch.enabled:
+        notes.append("each hour uses the profile the schedule makes active (the smaller capacity in an hour a "
+                     "window starts or ends in)")
+    return caps[conf.default_profile].capacity_rpm, cfg, notes
+
+
 def computed_plan(ctx: ApiContext, dep: Deployment, quantile: float = 0.9, utilisation: float = 1.0) -> dict[str, Any]:
     """Desired replicas per minute from the forecast's origin (no stored plan yet), by the core's plan."""
     doc = latest_forecast(ctx, dep.name, 30, (0.1, 0.5, quantile))
