@@ -29,7 +29,9 @@ _BEARER = {"security": [{"HTTPBearer": []}]}  # hot routes check the token by ha
 
 # Parsed by hand (api/query.py): the route takes no FastAPI parameters, which were most of its cost.
 _KEDA_PARAMS = [query.path("deployment"), query.doc("quantile", "number", 0.01, 0.99, 0.9),
-                query.doc("lead", "integer", 0, 29, None, "minutes ahead (default: the planner's lead)"),
+                query.doc("lead", "integer", 0, 29, None,
+                          "minutes ahead (default: the workers' planner's lead, measured launch-to-ready "
+                          "first, named in leadSource)"),
                 query.doc("utilisation", "number", 0.01, 1, 1.0)]
 
 
@@ -52,7 +54,7 @@ def keda_router(ctx: ApiContext) -> APIRouter:
         utilisation = query.number(request, "utilisation", 1.0, 0.01, 1)
         deployment = request.path_params["deployment"]
         dep = ctx.configured(deployment) or await configured_deployment(deployment, ctx)  # 404 says why
-        ahead = lead  # None: the core configuration's lead
+        ahead = lead  # None: the lead the workers' planner resolves (workers.lead), not the file's
 
         def render() -> bytes:
             return json.dumps(service.autoscaler_values(ctx, dep, quantile, ahead, utilisation)).encode()

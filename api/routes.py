@@ -155,15 +155,15 @@ def get_capacity(
     quantile: float = Query(0.9, ge=0.01, le=0.99),
     utilisation: float = Query(0.8, ge=0.01, le=1, description="target utilisation of an instance"),
     capacity_per_instance: Optional[float] = Query(None, ge=0.001, le=1e7,
-                                                   description="requests/min per instance (default: the profile's)"),
+                                                   description="requests/min per instance, every hour (default: the "
+                                                               "profile the schedule makes active in each hour)"),
     start: Optional[str] = Query(None, max_length=40, description="first hour (default: the hour after the data)"),
     lookback: int = Query(4, ge=1, le=12, description="weeks (or days) of history per hour slot"),
 ) -> CapacityOut:
     from warmup.capacity import CapacityRequest, capacity_plan
 
     conf = ctx.configured(dep)
-    current = load_capacities(ctx.redis, ctx.settings.key_prefix, conf)[conf.default_profile] if conf else None
-    cap = capacity_per_instance or (current.capacity_rpm if current else None)
+    cap, core, cap_notes = service.capacity_basis(ctx, conf, capacity_per_instance)
     if cap is None:
         raise FieldError(("query", "capacity_per_instance"), "required: the deployment is not configured")
     days = ctx.store.days(dep)
@@ -185,16 +185,16 @@ def get_capacity(
     req = CapacityRequest(start=pd.Timestamp(begin), span=span, quantile=quantile, utilisation=utilisation,
                           capacity_per_instance=cap, gpus_per_replica=conf.gpus_per_replica if conf else 1,
                           min_replicas=conf.min_replicas if conf else 0,
-                          max_replicas=conf.max_replicas if conf else None, lookback_periods=lookback)
+                          max_replicas=conf.max_replicas if conf else None, lookback_periods=lookback, core=core)
     plan = capacity_plan(hist, req, fi, fp, f50)
     return CapacityOut(
         deployment=dep, span=span, quantile=quantile, utilisation=utilisation, capacity_per_instance=cap,
         gpus_per_replica=req.gpus_per_replica, method=plan.method,
-        notes=plan.notes + ([f"capacity per instance: {current.describe()}"] if current and not capacity_per_instance
-                            else []),
+        notes=plan.notes + cap_notes,
         history_minutes=plan.history_minutes, total_gpu_hours=plan.gpu_hours, peak_replicas=plan.peak_replicas,
         hours=[HourOut(start=h.start.strftime(TS), demand_p50_rpm=h.demand_p50_rpm, demand_rpm=h.demand_rpm,
-                       replicas=h.replicas, gpu_hours=h.gpu_hours, source=h.source) for h in plan.hours])
+                       replicas=h.replicas, gpu_hours=h.gpu_hours, source=h.source, capacity_rpm=h.capacity_rpm,
+                       profile=h.profile or None) for h in plan.hours])
 
 
 @read.get("/deployments/{deployment}/audit", response_model=AuditOut, responses=READ_ERR,

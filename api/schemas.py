@@ -65,6 +65,9 @@ class HourOut(_Out):
     replicas: int
     gpu_hours: float
     source: str
+    capacity_rpm: float = Field(description="requests/min per instance this hour: its active profile's, or the one asked")
+    profile: Optional[str] = Field(None, description="profile(s) the schedule makes active this hour ('+'-joined "
+                                   "where a window starts or ends in it); null when capacity_per_instance was given")
 
 
 class CapacityOut(_Out):
@@ -72,7 +75,8 @@ class CapacityOut(_Out):
     span: Literal["day", "week"]
     quantile: float
     utilisation: float
-    capacity_per_instance: float
+    capacity_per_instance: float = Field(description="the one asked for, else the default profile's; each hour's "
+                                         "is hours[].capacity_rpm")
     gpus_per_replica: int
     method: str
     notes: list[str]
@@ -186,6 +190,8 @@ class KedaOut(_Out):
     plannedReplicas: Optional[int]
     quantile: float
     leadMinutes: int
+    leadSource: str = Field("deployments file", description="where the lead's cold start comes from: measured launches, "
+                            "measure-coldstart record, deployments file (as the workers' planner), or request")
     utilisation: float
     capacityPerInstanceRpm: float
     capacitySource: str = Field("declared", description="where capacityPerInstanceRpm comes from: calibrated or declared")

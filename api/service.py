@@ -27,6 +27,7 @@ from warmcast.errors import InputError, NotFoundError
 from warmcast.state import forecast_from_dict
 from warmup.adapters import core_config, forecast_input
 from warmup.core import CoreConfig, PlanStep, plan_replicas
+from warmup.core.lead import Lead, with_lead
 
 
 def parse_quantiles(raw: str | None, field: str = "quantiles") -> tuple[float, ...]:
@@ -134,30 +135,63 @@ def forecast_age_s(doc: dict[str, Any], now: pd.Timestamp | None = None) -> floa
 
 # --------------------------------------------------------------------------- plans
 
+def plan_lead(ctx: ApiContext, dep: Deployment, lead_min: float | None) -> Lead:
+    """The lead the plan uses: one asked for in the request, else the workers' planner's own
+    (measured launches, then the measure-coldstart record, then the deployments file)."""
+    # imported here: the module brings the vLLM client (httpx), a second of start-up on a busy machine
+    from warmup.actuators.coldstart import resolve_lead
+
+    if lead_min is not None:
+        return Lead(float(lead_min), "request", "lead given in the request")
+    return resolve_lead(ctx.redis, ctx.settings.key_prefix, dep)
+
+
 def _core_plan(ctx: ApiContext, dep: Deployment, doc: dict[str, Any], quantile: float, utilisation: float, lead_min: float | None,
-               now: pd.Timestamp) -> tuple[CoreConfig, tuple[PlanStep, ...]]:
-    """The core's plan (:func:`warmup.core.plan_replicas`) for the forecast ``doc`` from ``now`` (data time)."""
+               now: pd.Timestamp) -> tuple[CoreConfig, tuple[PlanStep, ...], Lead]:
+    """The core's plan (:func:`warmup.core.plan_replicas`) for the forecast ``doc`` from ``now`` (data time),
+    led by :func:`plan_lead`, and that lead."""
     cfg = core_config(dep, capacities=load_capacities(ctx.redis, ctx.settings.key_prefix, dep))
-    lead = {} if lead_min is None else {"cold_start_min": float(lead_min), "margin_min": 0.0}
-    cfg = replace(cfg, scaling=replace(cfg.scaling, quantile=quantile, target_utilisation=utilisation, **lead))
+    lead = plan_lead(ctx, dep, lead_min)
+    cfg = with_lead(cfg, lead)
+    # a lead asked for is the whole look-ahead, with no margin on top; the planner's keeps its margin
+    margin = {} if lead_min is None else {"margin_min": 0.0}
+    cfg = replace(cfg, scaling=replace(cfg.scaling, quantile=quantile, target_utilisation=utilisation, **margin))
     fc = forecast_from_dict({"origin": doc["origin"], "mean": doc["mean"], "model": doc["model"],
                              "quantiles": {str(quantile): doc["quantiles"][f"{quantile:g}"]},
                              "step_min": doc.get("resolution_min", 1)})
     fc = per_minute_rate(fc)  # the plan is per minute: a coarse forecast enters as its per-minute rate
-    return cfg, plan_replicas(cfg, forecast_input(fc), now.tz_localize("UTC").to_pydatetime())
+    return cfg, plan_replicas(cfg, forecast_input(fc), now.tz_localize("UTC").to_pydatetime()), lead
+
+
+def capacity_basis(ctx: ApiContext, conf: Deployment | None,
+                   given: float | None) -> tuple[float | None, CoreConfig | None, list[str]]:
+    """What the capacity plan divides by: the rpm asked for (every hour), else the deployment's profiles
+    through the core's configuration (each hour the profile its schedule makes active, calibrated where
+    stored); returns (the default profile's or the given capacity, the core config or None, notes)."""
+    if given is not None or conf is None:
+        return given, None, []
+    caps = load_capacities(ctx.redis, ctx.settings.key_prefix, conf)
+    cfg = core_config(conf, capacities=caps)
+    used = caps if cfg.switch.enabled else {conf.default_profile: caps[conf.default_profile]}
+    notes = [f"capacity per instance, profile {name}: {c.describe()}" for name, c in used.items()]
+    if cfg.switch.enabled:
+        notes.append("each hour uses the profile the schedule makes active (the smaller capacity in an hour a "
+                     "window starts or ends in)")
+    return caps[conf.default_profile].capacity_rpm, cfg, notes
 
 
 def computed_plan(ctx: ApiContext, dep: Deployment, quantile: float = 0.9, utilisation: float = 1.0) -> dict[str, Any]:
     """Desired replicas per minute from the forecast's origin (no stored plan yet), by the core's plan."""
     doc = latest_forecast(ctx, dep.name, 30, (0.1, 0.5, quantile))
-    _, plan = _core_plan(ctx, dep, doc, quantile, utilisation, None, pd.Timestamp(doc["origin"]))
+    _, plan, lead = _core_plan(ctx, dep, doc, quantile, utilisation, None, pd.Timestamp(doc["origin"]))
     steps = [{"time": p.time.strftime(TS), "desired": p.desired, "profile": p.profile,
               "capacity_rpm": p.capacity_rpm, "capacity_source": p.capacity_source,
-              "demand_rpm": None if p.demand_rpm is None else round(p.demand_rpm, 2), "reason": p.reason}
+              "demand_rpm": None if p.demand_rpm is None else round(p.demand_rpm, 2),
+              "reason": f"{p.reason} (cold start from {lead.source})"}  # as the workers' plan says it
              for p in plan]
     return {"deployment": dep.name, "source": "computed", "created_at": utcnow().strftime(TS),
             "forecast_model": doc["model"], "desired": steps[0]["desired"] if steps else dep.min_replicas,
-            "steps": steps, "warmups": [], "switches": [],
+            "lead": lead.as_doc(), "steps": steps, "warmups": [], "switches": [],
             "note": "computed by the API from the forecast: the planner has not stored a plan yet "
                     "(warmups and switches are scheduled by the planner only)"}
 
@@ -201,7 +235,7 @@ def autoscaler_values(ctx: ApiContext, dep: Deployment, quantile: float, lead_mi
     # the two agree live, and a replayed or historic log still reads the right lead.
     age = forecast_age_s(doc) or 0.0
     now = pd.Timestamp(doc["origin"]) + pd.Timedelta(minutes=max(0, int(age // 60)))
-    cfg, plan = _core_plan(ctx, dep, doc, quantile, utilisation, lead_min, now)
+    cfg, plan, lead = _core_plan(ctx, dep, doc, quantile, utilisation, lead_min, now)
     first = plan[0]
     planned = plan_desired(ctx.state.get("plan", dep.name))
     desired = first.desired if planned is None else planned
@@ -209,7 +243,8 @@ def autoscaler_values(ctx: ApiContext, dep: Deployment, quantile: float, lead_mi
     return {
         "deployment": dep.name, "desiredReplicas": int(desired), "forecastDemandRpm": round(first.demand_rpm or 0.0, 3),
         "forecastReplicas": int(first.desired), "plannedReplicas": planned,
-        "quantile": quantile, "leadMinutes": int(math.ceil(cfg.scaling.lead_min)), "utilisation": utilisation,
+        "quantile": quantile, "leadMinutes": int(math.ceil(cfg.scaling.lead_min)),
+        "leadSource": lead.source, "utilisation": utilisation,
         "capacityPerInstanceRpm": first.capacity_rpm, "capacitySource": first.capacity_source,
         "profile": first.profile,
         "peakAt": peak_at.strftime(TS) if first.demand_rpm is not None else None,

@@ -91,12 +91,9 @@ def instance_spec(dep: Deployment, frame: pd.DataFrame, memory_gb: float | None,
 
 def cold_start(redis: Any, prefix: str, dep: Deployment) -> tuple[float, str]:
     """The lead the loop would use: measured launches, else the measure-coldstart record, else YAML."""
-    from warmup.actuators.coldstart import load_coldstart
-    from workers.lead import RECENT, choose
+    from warmup.actuators.coldstart import resolve_lead
 
-    recent = [float(v) for v in redis.lrange(f"{prefix}:launch-ready:{dep.name}", 0, RECENT - 1)]
-    record = load_coldstart(redis, prefix, dep.name)
-    lead = choose(recent, None if record is None else record.cold_start_min, dep.cold_start_min)
+    lead = resolve_lead(redis, prefix, dep)
     return lead.cold_start_min, lead.source
 
 

@@ -12,19 +12,26 @@ forecast): no clock, no I/O.  Method, so a planner can check it by hand:
    so P90 means "90% of the minutes of that hour are covered".
 3. Near term.  Hours that the short-range forecast covers use the larger of the
    profile and the forecast's quantile path (the forecast knows about today).
-4. Replicas = ceil(demand / (capacity_per_instance * utilisation)), within
+4. Capacity per instance.  Given a core configuration (``CapacityRequest.core``), the
+   capacity of the profile the schedule makes active at each minute of the hour (the
+   core's profile stage, ``warmup.core.plan.stage_profile``, as in the replica plan); an
+   hour a window starts or ends in takes the smaller one, as its busiest minute needs.
+   Without one, ``capacity_per_instance`` for every hour.
+5. Replicas = ceil(demand / (capacity * utilisation)), within
    [min_replicas, max_replicas]; GPU-hours = replicas * gpus_per_replica per hour.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from datetime import timedelta
+from typing import Literal, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
 from warmcast.errors import InputError
-from warmup.core import replicas_for
+from warmup.core import CoreConfig, replicas_for
+from warmup.core.plan import stage_profile
 
 Span = Literal["day", "week"]
 
@@ -41,6 +48,7 @@ class CapacityRequest:
     max_replicas: int | None = None
     lookback_periods: int = 4
     half_life: float = 2.0
+    core: Optional[CoreConfig] = None    # profiles and schedule: capacity per minute (step 4)
 
     def check(self) -> None:
         if self.span not in ("day", "week"):
@@ -65,6 +73,8 @@ class HourPlan:
     replicas: int
     gpu_hours: float
     source: str                # "profile" | "forecast" | "no-history"
+    capacity_rpm: float = 0.0  # per instance, the hour's (step 4)
+    profile: str = ""          # the profile(s) active in the hour, "+"-joined in order; "" without a core config
 
 
 @dataclass(frozen=True)
@@ -91,10 +101,23 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
     return float(np.interp(q * w.sum(), cum, v))
 
 
-def _replicas(rpm: float, req: CapacityRequest) -> int:
-    n = replicas_for(rpm, req.capacity_per_instance, req.utilisation)
+def _replicas(rpm: float, cap: float, req: CapacityRequest) -> int:
+    n = replicas_for(rpm, cap, req.utilisation)
     n = max(n, req.min_replicas)
     return n if req.max_replicas is None else min(n, req.max_replicas)
+
+
+def hour_capacity(req: CapacityRequest, slot: pd.Timestamp) -> tuple[float, str]:
+    """(capacity per instance, profiles) for the hour from ``slot`` (naive UTC): the lowest capacity
+    of the profiles the core's profile stage makes active at its minutes."""
+    if req.core is None:
+        return req.capacity_per_instance, ""
+    t0 = slot.tz_localize("UTC").to_pydatetime()
+    caps: dict[str, float] = {}  # in order of first activity in the hour
+    for m in range(60):
+        name, cap, _ = stage_profile(req.core, t0 + timedelta(minutes=m))
+        caps.setdefault(name, cap)
+    return min(caps.values()), "+".join(caps)
 
 
 def _slot_samples(hist: pd.Series, slot_start: pd.Timestamp, period: pd.Timedelta,
@@ -167,6 +190,8 @@ def capacity_plan(history: pd.Series, req: CapacityRequest,
         if slot in fc_q and fc_q[slot] > dq:
             dq, source = fc_q[slot], "forecast"
             p50 = max(p50, fc_50.get(slot, p50))
-        n = _replicas(dq, req)
-        hours.append(HourPlan(slot, round(p50, 3), round(dq, 3), n, float(n * req.gpus_per_replica), source))
+        cap, profile = hour_capacity(req, slot)
+        n = _replicas(dq, cap, req)
+        hours.append(HourPlan(slot, round(p50, 3), round(dq, 3), n, float(n * req.gpus_per_replica), source,
+                              cap, profile))
     return CapacityPlan(req, hours, method, int(len(hist)), notes)

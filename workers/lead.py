@@ -2,56 +2,31 @@
 
 Every launch the loop sees (an instance first seen booting, then ready) records its launch-to-ready
 seconds.  The lead is the P90 of the recent ones; without any, the stored ``warmcast
-measure-coldstart`` record; without that, the deployments file's ``cold_start_min``.  The worker
-resolves it and hands it to the core in its configuration (the core stays pure); the plan and its
-audit entry say which value was used and where it came from.
+measure-coldstart`` record; without that, the deployments file's ``cold_start_min``
+(``warmup.core.lead.choose``, read by ``warmup.actuators.coldstart.resolve_lead``, which the API's
+plans and KEDA answers call too).  The worker hands it to the core in its configuration (the core
+stays pure); the plan and its audit entry say which value was used and where it came from.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
+from warmup.actuators.coldstart import launch_ready_key, resolve_lead
+from warmup.core import lead as core_lead
+from warmup.core.lead import QUANTILE, RECENT, Lead, choose  # noqa: F401 - the rule lives in the core
 from workers.context import Ctx
-
-RECENT = 20  # launches the P90 is taken over
-QUANTILE = 0.9
-
-
-@dataclass(frozen=True)
-class Lead:
-    cold_start_min: float
-    source: str  # measured launches | measure-coldstart record | deployments file
-    detail: str
-
-    def as_doc(self) -> dict[str, Any]:
-        return {"cold_start_min": round(self.cold_start_min, 3), "source": self.source, "detail": self.detail}
-
-
-def choose(recent_s: list[float], record_min: float | None, yaml_min: float) -> Lead:
-    """The lead from what is known, best first (pure)."""
-    if recent_s:
-        p90 = float(np.quantile(np.asarray(recent_s, float), QUANTILE))
-        return Lead(p90 / 60.0, "measured launches", f"P90 of the last {len(recent_s)} launch-to-ready times")
-    if record_min is not None:
-        return Lead(record_min, "measure-coldstart record", "stored by `warmcast measure-coldstart`")
-    return Lead(yaml_min, "deployments file", "cold_start_min of the deployment")
 
 
 def resolve(ctx: Ctx, dep: str) -> Lead:
-    from warmup.actuators.coldstart import load_coldstart
-
-    recent = [float(v) for v in ctx.r.lrange(_key(ctx, "launch-ready", dep), 0, RECENT - 1)]
-    record = load_coldstart(ctx.r, ctx.prefix, dep)
-    return choose(recent, None if record is None else record.cold_start_min, ctx.dep(dep).cold_start_min)
+    """The lead for ``dep`` by the rule the API and the what-if use too (one resolver)."""
+    return resolve_lead(ctx.r, ctx.prefix, ctx.dep(dep))
 
 
 def with_lead(ctx: Ctx, dep: str, cfg: Any) -> tuple[Any, Lead]:
     """``cfg`` (the core's configuration) with the resolved lead as its cold start."""
     lead = resolve(ctx, dep)
-    return replace(cfg, scaling=replace(cfg.scaling, cold_start_min=lead.cold_start_min)), lead
+    return core_lead.with_lead(cfg, lead), lead
 
 
 def observe(ctx: Ctx, dep: str, instances: list[dict[str, Any]], now: float | None = None) -> list[float]:
@@ -86,10 +61,11 @@ def observe(ctx: Ctx, dep: str, instances: list[dict[str, Any]], now: float | No
 def record(ctx: Ctx, dep: str, seconds: list[float]) -> None:
     """Keep launch-to-ready times (the newest ``RECENT``): the loop's own or a scaler's (Kubernetes
     records its launches and sees them ready by ``status.readyReplicas``)."""
+    key = launch_ready_key(ctx.prefix, dep)
     for s in seconds:
-        ctx.r.lpush(_key(ctx, "launch-ready", dep), repr(float(s)))
+        ctx.r.lpush(key, repr(float(s)))
     if seconds:
-        ctx.r.ltrim(_key(ctx, "launch-ready", dep), 0, RECENT - 1)
+        ctx.r.ltrim(key, 0, RECENT - 1)
 
 
 def _key(ctx: Ctx, what: str, dep: str) -> str:

@@ -6,7 +6,8 @@ Trigger metadata (``scalerMetadata`` in the ScaledObject):
 - ``metric``: ``desiredReplicas`` (default; target 1 per replica, so KEDA sets that
   many replicas) or ``forecastDemandRpm`` (target = capacity per replica of the profile the
   core's plan has active now x utilisation)
-- ``quantile`` (default 0.9), ``lead`` minutes (default: the planner's lead),
+- ``quantile`` (default 0.9), ``lead`` minutes (default: the lead the workers' planner uses:
+  P90 of measured launch-to-ready, else the measure-coldstart record, else ``cold_start_min``),
   ``utilisation`` (default 1.0)
 - ``streamIntervalSeconds`` for StreamIsActive (default 15)
 
@@ -56,7 +57,7 @@ class Query:
         if self.metric not in METRICS:
             raise InputError(f"scalerMetadata.metric: {self.metric!r} is not one of {list(METRICS)}")
         self.quantile = _float(meta, "quantile", 0.9, 0.01, 0.99)
-        # no lead given: the core configuration's lead (the planner's)
+        # no lead given: the workers' planner's lead, resolved as it resolves it (service.plan_lead)
         self.lead = int(_float(meta, "lead", 0.0, 0, 29)) if meta.get("lead") not in (None, "") else None
         self.utilisation = _float(meta, "utilisation", 1.0, 0.01, 1.0)
         self.interval = _float(meta, "streamIntervalSeconds", 15.0, 0.05, 3600)

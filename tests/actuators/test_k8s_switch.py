@@ -1,4 +1,5 @@
-"""Profile switches on Kubernetes that never lose ready capacity, and launch-to-ready from its launches.
+"""Profile switches on Kubernetes that never lose ready capacity, and launch-to-ready from its launches
+(into the lead, through the signals step).
 
 NO Kubernetes cluster can run on this machine, so this is a FAKE TRANSPORT: the official
 ``kubernetes`` client (URL building, content types, serialisation into its models) talks to
@@ -309,3 +310,68 @@ def test_every_kubernetes_launch_records_launch_to_ready(lagging):
     s.scale_to(4, "less")                                     # the newest pending launch goes first
     fake.now += COLD_S
     assert len(s.observe_launches(fake.now)) == 1
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: fake, cluster: {server: "https://k8s.invalid"}}]
+users: [{name: fake, user: {token: "not-a-real-token"}}]
+contexts: [{name: fake, context: {cluster: fake, user: fake}}]
+current-context: fake
+"""
+
+K8S_DEPLOYMENTS = """
+deployments:
+  - name: chat
+    cold_start_min: 15
+    scaler: {kind: kubernetes, resource: deployment/chat, namespace: serving}
+    profiles:
+      day: {capacity_rpm: 300}
+"""
+
+
+def test_the_signals_step_feeds_kubernetes_launch_to_ready_into_the_lead(tmp_path, monkeypatch, redis_client,
+                                                                        key_prefix, redis_server_url):
+    """The loop's own path, end to end but for the cluster: the workers build the Kubernetes scaler
+    from the deployments file and a kubeconfig, the plan applies a scale-up through it, and the
+    signals step records its launches' launch-to-ready once ``readyReplicas`` counts them, so the
+    lead becomes "measured launches".  NO cluster runs here: the official client's transport is
+    swapped for the in-memory API server of this module (pods ready one cold start, here 1 s,
+    after they are created), as in every test of this file."""
+    from warmcast.settings import load_settings
+    from workers import lead
+    from workers.context import Ctx
+    from workers.options import WorkerOptions
+    from workers.steps import signals
+
+    from kubernetes.config import kube_config
+
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    # $KUBECONFIG, read when the client is imported: the scaler loads this file as it would a real one
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "kubeconfig"))
+    # loading a kubeconfig sets the client's process-wide default configuration: put it back afterwards
+    monkeypatch.setattr(k8s.Configuration, "_default", k8s.Configuration._default)
+    (tmp_path / "deps.yaml").write_text(K8S_DEPLOYMENTS)
+    ctx = Ctx(load_settings(redis_url=redis_server_url, key_prefix=key_prefix, deployments_file=tmp_path / "deps.yaml",
+                            state_dir=tmp_path / "state"), WorkerOptions(), redis_client)
+    scaler = ctx.scaler("chat")  # RecordingScaler(KubernetesScaler), as the plan step applies through it
+    api = scaler.inner.apps.api_client
+    fake = LaggingK8sApi(api, time.time())
+    fake.cold_s = 1.0
+    api.rest_client = fake  # the fake transport
+    fake.add("deployments", "serving", "chat", replicas=1)
+    assert lead.resolve(ctx, "chat").source == "deployments file"
+
+    fake.now = time.time()
+    scaler.scale_to(3, "forecast")  # two launches
+    signals.step(ctx, "chat")
+    assert redis_client.llen(f"{key_prefix}:launch-ready:chat") == 0  # still booting: nothing measured
+    time.sleep(1.2)
+    fake.now = time.time()  # both pods ready now (readyReplicas 3)
+    signals.step(ctx, "chat")
+    took = [float(v) for v in redis_client.lrange(f"{key_prefix}:launch-ready:chat", 0, -1)]
+    assert len(took) == 2 and all(1.0 <= s < 30.0 for s in took), took
+    used = lead.resolve(ctx, "chat")
+    assert used.source == "measured launches" and used.cold_start_min == pytest.approx(max(took) / 60, rel=0.05)
+    signals.step(ctx, "chat")  # each launch is measured once
+    assert redis_client.llen(f"{key_prefix}:launch-ready:chat") == 2

@@ -78,3 +78,30 @@ def test_missing_minutes_are_ignored_not_zero():
 def test_bad_requests_name_the_field(kw, field):
     with pytest.raises(InputError, match=field):
         capacity_plan(_flat_by_hour(1), CapacityRequest(start=pd.Timestamp("2024-01-02"), **kw))
+
+
+def test_each_hour_uses_the_profile_the_core_makes_active():
+    """With the deployment's core config, an hour divides by its scheduled profile's capacity (the
+    core's profile stage at each of its minutes); an hour a window starts in takes the smaller one."""
+    from datetime import time
+
+    from warmcast.deployments import Schedule, ScheduleWindow, demo_deployment
+    from warmup.adapters import core_config
+    from warmup.core.plan import stage_profile
+
+    dep = demo_deployment().model_copy(update={"schedule": Schedule(
+        timezone="Europe/Paris", windows=[ScheduleWindow(profile="night", start=time(22, 30), end=time(7, 0))])})
+    cfg = core_config(dep)  # day 300 rpm, night 200 rpm from 22:30 to 07:00 Paris time (UTC+1 in January)
+    hist = pd.Series(600.0, index=pd.date_range("2024-01-01", periods=3 * 1440, freq="min"))
+    plan = capacity_plan(hist, CapacityRequest(start=pd.Timestamp("2024-01-04"), utilisation=1.0, core=cfg))
+    by_hour = {h.start.hour: h for h in plan.hours}
+    assert (by_hour[3].profile, by_hour[3].capacity_rpm, by_hour[3].replicas) == ("night", 200.0, 3)
+    assert (by_hour[12].profile, by_hour[12].capacity_rpm, by_hour[12].replicas) == ("day", 300.0, 2)
+    assert (by_hour[21].profile, by_hour[21].capacity_rpm, by_hour[21].replicas) == ("day+night", 200.0, 3)  # 22:30 Paris
+    assert (by_hour[6].profile, by_hour[6].capacity_rpm) == ("day", 300.0)  # 07:00 Paris: night has ended
+    for h in plan.hours:  # the core's own answer at the hour's minutes
+        at = h.start.tz_localize("UTC").to_pydatetime()
+        assert h.capacity_rpm == min(stage_profile(cfg, at + pd.Timedelta(minutes=m))[1] for m in range(60))
+    fixed = capacity_plan(hist, CapacityRequest(start=pd.Timestamp("2024-01-04"), utilisation=1.0,
+                                                capacity_per_instance=300))
+    assert {(h.capacity_rpm, h.profile) for h in fixed.hours} == {(300.0, "")}  # no core config: one capacity

@@ -114,6 +114,22 @@ def test_capacity_plan_route(client, seeded):
         ["query", "start"]
 
 
+def test_capacity_plan_at_night_uses_the_night_profile(client, seeded):
+    """Without a capacity asked for, each hour divides by the profile the demo's schedule makes
+    active (night 22:00-07:00 UTC, 200 rpm; day 300 rpm), as the core's plan does."""
+    from warmup.core.plan import stage_profile
+
+    body = client.get("/v1/deployments/demo/capacity", params={"utilisation": 0.5}).json()
+    by = {h["start"][11:13]: h for h in body["hours"]}
+    cfg = core_config(demo_deployment())
+    for hh, want in (("03", ("night", 200.0)), ("23", ("night", 200.0)), ("12", ("day", 300.0))):
+        h = by[hh]
+        at = pd.Timestamp(h["start"]).tz_localize("UTC").to_pydatetime()
+        assert (h["profile"], h["capacity_rpm"]) == want == stage_profile(cfg, at)[:2]
+        assert h["replicas"] == max(1, int(np.ceil(h["demand_rpm"] / (want[1] * 0.5) - 1e-9)))
+    assert body["capacity_per_instance"] == 300 and any("profile night: 200 req/min declared" in n for n in body["notes"])
+
+
 def test_audit_log_filters(client, seeded, state):
     state.audit("demo", "scale", "up 2->4", "forecast", applied=True, ts=pd.Timestamp("2024-01-07 10:00"))
     state.audit("demo", "warmup", "start low", "queue 6", applied=False, ts=pd.Timestamp("2024-01-07 11:00"))

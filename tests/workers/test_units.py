@@ -256,6 +256,46 @@ def test_whatif_without_a_cold_start_replays_with_the_measured_lead(ctx):
     assert rep["lead"] == want.as_doc()
 
 
+NIGHT_DEPLOYMENTS = """
+deployments:
+  - name: nightdep
+    cold_start_min: 2
+    min_replicas: 1
+    max_replicas: 10
+    profiles:
+      day: {{capacity_rpm: 100}}
+      night: {{capacity_rpm: 50}}
+    schedule:
+      windows: [{{profile: night, start: "{start}", end: "{end}"}}]
+"""
+
+
+def test_whatif_replays_the_night_profile_as_the_planner_runs_it(tmp_path, redis_client, key_prefix,
+                                                                 redis_server_url, monkeypatch):
+    """The what-if replays with the planner's core config: in its night window the predictive
+    policy plans the night profile's capacity and switches to it, as the live loop would."""
+    from warmcast.settings import load_settings
+    from warmup.core.plan import stage_profile
+    from workers.whatif import _backtest_config, run_whatif
+
+    now = time.time()
+    end = pd.Timestamp(int(now // 60) * 60, unit="s")  # seed_deployment's history ends the minute before
+    dusk = end - pd.Timedelta(minutes=90)  # the night starts inside the replayed 3 hours (a short replay)
+    (tmp_path / "deps.yaml").write_text(NIGHT_DEPLOYMENTS.format(
+        start=f"{dusk:%H:%M}", end=f"{dusk + pd.Timedelta(hours=8):%H:%M}"))
+    c = Ctx(load_settings(redis_url=redis_server_url, key_prefix=key_prefix, deployments_file=tmp_path / "deps.yaml",
+                          state_dir=tmp_path / "state"), WorkerOptions(simulate=True), redis_client)
+    seed_deployment(c, "nightdep", mean_rpm=120, now=now)
+    start = end - pd.Timedelta(hours=3)
+    cfg = _backtest_config(c, "nightdep", 100.0, 2.0, start, ("predictive",)).core_config()
+    night, day = ((t + pd.Timedelta(minutes=30)).tz_localize("UTC").to_pydatetime() for t in (dusk, start))
+    assert stage_profile(cfg, night)[:2] == ("night", 50.0) and stage_profile(cfg, day)[:2] == ("day", 100.0)
+    monkeypatch.setenv("WARMCAST_WORKERS_WHATIF_FORECASTER", "seasonal_naive")  # the profiles, not the model, matter
+    rep = run_whatif(c, "nightdep", ["predictive"], str(start), 100.0)
+    assert rep["profiles"] == {"day": 100.0, "night": 50.0}
+    assert rep["policies"]["predictive"]["profile_switches"] >= 1  # to the night profile at dusk
+
+
 def test_forecast_only_mode_records_but_does_not_act(ctx):
     c = Ctx(ctx.settings.model_copy(update={"dry_run": True}), ctx.options, ctx.r)
     seed_steady(c, "simdep", 350.0)

@@ -15,6 +15,7 @@ One measurement:
 The planner's figure is ``cold_start_min = (time_to_healthy + warmup) / 60``:
 minutes from launch until the instance is warm.  It is stored as JSON under
 ``{prefix}:coldstart:{deployment}``; :func:`load_coldstart` reads it back.
+:func:`resolve_lead` reads it with the measured launch-to-ready times and picks the lead.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import numpy as np
 from warmcast.errors import WarmcastError
 from warmup.actuators.tokens import DEFAULT_TOKENS, TokenDistribution
 from warmup.actuators.vllm_client import VLLMClient, WarmupSpec
+from warmup.core.lead import RECENT, Lead, choose
 
 
 class LaunchingBackend(Protocol):
@@ -113,6 +115,20 @@ def load_coldstart(redis: Any, prefix: str, deployment: str) -> ColdStartResult 
         return ColdStartResult.from_json(raw)
     except (ValueError, TypeError) as err:
         raise WarmcastError(f"stored cold-start figure of {deployment} is unreadable: {err}") from None
+
+
+def launch_ready_key(prefix: str, deployment: str) -> str:
+    """The list of a deployment's recent launch-to-ready seconds, newest first (``workers.lead.record``)."""
+    return f"{prefix}:launch-ready:{deployment}"
+
+
+def resolve_lead(redis: Any, prefix: str, deployment: Any) -> Lead:
+    """The lead every planner uses for ``deployment`` (a :class:`warmcast.deployments.Deployment`):
+    the stored launch-to-ready times and record, chosen by the core's one rule
+    (:func:`warmup.core.lead.choose`), so the worker, the API and the what-if agree."""
+    recent = [float(v) for v in redis.lrange(launch_ready_key(prefix, deployment.name), 0, RECENT - 1)]
+    record = load_coldstart(redis, prefix, deployment.name)
+    return choose(recent, None if record is None else record.cold_start_min, deployment.cold_start_min)
 
 
 async def measure_coldstart(

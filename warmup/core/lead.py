@@ -1,0 +1,52 @@
+"""Which cold start the plan leads by: measured launches, else the stored record, else the file.
+
+Pure, so that the workers' planner, the API's plans and KEDA answers and the what-if replay
+choose the lead by one rule from the same inputs (the I/O that reads them is
+``warmup.actuators.coldstart.resolve_lead``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from warmup.core.config import CoreConfig
+
+RECENT = 20  # launches the P90 is taken over: recent enough to follow a new image or node type
+QUANTILE = 0.9  # a high quantile, so one slow launch in ten does not leave the plan short
+
+MEASURED, RECORD, FILE = "measured launches", "measure-coldstart record", "deployments file"
+
+
+@dataclass(frozen=True)
+class Lead:
+    cold_start_min: float
+    source: str  # measured launches | measure-coldstart record | deployments file | a caller's own
+    detail: str
+
+    def as_doc(self) -> dict[str, Any]:
+        return {"cold_start_min": round(self.cold_start_min, 3), "source": self.source, "detail": self.detail}
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile (numpy's default method), without numpy: the core imports none."""
+    v = sorted(float(x) for x in values)
+    h = (len(v) - 1) * q
+    lo = math.floor(h)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (h - lo) * (v[hi] - v[lo])
+
+
+def choose(recent_s: Sequence[float], record_min: float | None, yaml_min: float) -> Lead:
+    """The lead from what is known, best first: launch-to-ready seconds, the record, the file."""
+    if recent_s:
+        p90 = quantile(recent_s, QUANTILE)
+        return Lead(p90 / 60.0, MEASURED, f"P90 of the last {len(recent_s)} launch-to-ready times")
+    if record_min is not None:
+        return Lead(record_min, RECORD, "stored by `warmcast measure-coldstart`")
+    return Lead(yaml_min, FILE, "cold_start_min of the deployment")
+
+
+def with_lead(cfg: CoreConfig, lead: Lead) -> CoreConfig:
+    """``cfg`` planning one ``lead`` ahead: the cold start replaced, its margin kept as configured."""
+    return replace(cfg, scaling=replace(cfg.scaling, cold_start_min=lead.cold_start_min))
