@@ -59,7 +59,7 @@ def summary(ttft_ms: list[float], e2e_ms: list[float], ok: int, n: int, duration
     """The figures both generators report, computed the same way (vLLM's: completed / whole run)."""
     return {"requests": n, "completed": ok, "throughput_rps": ok / duration_s,
             "ttft_p50_ms": quantile(sorted(ttft_ms), 0.5), "ttft_p99_ms": quantile(sorted(ttft_ms), 0.99),
-            "e2e_p99_ms": quantile(sorted(e2e_ms), 0.99)}
+            "e2e_p99_ms": quantile(sorted(e2e_ms), 0.99), "ttfts_ms": list(ttft_ms), "e2es_ms": list(e2e_ms)}
 
 
 async def warmcast_run(url: str, rate: float, n: int, seed: int) -> dict[str, float]:
@@ -81,13 +81,15 @@ def vllm_run(url: str, model: str, rate: float, n: int, seed: int, out: Path) ->
             "--random-range-ratio", "0", "--random-prefix-len", "0", "--ignore-eos", "--num-prompts", str(n),
             "--request-rate", str(rate), "--seed", str(seed), "--save-result", "--result-dir", str(out),
             "--result-filename", f"vllm-{seed}.json", "--percentile-metrics", "ttft,e2el",
-            "--metric-percentiles", "50,99", "--disable-tqdm"]
+            "--metric-percentiles", "50,99", "--disable-tqdm", "--save-detailed"]
     proc = subprocess.run([str(VLLM_PY), "-c", BENCH_DRIVER, *argv], capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"vllm bench serve failed: {proc.stderr[-2000:]}")
     r = json.loads((out / f"vllm-{seed}.json").read_text())
+    ok = [i for i, e in enumerate(r["errors"]) if not e]
     return {"requests": n, "completed": r["completed"], "throughput_rps": r["request_throughput"],
-            "ttft_p50_ms": r["p50_ttft_ms"], "ttft_p99_ms": r["p99_ttft_ms"], "e2e_p99_ms": r["p99_e2el_ms"]}
+            "ttft_p50_ms": r["p50_ttft_ms"], "ttft_p99_ms": r["p99_ttft_ms"], "e2e_p99_ms": r["p99_e2el_ms"],
+            "ttfts_ms": [r["ttfts"][i] * 1000.0 for i in ok], "e2es_ms": [r["latencies"][i] * 1000.0 for i in ok]}
 
 
 def compare(srv: LocalServer, rate: float, n: int, rounds: int, tmp: Path) -> dict[str, list[dict[str, float]]]:
@@ -111,9 +113,22 @@ def table(runs: dict[str, list[dict[str, float]]]) -> list[str]:
         lines.append(f"| {g} | {done} | {m['throughput_rps']:.3f} | {m['ttft_p50_ms']:.1f} | "
                      f"{m['ttft_p99_ms']:.1f} | {m['e2e_p99_ms']:.1f} |")
     diff = {k: (a[k] - b[k]) / b[k] for k in keys}
-    lines.append("| difference (warmcast / vllm - 1) | | " + " | ".join(f"{diff[k]:+.1%}" for k in keys) + " |")
-    verdict = all(abs(diff[k]) <= 0.10 for k in ("throughput_rps", "ttft_p99_ms"))
-    lines.append(f"\nthroughput and TTFT P99 within 10%: {'yes' if verdict else 'NO'}")
+    lines.append("| difference (warmcast / vllm - 1), means of rounds | | "
+                 + " | ".join(f"{diff[k]:+.1%}" for k in keys) + " |")
+    # One round's P99 rests on its two slowest requests, so one stall of a shared machine moves it
+    # several-fold; the percentiles of all rounds' requests together are the comparison that counts.
+    pooled = {g: {"ttft_p50_ms": quantile(sorted(t := sum((r["ttfts_ms"] for r in rs), [])), 0.5),
+                  "ttft_p99_ms": quantile(sorted(t), 0.99),
+                  "e2e_p99_ms": quantile(sorted(sum((r["e2es_ms"] for r in rs), [])), 0.99)} for g, rs in runs.items()}
+    pa, pb = pooled["warmcast"], pooled["vllm bench serve"]
+    for g, m in pooled.items():
+        lines.append(f"| {g}, all rounds' requests pooled | | {means[g]['throughput_rps']:.3f} | "
+                     f"{m['ttft_p50_ms']:.1f} | {m['ttft_p99_ms']:.1f} | {m['e2e_p99_ms']:.1f} |")
+    pdiff = {k: (pa[k] - pb[k]) / pb[k] for k in pa}
+    lines.append("| difference, pooled | | " + f"{diff['throughput_rps']:+.1%} | "
+                 + " | ".join(f"{pdiff[k]:+.1%}" for k in ("ttft_p50_ms", "ttft_p99_ms", "e2e_p99_ms")) + " |")
+    verdict = abs(diff["throughput_rps"]) <= 0.10 and abs(pdiff["ttft_p99_ms"]) <= 0.10
+    lines.append(f"\nthroughput and pooled TTFT P99 within 10%: {'yes' if verdict else 'NO'}")
     return lines
 
 
