@@ -7,6 +7,7 @@ Both work on a per-minute frame (the load store's ``LoadStore.frame(name)``) and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -54,14 +55,18 @@ def validation_window(frame: pd.DataFrame, val_hours: float) -> pd.Timestamp:
 
 
 def train_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, val_hours: float = 24,
-                     config=None, progress: bool = True, baselines: list | None = None) -> TrainReport:
+                     config=None, progress: bool = True, baselines: list | None = None,
+                     make_challenger: Callable[[], object] | None = None) -> TrainReport:
     """Train a challenger on the data before the recent validation window; score it, the
     champion and the baselines on that window (origins every 10 minutes); save it and
-    promote it only if it beats both."""
+    promote it only if it beats both.
+
+    ``make_challenger``: builds the unfitted challenger (default: the LSTM with ``config``); any
+    model on forecaster.base's protocol whose artifact kind the registry loads. It is scored
+    as "lstm" and the champion as "lstm_champion" whatever its class: the report, the CLI and
+    the retrain audit read those keys."""
     from forecaster.backtest import run_backtest
-    from forecaster.resolver import AsFitted
     from forecaster.baselines import HoltWinters, Persistence, SeasonalNaive, UCFourier
-    from forecaster.lstm import LSTMConfig, LSTMForecaster
 
     s = minute_series(frame)
     r = resolution(s)
@@ -69,20 +74,13 @@ def train_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, v
         raise ArtifactError(f"deployment {deployment!r} has {len(s) * r} minutes of load; "
                             f"training needs more than a day")
     start = validation_window(frame, val_hours)
-    challenger = LSTMForecaster(config or LSTMConfig(), progress=progress)
+    challenger = make_challenger() if make_challenger else _lstm(config, progress)
     challenger.name = "lstm"
     if baselines is None:
         baselines = [Persistence(), SeasonalNaive(DAY), HoltWinters(max_days=7), UCFourier(max_days=7)]
-    models = [challenger, *baselines]
-    champion_version = registry.champion(deployment)
-    note = ""
-    if champion_version:
-        try:
-            models.append(AsFitted(registry.load(deployment, champion_version), "lstm_champion"))
-        except ArtifactError as err:
-            note = f"current champion {champion_version} is unusable ({err}); scoring without it"
-            champion_version = None
-    res = run_backtest(frame, start, models, horizon=min(steps_for(30, r), challenger.cfg.horizon),
+    champion_version, champion, note = _champion(registry, deployment)
+    cap = getattr(getattr(challenger, "cfg", None), "horizon", None) or steps_for(30, r)
+    res = run_backtest(frame, start, [challenger, *baselines, *champion], horizon=min(steps_for(30, r), cap),
                        step=10 if 10 % r == 0 else r, progress=progress)
     maes = {k: v["mae"] for k, v in res.metrics["models"].items()}
     version = registry.save(deployment, challenger, metrics={
@@ -90,20 +88,48 @@ def train_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, v
         "validation": {k: {m: v[m] for m in ("mae", "coverage_p90", "coverage_p10_p90", "wape")}
                        for k, v in res.metrics["models"].items()},
     })
+    decision = _decide(registry, deployment, version, maes, champion_version)
+    note = "; ".join(x for x in (note, _budget_note(challenger)) if x)
+    return TrainReport(deployment, version, decision, (str(start), str(s.index[-1])), maes,
+                       getattr(challenger, "fit_seconds", 0.0), note, r)
+
+
+def _lstm(config, progress: bool):
+    from forecaster.lstm import LSTMConfig, LSTMForecaster
+
+    return LSTMForecaster(config or LSTMConfig(), progress=progress)
+
+
+def _champion(registry: Registry, deployment: str) -> tuple[str | None, list, str]:
+    """(champion version, [the champion to score] or [], a note when it does not load)."""
+    from forecaster.resolver import AsFitted
+
+    version = registry.champion(deployment)
+    if not version:
+        return None, [], ""
+    try:
+        return version, [AsFitted(registry.load(deployment, version), "lstm_champion")], ""
+    except ArtifactError as err:
+        return None, [], f"current champion {version} is unusable ({err}); scoring without it"
+
+
+def _decide(registry: Registry, deployment: str, version: str, maes: dict, champion_version: str | None) -> Decision:
+    """Promote iff the challenger beats the champion and the best baseline (Registry.consider)."""
     base = {k: v for k, v in maes.items() if not k.startswith("lstm") and v is not None}
     best = min(base, key=base.get) if base else None
     if maes.get("lstm") is None:  # no finite forecast on the window: it cannot win, and that is the reason
-        decision = Decision(False, "challenger has no finite forecast on the validation window", version,
-                            champion_version)
-    else:
-        decision = registry.consider(deployment, version, maes["lstm"], maes.get("lstm_champion"),
-                                     base.get(best) if best else None, best or "best baseline")
-    fired = challenger.meta.get("time_budget", {}).get("fired")
-    if fired:  # the model's metadata has it too; the report (and the retrain audit) says so
-        note = "; ".join(x for x in (note, f"training stopped by its time budget "
-                                           f"({challenger.cfg.time_budget_s:g} s): {', '.join(fired)}") if x)
-    return TrainReport(deployment, version, decision, (str(start), str(s.index[-1])), maes,
-                       challenger.fit_seconds, note, r)
+        return Decision(False, "challenger has no finite forecast on the validation window", version,
+                        champion_version)
+    return registry.consider(deployment, version, maes["lstm"], maes.get("lstm_champion"),
+                             base.get(best) if best else None, best or "best baseline")
+
+
+def _budget_note(challenger) -> str:
+    """Said when the LSTM's training was cut short by its time budget (its metadata has it too)."""
+    fired = getattr(challenger, "meta", {}).get("time_budget", {}).get("fired")
+    if not fired:
+        return ""
+    return f"training stopped by its time budget ({challenger.cfg.time_budget_s:g} s): {', '.join(fired)}"
 
 
 def forecast_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, horizon: int = 30) -> Forecast:

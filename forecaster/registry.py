@@ -36,6 +36,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from warmcast.deployments import NAME_RE
 from warmcast.errors import InputError, NotFoundError, WarmcastError
@@ -54,6 +55,23 @@ SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
 
 class ArtifactError(WarmcastError):
     """A model artifact is missing, corrupted or incompatible with this code."""
+
+
+def _lstm_class() -> type:
+    from forecaster.lstm import LSTMForecaster
+
+    return LSTMForecaster
+
+
+# The model classes an artifact may be loaded as, by the "kind" its metadata records; each has
+# ``from_artifact(tensors, meta)``. Looked up lazily: the LSTM's module imports torch.
+_KINDS: dict[str, Callable[[], type]] = {"lstm": _lstm_class}
+
+
+def register_artifact_kind(kind: str, cls: type) -> None:
+    """Let the registry load artifacts of ``kind`` as ``cls`` (a model on forecaster.base's
+    protocol with ``to_artifact()`` and a ``from_artifact`` classmethod)."""
+    _KINDS[kind] = lambda: cls
 
 
 def library_versions() -> dict[str, str]:
@@ -197,8 +215,6 @@ class Registry:
         """Load one version (default: the champion); ArtifactError if anything is wrong."""
         import torch
 
-        from forecaster.lstm import LSTMForecaster
-
         version = version or self.champion(deployment)
         if version is None:
             raise NotFoundError(f"no champion model for deployment {deployment!r} in {self.root}")
@@ -216,8 +232,11 @@ class Registry:
             raise ArtifactError(f"{w}: cannot be read as plain tensors ({type(err).__name__}: {err})") from None
         if not isinstance(tensors, dict) or not all(isinstance(v, torch.Tensor) for v in tensors.values()):
             raise ArtifactError(f"{w}: expected a mapping of names to tensors")
+        kind = meta.get("kind", "lstm")
+        if kind not in _KINDS:
+            raise ArtifactError(f"{d}: unknown model kind {kind!r} (known: {sorted(_KINDS)})")
         try:
-            model = LSTMForecaster.from_artifact(tensors, meta)
+            model = _KINDS[kind]().from_artifact(tensors, meta)
         except (ValueError, KeyError, RuntimeError, TypeError) as err:
             raise ArtifactError(f"{d}: incompatible artifact ({err})") from None
         model.version = f"{deployment}/{version}"

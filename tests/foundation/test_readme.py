@@ -49,6 +49,8 @@ def test_readme_documents_every_setting_and_the_column_flags():
     for flag in ("--time-col", "--input-col", "--output-col", "--count-col", "--time-unit"):
         assert flag in README, flag
     assert "WARMCAST_API_TOKEN" in README and "Authorization: Bearer" in README
+    models_row = next(line for line in README.splitlines() if line.startswith("| `models_dir` |"))
+    assert "`<state_dir>/models`" in models_row  # Settings.models_dir's default, never the checkout
 
 
 def test_every_readme_command_and_flag_exists():

@@ -320,47 +320,86 @@ def test_paused_deployment_is_decided_and_recorded_but_not_acted_on(ctx):
     assert len(ctx.scaler("simdep").actions()) == 1
 
 
-def test_nightly_retrain_promotes_audits_and_the_next_forecast_serves_it(ctx, tmp_path):
-    """The mechanism, on data built so that the outcome does not depend on how well a small model
-    happens to train on this CPU.  Night 1: i.i.d. noise (log-normal, sigma 1) around a constant
-    level, where the best forecast is the level itself, which the LSTM's per-series scaling gives
-    it by construction, while persistence and the seasonal naive forecast one noisy minute and err
-    by about 1.5 times as much.  Night 2: identical noise-free days, which the one-day seasonal
-    naive forecasts exactly (MAE 0), so no challenger can beat it."""
-    from forecaster.baselines import Persistence, SeasonalNaive
-    from forecaster.lstm import LSTMConfig
-    from forecaster.registry import Registry
+class DayAgo:
+    """A challenger on forecaster.base's protocol: each minute is forecast as the same minute one
+    day earlier (every level the same value).  It is saved to and loaded from the registry as its
+    own artifact kind, so once promoted it is the champion that serves the next forecast."""
 
+    name = "day_ago"
+    version = "0"
+    levels = None
+    KIND = "test-day-ago"
+
+    def __init__(self) -> None:
+        self.meta: dict = {}
+        self.fit_seconds = 0.0
+
+    def fit(self, history) -> "DayAgo":
+        from forecaster.base import minute_series
+
+        self.meta = {"train_end": str(minute_series(history).index[-1])}  # the resolver's staleness check reads it
+        return self
+
+    def predict(self, history, horizon: int = 30, quantiles=(0.1, 0.5, 0.9)) -> Forecast:
+        from forecaster.base import DAY, MINUTE, minute_series
+
+        s = minute_series(history)
+        v = s.to_numpy(dtype=float)[len(s) - DAY:len(s) - DAY + horizon]
+        return Forecast(s.index[-1] + MINUTE, v, {float(q): v for q in quantiles}, self.name, self.version)
+
+    def predict_origins(self, history, origins, horizon: int = 30, quantiles=(0.1, 0.5, 0.9)) -> list[Forecast]:
+        return [self.predict(history.loc[history.index < o], horizon, quantiles) for o in origins]
+
+    def to_artifact(self) -> tuple[dict, dict]:
+        return {}, {"kind": self.KIND, "training": self.meta}
+
+    @classmethod
+    def from_artifact(cls, tensors, meta) -> "DayAgo":
+        model = cls()
+        model.meta = dict(meta["training"])
+        return model
+
+
+def test_nightly_retrain_promotes_audits_and_the_next_forecast_serves_it(ctx, tmp_path):
+    """The mechanism on data built so that the outcome is known before anything runs: night 1,
+    days that repeat exactly, where the day-ago challenger is exact (MAE 0) and persistence is
+    not, so it must be promoted; night 2, the last 36 hours flat, where persistence is exact and
+    the challenger (and the champion, the same model) err, so it must be kept out."""
+    from forecaster.baselines import Persistence
+    from forecaster.registry import Registry, register_artifact_kind
+
+    register_artifact_kind(DayAgo.KIND, DayAgo)
     c = Ctx(ctx.settings.model_copy(update={"models_dir": tmp_path / "models"}), ctx.options, ctx.r)
     seed_deployment(c, "simdep", mean_rpm=80)
-    idx = c.store.frame("simdep").index
-    noise = np.random.default_rng(0).lognormal(np.log(200.0), 1.0, len(idx))
-    c.store.upsert_frame("simdep", pd.DataFrame({"requests": np.round(noise)}, index=idx))
-    assert not str(forecast.step(c, "simdep").doc["version"]).startswith("simdep/")  # nothing trained yet
-    small = LSTMConfig(epochs=4, min_epochs=2, members=1, max_origins=2000, refit_full=False)
-    reg = Registry(tmp_path / "models")
-    naive = [Persistence(), SeasonalNaive()]
-
-    # Night 1: the challenger beats the naive baselines and is promoted.
-    first = retrain.step(c, "simdep", config=small, baselines=naive)
-    assert first.promoted and reg.champion("simdep") == first.version
-    assert first.maes["lstm"] < min(first.maes["persistence"], first.maes["seasonal_naive_day"])
-    row = c.state.audit_log("simdep", kind="retrain")[0]
-    assert row["decision"] == f"challenger {first.version} promoted" and "beats" in row["reason"]
-    # The worker's cached model was dropped: the next forecast serves the new champion.
-    assert forecast.step(c, "simdep").doc["version"] == f"simdep/{first.version}"
-
-    # Night 2: the seasonal naive is exact; the challenger is kept out and the champion keeps serving.
+    idx = c.store.frame("simdep").index  # a week of minutes up to now
     minute_of_day = (idx.hour * 60 + idx.minute).to_numpy()
     days = 200.0 + 150.0 * np.sin(2 * np.pi * minute_of_day / 1440)
     c.store.upsert_frame("simdep", pd.DataFrame({"requests": days}, index=idx))
-    second = retrain.step(c, "simdep", config=small, baselines=naive)
-    assert set(second.maes) >= {"lstm", "lstm_champion", "seasonal_naive_day"}
-    assert second.maes["seasonal_naive_day"] == 0.0 and not second.promoted
+    assert not str(forecast.step(c, "simdep").doc["version"]).startswith("simdep/")  # nothing trained yet
+    reg = Registry(tmp_path / "models")
+
+    # Night 1: the challenger is exact and persistence is not: promoted.
+    first = retrain.step(c, "simdep", baselines=[Persistence()], make_challenger=DayAgo)
+    assert first.maes["lstm"] == 0.0 < first.maes["persistence"]
+    assert first.promoted and reg.champion("simdep") == first.version
+    row = c.state.audit_log("simdep", kind="retrain")[0]
+    assert row["decision"] == f"challenger {first.version} promoted" and "beats" in row["reason"]
+    # The worker's cached model was dropped: the next forecast serves the new champion.
+    doc = forecast.step(c, "simdep").doc
+    assert doc["version"] == f"simdep/{first.version}" and doc["model"] == "day_ago"
+
+    # Night 2: the last 36 hours are flat, so persistence is exact: the challenger is kept out.
+    flat = days.copy()
+    flat[-36 * 60:] = 200.0
+    c.store.upsert_frame("simdep", pd.DataFrame({"requests": flat}, index=idx))
+    second = retrain.step(c, "simdep", baselines=[Persistence()], make_challenger=DayAgo)
+    assert second.maes["persistence"] == 0.0 < second.maes["lstm"] == second.maes["lstm_champion"]
+    assert not second.promoted
     assert reg.versions("simdep") == [first.version, second.version]
     assert reg.champion("simdep") == first.version
     row = c.state.audit_log("simdep", kind="retrain")[0]
-    assert row["decision"] == f"challenger {second.version} kept" and "does not beat" in row["reason"]
+    assert row["decision"] == f"challenger {second.version} kept" and "does not beat persistence" in row["reason"]
+    assert forecast.step(c, "simdep").doc["version"] == f"simdep/{first.version}"
 
 
 def test_retrain_on_too_little_history_says_so_and_keeps_the_champion(ctx, tmp_path):
