@@ -27,7 +27,7 @@ class LSTMConfig:
     weight_decay: float = 1e-3
     val_fraction: float = 0.2
     max_train_days: int = 28  # origins older than this are not used for training
-    max_origins: int = 12_000  # cap on training origins (thinned evenly over max_train_days)
+    max_origins: int = 12_000  # cap on training origins (thinned evenly over max_train_days; several series share it)
     seed: int = 0
     threads: int = 2  # fixed during training: the float sums, hence the weights, depend on it
     calibrate: bool = True
@@ -38,7 +38,7 @@ class LSTMConfig:
     smooth: int = 7  # half-width (minutes) of the moving average on the day/week-before profile
     profile_days: int = 7  # days averaged into the mean daily profile input
     profile_smooth: int = 15  # half-width of its moving average
-    dow_min_days: int = 14  # day-of-week inputs only when the training history spans this many days
+    dow_min_days: int = 14  # day-of-week inputs only when every training series spans this many days
     use_dow: bool | None = None  # decided by fit (None: not fitted yet)
     step_min: int = 1  # minutes per step of the series it was fitted on (set by fit; it answers only that)
     # Wall-clock stop for adding epochs (all members together). None (the default) keeps

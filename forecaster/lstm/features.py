@@ -183,17 +183,19 @@ def build_features(logv: np.ndarray, logtok: np.ndarray | None, ends: np.ndarray
     return seq, static, lev.level
 
 
-def training_set(history, cfg: LSTMConfig):
+def training_set(history, cfg: LSTMConfig, max_origins: int | None = None):
     """(ends, seq, static, target) for one origin per minute of the recent history (thinned to
-    ``max_origins``); the target is the next ``horizon`` minutes' log load minus the level."""
+    ``max_origins``, by default ``cfg.max_origins``); the target is the next ``horizon``
+    minutes' log load minus the level."""
+    max_origins = cfg.max_origins if max_origins is None else max_origins
     s, logv, logtok = series_arrays(history)
     n = len(logv)
     first = max(cfg.window, cfg.level_window, n - cfg.max_train_days * days(cfg)[0])
     ends = np.arange(first, n - 1)  # at least one target minute
     if len(ends) < 20:
         raise InsufficientHistory(f"lstm: {n} minutes of history are too few to train on")
-    if len(ends) > cfg.max_origins:  # thin evenly, keeping the most recent origin
-        stride = int(math.ceil(len(ends) / cfg.max_origins))
+    if len(ends) > max_origins:  # thin evenly, keeping the most recent origin
+        stride = int(math.ceil(len(ends) / max_origins))
         ends = ends[::-1][::stride][::-1]
     seq, static, level = build_features(logv, logtok, ends, s.index[ends], cfg)
     tidx = ends[:, None] + np.arange(cfg.horizon)[None, :]

@@ -17,6 +17,9 @@ Shape of the model
   early stopping, a refit on all origins for the chosen epoch count, then a
   conformal calibration factor per level and lead bucket on the validation split
   (held back from the early-stopping fit; never the test window). Reproducible bit for bit.
+* **Several series** (a global model, :mod:`forecaster.lstm.dataset`): ``fit`` also takes a
+  list of histories; each gives its share of the origins and its own split, scaled by its
+  own level, so series of any size train one model.
 
 Online use
 ----------
@@ -35,13 +38,12 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from forecaster.base import (DAY, DEFAULT_QUANTILES, MINUTE, BaseForecaster, Forecast, InsufficientHistory,
-                             minute_series, resolution)
-from forecaster.lstm import artifact
+from forecaster.base import DEFAULT_QUANTILES, MINUTE, BaseForecaster, Forecast, InsufficientHistory, resolution
+from forecaster.lstm import artifact, dataset
 from forecaster.lstm.config import LSTMConfig
-from forecaster.lstm.features import build_features, lookback, series_arrays, training_set
+from forecaster.lstm.features import build_features, lookback, series_arrays
 from forecaster.lstm.network import torch_module
-from forecaster.lstm.training import apply_scale, calibrate, log_metrics, reproducible, split, train_member
+from forecaster.lstm.training import apply_scale, calibrate, log_metrics, reproducible, train_member
 
 
 class LSTMForecaster(BaseForecaster):
@@ -73,17 +75,19 @@ class LSTMForecaster(BaseForecaster):
 
     # ------------------------------------------------------------ training
     def fit(self, history) -> "LSTMForecaster":
+        """Fit on one history, or on a list of them (a global model: each series gives its own
+        origins, scaled by its own level, and its own split; :mod:`forecaster.lstm.dataset`)."""
         from tqdm.auto import tqdm
 
         torch = torch_module()
         cfg = self.cfg
         t_start = time.perf_counter()
         with reproducible(cfg.threads):
-            cfg.step_min = resolution(minute_series(history))
-            cfg.use_dow = bool(len(minute_series(history)) * cfg.step_min / DAY >= cfg.dow_min_days)
-            ends, seq, static, target = training_set(history, cfg)
-            tr, va, val_start = split(ends, cfg)
-            tensors = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (seq, static, target))
+            histories = dataset.as_histories(history)
+            dataset.settle(histories, cfg)
+            data = dataset.build(histories, cfg)
+            tr, va, target = data.tr, data.va, data.target
+            tensors = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (data.seq, data.static, target))
             budget = (None if cfg.time_budget_s is None
                       else cfg.time_budget_s / max(cfg.members, 1) / (2 if cfg.refit_full else 1))
             bar = tqdm(total=cfg.members * cfg.epochs, desc="training lstm", unit="epoch",
@@ -96,18 +100,16 @@ class LSTMForecaster(BaseForecaster):
                           if cfg.calibrate else {})
             refits = []
             if cfg.refit_full:  # the calibration factors stay those measured out of sample above
-                refits = [train_member(cfg.seed + m, tensors, np.arange(len(ends)), None, cfg, budget,
+                refits = [train_member(cfg.seed + m, tensors, np.arange(len(target)), None, cfg, budget,
                                        fixed_epochs=r.best_epoch) for m, r in enumerate(runs)]
                 self.nets = [r.net for r in refits]
-            s = minute_series(history)
             self.meta = {
-                "train_start": str(s.index[0]), "train_end": str(s.index[-1]),
-                "train_origins": int(len(tr)), "val_origins": int(len(va)), "val_start": str(s.index[val_start]),
+                **dataset.summary(data),
                 "members": [{"member": m, "best_val_pinball": r.best_val, "epochs": r.epochs,
                              "best_epoch": r.best_epoch} for m, r in enumerate(runs)],
                 "val_metrics": log_metrics(apply_scale(val_pred, self.scale, cfg.levels), target[va], cfg.levels,
                                            self.scale),
-                "has_tokens": bool(np.any(seq[:, :, 5])),
+                "has_tokens": bool(np.any(data.seq[:, :, 5])),
                 **self._budget_meta(runs, refits),
             }
         self.fit_seconds = time.perf_counter() - t_start
