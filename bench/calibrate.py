@@ -6,9 +6,10 @@ then the calibration matrix.
 One server (the tiny random-weight Llama, max-num-seqs 4, one core, a word-level tokenizer
 built by bench/tiny_tokenizer.py so that ``vllm bench serve`` can build its random prompts
 as text).  Part 1: at the same Poisson rate, the same prompt and output lengths and the
-same number of requests, warmcast's client (warmup/calibration/loadgen.py) and ``vllm bench
-serve`` (vLLM's own generator, run with the .venv-vllm interpreter) measure throughput and
-P99 TTFT / end-to-end latency; alternated, ``--rounds`` times each.  Part 2: ``warmcast
+same number of requests, ``vllm bench serve`` (vLLM's own generator, run with the .venv-vllm
+interpreter) and then warmcast's client (warmup/calibration/loadgen.py), replaying the send
+times vLLM's run recorded, measure throughput and P99 TTFT / end-to-end latency; ``--rounds``
+times each, compared per round and over all rounds' requests pooled.  Part 2: ``warmcast
 calibrate`` over the whole matrix (short / medium / long / 70-30 mix, burst), its
 calibration.png copied to docs/img/calibration_cpu.png.
 """
@@ -62,12 +63,16 @@ def summary(ttft_ms: list[float], e2e_ms: list[float], ok: int, n: int, duration
             "e2e_p99_ms": quantile(sorted(e2e_ms), 0.99), "ttfts_ms": list(ttft_ms), "e2es_ms": list(e2e_ms)}
 
 
-async def warmcast_run(url: str, rate: float, n: int, seed: int) -> dict[str, float]:
+async def warmcast_run(url: str, rate: float, n: int, seed: int, at_s: list[float] | None = None) -> dict[str, float]:
+    """``at_s``: send times to replay (the vllm bench run's own, so both generators face the same
+    arrivals; one round's P99 otherwise rests on which of two Poisson draws bunched more)."""
     sc = Scenario("short", ((1.0, PROMPT, "short"),), OUTPUT)
     arrivals = schedule(sc, rate, 0.0, 10 * n / rate, np.random.default_rng(seed))[:n]
-    # as vllm bench serve does: Poisson gaps rescaled so that the n arrivals span exactly n / rate
-    k = (n / rate) / arrivals[-1].at_s
-    arrivals = [replace(a, at_s=a.at_s * k) for a in arrivals]
+    if at_s is not None:
+        arrivals = [replace(a, at_s=t) for a, t in zip(arrivals, at_s)]
+    else:  # as vllm bench serve does: Poisson gaps rescaled so that the n arrivals span exactly n / rate
+        k = (n / rate) / arrivals[-1].at_s
+        arrivals = [replace(a, at_s=a.at_s * k) for a in arrivals]
     async with loadgen.load_client(url) as client:
         records = await loadgen.send(client, arrivals, drain_s=120.0, seed=seed)
     ok = [r for r in records if r.ok]
@@ -89,14 +94,16 @@ def vllm_run(url: str, model: str, rate: float, n: int, seed: int, out: Path) ->
     ok = [i for i, e in enumerate(r["errors"]) if not e]
     return {"requests": n, "completed": r["completed"], "throughput_rps": r["request_throughput"],
             "ttft_p50_ms": r["p50_ttft_ms"], "ttft_p99_ms": r["p99_ttft_ms"], "e2e_p99_ms": r["p99_e2el_ms"],
-            "ttfts_ms": [r["ttfts"][i] * 1000.0 for i in ok], "e2es_ms": [r["latencies"][i] * 1000.0 for i in ok]}
+            "ttfts_ms": [r["ttfts"][i] * 1000.0 for i in ok], "e2es_ms": [r["latencies"][i] * 1000.0 for i in ok],
+            "at_s": [t - min(r["start_times"]) for t in sorted(r["start_times"])]}
 
 
 def compare(srv: LocalServer, rate: float, n: int, rounds: int, tmp: Path) -> dict[str, list[dict[str, float]]]:
     runs: dict[str, list[dict[str, float]]] = {"warmcast": [], "vllm bench serve": []}
-    for i in range(rounds):
-        runs["warmcast"].append(asyncio.run(warmcast_run(srv.url, rate, n, seed=i)))
+    for i in range(rounds):  # vllm first: warmcast's client then replays the same send times
         runs["vllm bench serve"].append(vllm_run(srv.url, srv.model, rate, n, i, tmp))
+        at_s = runs["vllm bench serve"][-1]["at_s"]
+        runs["warmcast"].append(asyncio.run(warmcast_run(srv.url, rate, n, seed=i, at_s=at_s)))
         print(f"round {i + 1}: " + "; ".join(f"{k}: {v[-1]['throughput_rps']:.3f} req/s, TTFT P99 "
                                              f"{v[-1]['ttft_p99_ms']:.1f} ms" for k, v in runs.items()), flush=True)
     return runs
