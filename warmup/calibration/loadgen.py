@@ -50,10 +50,7 @@ class LoadClient(VLLMClient):
     async def complete_stream(self, prompt_tokens: int, max_tokens: int, *, rng: np.random.Generator | None = None,
                               timeout_s: float = 120.0) -> CompletionResult:
         """One streamed completion timed to its first chunk and its end (no retry: failures count)."""
-        info = await self.model_info()
-        body = {"model": info.id, "prompt": self._prompt(prompt_tokens, rng or np.random.default_rng()),
-                "max_tokens": int(max_tokens), "ignore_eos": True, "temperature": 0.0, "stream": True,
-                "stream_options": {"include_usage": True}}
+        body = await self.stream_body(prompt_tokens, max_tokens, rng)
         t0, ttft, usage = time.perf_counter(), None, {}
         try:
             async with self._sessions().post("/v1/completions", json=body,

@@ -238,14 +238,19 @@ class VLLMClient:
         return CompletionResult(latency, int(usage.get("prompt_tokens", prompt_tokens)),
                                 int(usage.get("completion_tokens", 0)))
 
+    async def stream_body(self, prompt_tokens: int, max_tokens: int,
+                          rng: np.random.Generator | None = None) -> dict[str, Any]:
+        """The body of one streamed completion of exactly ``max_tokens`` generated tokens."""
+        info = await self.model_info()
+        return {"model": info.id, "prompt": self._prompt(prompt_tokens, rng or np.random.default_rng()),
+                "max_tokens": int(max_tokens), "ignore_eos": True, "temperature": 0.0, "stream": True,
+                "stream_options": {"include_usage": True}}
+
     async def complete_stream(self, prompt_tokens: int, max_tokens: int, *, rng: np.random.Generator | None = None,
                               timeout_s: float = 120.0) -> CompletionResult:
         """One streamed completion, timed to its first token and to its end; no retry (a load test
         counts failures).  Raises InstanceError on an HTTP error or a broken stream."""
-        info = await self.model_info()
-        body = {"model": info.id, "prompt": self._prompt(prompt_tokens, rng or np.random.default_rng()),
-                "max_tokens": int(max_tokens), "ignore_eos": True, "temperature": 0.0, "stream": True,
-                "stream_options": {"include_usage": True}}
+        body = await self.stream_body(prompt_tokens, max_tokens, rng)
         t0, ttft, usage = time.perf_counter(), None, {}
         try:
             async with self._http.stream("POST", "/v1/completions", json=body, timeout=timeout_s) as r:
