@@ -25,9 +25,10 @@ from warmcast.calibrations import load_capacities
 from warmcast.deployments import Deployment
 from warmcast.errors import InputError, NotFoundError
 from warmcast.state import forecast_from_dict
-from warmup.adapters import core_config, forecast_input
+from warmup.adapters import forecast_input
 from warmup.core import CoreConfig, PlanStep, plan_replicas
 from warmup.core.lead import Lead, with_lead
+from workers.coreconfig import live_core_config
 
 
 def parse_quantiles(raw: str | None, field: str = "quantiles") -> tuple[float, ...]:
@@ -150,7 +151,7 @@ def _core_plan(ctx: ApiContext, dep: Deployment, doc: dict[str, Any], quantile: 
                now: pd.Timestamp) -> tuple[CoreConfig, tuple[PlanStep, ...], Lead]:
     """The core's plan (:func:`warmup.core.plan_replicas`) for the forecast ``doc`` from ``now`` (data time),
     led by :func:`plan_lead`, and that lead."""
-    cfg = core_config(dep, capacities=load_capacities(ctx.redis, ctx.settings.key_prefix, dep))
+    cfg = live_core_config(ctx.redis, ctx.settings.key_prefix, dep)
     lead = plan_lead(ctx, dep, lead_min)
     cfg = with_lead(cfg, lead)
     # a lead asked for is the whole look-ahead, with no margin on top; the planner's keeps its margin
@@ -171,7 +172,7 @@ def capacity_basis(ctx: ApiContext, conf: Deployment | None,
     if given is not None or conf is None:
         return given, None, []
     caps = load_capacities(ctx.redis, ctx.settings.key_prefix, conf)
-    cfg = core_config(conf, capacities=caps)
+    cfg = live_core_config(ctx.redis, ctx.settings.key_prefix, conf)
     used = caps if cfg.switch.enabled else {conf.default_profile: caps[conf.default_profile]}
     notes = [f"capacity per instance, profile {name}: {c.describe()}" for name, c in used.items()]
     if cfg.switch.enabled:
@@ -262,6 +263,6 @@ def demand_target(ctx: ApiContext, dep: Deployment, quantile: float, lead_min: i
     try:
         cap = float(autoscaler_values(ctx, dep, quantile, lead_min, utilisation)["capacityPerInstanceRpm"])
     except NotFoundError:
-        cfg = core_config(dep, capacities=load_capacities(ctx.redis, ctx.settings.key_prefix, dep))
+        cfg = live_core_config(ctx.redis, ctx.settings.key_prefix, dep)
         cap = plan_replicas(cfg, None, utcnow().tz_localize("UTC").to_pydatetime())[0].capacity_rpm
     return cap * utilisation

@@ -11,7 +11,7 @@ from warmcast.settings import Settings
 from warmcast.state import StateStore
 from warmcast.store import LoadStore
 from workers.actuation import RecordingScaler, live_scaler
-from workers.coreconfig import core_config
+from workers.coreconfig import live_core_config
 from workers.options import WorkerOptions
 from workers.simfleet import SimFleet
 
@@ -64,11 +64,7 @@ class Ctx:
         return hit[1]
 
     def cfg(self, name: str):
-        from warmcast.calibrations import load_capacities
-
-        dep = self.dep(name)
-        return core_config(dep, dry_run=self.settings.dry_run, overrides=self.state.get("policy-config", name),
-                           capacities=load_capacities(self.r, self.prefix, dep))
+        return live_core_config(self.r, self.prefix, self.dep(name), dry_run=self.settings.dry_run)
 
     # ------------------------------------------------------------ fleets
     @property

@@ -46,3 +46,14 @@ def core_config(dep: Deployment, dry_run: bool = False, overrides: dict[str, Any
                          f"carries; use one of {', '.join(f'{q:g}' for q in DEFAULT_QUANTILES)}")
     return replace(base, scaling=scaling, warmup=_override(base.warmup, ov.get("warmup", {}), "warmup"),
                    switch=_override(base.switch, ov.get("switch", {}), "switch"))
+
+
+def live_core_config(r: Any, prefix: str, dep: Deployment, dry_run: bool = False) -> CoreConfig:
+    """The configuration the live planner decides with: ``dep``'s, with the operator's (or the nightly
+    re-tune's) stored ``policy-config`` and the stored calibrations.  The workers and the API both
+    plan with it, so a re-tuned margin or stabilisation reaches the API's plans too."""
+    from warmcast.calibrations import load_capacities
+    from warmcast.state import StateStore
+
+    return core_config(dep, dry_run=dry_run, overrides=StateStore(r, prefix).get("policy-config", dep.name),
+                       capacities=load_capacities(r, prefix, dep))

@@ -34,3 +34,15 @@ def test_a_measured_launch_moves_the_keda_lead_and_names_its_source(client, seed
 
     asked = client.get("/v1/keda/demo", params={"lead": 5}).json()  # a lead in the request wins, and says so
     assert (asked["leadMinutes"], asked["leadSource"]) == (5, "request")
+
+
+def test_the_api_plans_with_the_live_policy_config_the_workers_use(client, seeded, settings, redis_client):
+    """A stored policy-config (an operator's or the nightly re-tune's) reaches the API's plan as it
+    reaches the worker's: both build their core config through workers.coreconfig.live_core_config."""
+    before = client.get("/v1/deployments/demo/plan").json()
+    worker = Ctx(settings, WorkerOptions(), client=redis_client)
+    worker.state.put("policy-config", "demo", {"scaling": {"margin_min": 5.0}})
+    assert worker.cfg("demo").scaling.margin_min == 5.0
+    after = client.get("/v1/deployments/demo/plan").json()
+    # the look-ahead is cold start + margin: 5 more minutes of it leave 5 fewer whole windows in the horizon
+    assert len(after["steps"]) == len(before["steps"]) - 5
