@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from warmcast.slo import SLO
-from warmup.calibration.search import (Quantiles, SearchConfig, StepStats, Trial, bracket, judge, next_step, passes,
-                                       recovery_time_s, scaled_rates, scaled_scenarios, verdicts)
+from warmup.calibration.search import (Quantiles, SearchConfig, StepStats, Trial, bracket, judge, next_step,
+                                       recovery_time_s, scaled_rates, scaled_scenarios)
 from warmup.calibration.steps import Arrival, Record, schedule, step_stats
 
 
@@ -47,40 +47,6 @@ def test_search_brackets_the_threshold_within_tolerance(threshold):
     assert step.capacity_rps is not None and step.capacity_rps <= threshold
     assert threshold - step.capacity_rps <= 0.1 * step.capacity_rps + 1e-9, (threshold, step, trials)
     assert trials[0].rate_rps == 1.0 and (not trials[0].passed or trials[1].rate_rps == 4.0)  # ladder first
-    # the answer passed twice, and its second pass is the search's last step
-    assert passes(trials, step.capacity_rps) == 2 and trials[-1] == Trial(step.capacity_rps, True)
-    assert "held 2 times" in step.reason
-
-
-def test_the_answer_is_measured_again_and_a_lucky_pass_is_not_reported():
-    cfg = SearchConfig(ladder=(1.0, 4.0, 10.0), min_rate=0.1, tolerance=0.1, max_steps=30)
-    lucky = set()
-
-    def knee_at_5(rate, i):  # 5.5 req/s is past the knee but its first step passes by chance
-        if 5.0 < rate < 6.0 and rate not in lucky:
-            lucky.add(rate)
-            return True
-        return rate <= 5.0
-    step, trials = _search(0.0, cfg, knee_at_5)
-    lucky_rate = min(lucky)
-    # the lucky rate was measured again, failed twice, and the answer is below it
-    assert [t.passed for t in trials if t.rate_rps == lucky_rate] == [True, False, False]
-    assert verdicts(trials, 2)[lucky_rate] is False
-    assert step.capacity_rps is not None and step.capacity_rps <= 5.0 and passes(trials, step.capacity_rps) >= 2
-
-
-def test_the_last_step_of_the_budget_confirms_the_answer():
-    # tolerance so tight that the bisection never ends by itself: the budget does, and the answer it
-    # reports is one that passed twice (the budget's last step was that second pass)
-    cfg = SearchConfig(ladder=(1.0, 4.0, 10.0), min_rate=0.1, tolerance=0.001, max_steps=9)
-    step, trials = _search(6.3, cfg)
-    assert len(trials) == 9 and "budget" in step.reason
-    assert trials[-2:] == [Trial(6.25, True), Trial(6.25, True)]   # bisection's pass, then its confirmation
-    assert step.capacity_rps == 6.25
-    # when that confirmation fails, no capacity is reported rather than an unconfirmed one
-    fails_last = [Trial(1.0, True), Trial(4.0, False), Trial(4.0, False), Trial(2.5, True), Trial(2.5, False)]
-    end = next_step(fails_last, SearchConfig(ladder=(1.0, 4.0, 10.0), min_rate=0.1, max_steps=5))
-    assert end.done and end.capacity_rps is None and "did not hold 2 times" in end.reason
 
 
 def test_search_gives_up_when_no_rate_meets_the_slo():
@@ -96,7 +62,6 @@ def test_a_pass_above_a_failure_is_not_trusted_and_the_budget_ends_the_search():
     step, trials = _search(3.0, cfg)
     assert len(trials) == 4 and step.capacity_rps is not None and step.capacity_rps <= 3.0
     assert "budget" in step.reason
-    assert [(t.rate_rps, t.passed) for t in trials] == [(1.0, True), (4.0, False), (4.0, False), (1.0, True)]
 
 
 def test_a_failure_is_confirmed_before_it_counts():

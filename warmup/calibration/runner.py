@@ -108,9 +108,8 @@ async def search_scenario(client: VLLMClient, sc: Scenario, plan: CalibrationPla
         step = next_step(trials, cfg)
     res.capacity_rps, res.reason = step.capacity_rps, step.reason
     if step.capacity_rps is not None:
-        at = [p["tokens_per_s"] for p in res.curve
-              if p["passed"] and abs(p["rate_rps"] - round(step.capacity_rps, 4)) < 1e-9]
-        res.tokens_per_s = min(at)  # the answer passed more than once: the lower of its measurements
+        at = next(p for p in res.curve if p["passed"] and abs(p["rate_rps"] - round(step.capacity_rps, 4)) < 1e-9)
+        res.tokens_per_s = at["tokens_per_s"]
     return res
 
 

@@ -7,12 +7,7 @@ is a ladder (low / typical / peak, from the throughput probe) until the first fa
 rate, then bisection between the last passing and the first failing rate until they are
 within ``tolerance`` of each other; all passing grows the rate, all failing halves it down
 to ``min_rate`` (below that no rate meets the SLO and the search says so).  A failing rate is
-measured twice before it counts (``SearchConfig.confirm``).  A passing rate steers the search
-at once, but the answer must have passed twice (``SearchConfig.confirm_pass``): the last passing
-rate sits just under the bound by construction, so one lucky step there would make the
-reported capacity optimistic.  A confirmation that fails twice turns that rate into the first
-failing one and the bisection goes on below it.  The last step of the budget is kept for
-confirming the answer, so the budget bounds the whole search.
+measured twice before it counts (``SearchConfig.confirm``): a passing one is believed at once.
 """
 from __future__ import annotations
 
@@ -112,8 +107,7 @@ class SearchConfig:
     tolerance: float = 0.1         # done when first failing - last passing <= tolerance * last passing
     max_steps: int = 10
     growth: float = 2.0            # every rate so far passed: try this much more
-    confirm: int = 2               # a rate fails once it failed this often
-    confirm_pass: int = 2          # the answer must have passed this often
+    confirm: int = 2               # a rate fails once it failed this often (and never passed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,22 +128,13 @@ class SearchStep:
 
 
 def verdicts(trials: Sequence[Trial], confirm: int = 1) -> dict[float, Optional[bool]]:
-    """Per rate tried: False once it failed ``confirm`` times; else True once it passed; None while a
+    """Per rate tried: True once it passed; False once it failed ``confirm`` times; None while a
     failure awaits confirmation.  Past the knee a queue builds step after step, so failures repeat;
     a transient stall of the machine fails one step, and its repeat passes."""
-    return {r: False if v.count(False) >= confirm else (True if any(v) else None) for r, v in _runs(trials).items()}
-
-
-def passes(trials: Sequence[Trial], rate: float) -> int:
-    """How often ``rate`` met the SLO."""
-    return sum(1 for t in trials if t.rate_rps == rate and t.passed)
-
-
-def _runs(trials: Sequence[Trial]) -> dict[float, list[bool]]:
     runs: dict[float, list[bool]] = {}
     for t in trials:
         runs.setdefault(t.rate_rps, []).append(t.passed)
-    return runs
+    return {r: True if any(v) else (False if len(v) >= confirm else None) for r, v in runs.items()}
 
 
 def bracket(trials: Sequence[Trial], confirm: int = 1) -> tuple[Optional[float], Optional[float]]:
@@ -158,30 +143,15 @@ def bracket(trials: Sequence[Trial], confirm: int = 1) -> tuple[Optional[float],
     v = verdicts(trials, confirm)
     fails = [r for r, x in v.items() if x is False]
     first_fail = min(fails) if fails else None
-    passes_ = [r for r, x in v.items() if x is True and (first_fail is None or r < first_fail)]
-    return (max(passes_) if passes_ else None), first_fail
-
-
-def confirmed(trials: Sequence[Trial], cfg: SearchConfig) -> Optional[float]:
-    """The highest rate below the first failing one that passed ``cfg.confirm_pass`` times."""
-    v = verdicts(trials, cfg.confirm)
-    _, bad = bracket(trials, cfg.confirm)
-    held = [r for r, x in v.items() if x is True and (bad is None or r < bad) and passes(trials, r) >= cfg.confirm_pass]
-    return max(held) if held else None
+    passes = [r for r, x in v.items() if x is True and (first_fail is None or r < first_fail)]
+    return (max(passes) if passes else None), first_fail
 
 
 def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> SearchStep:
     """The next rate to measure, or the answer, from the trials so far."""
     ok, bad = bracket(trials, cfg.confirm)
     if len(trials) >= cfg.max_steps:
-        held = confirmed(trials, cfg)
-        why = f"step budget ({cfg.max_steps}) spent; " + _answer(held, bad, cfg)
-        if ok is not None and ok != held:
-            why += f"; {ok:.4g} req/s passed but did not hold {cfg.confirm_pass} times"
-        return SearchStep(None, held, why)
-    unconfirmed = ok is not None and passes(trials, ok) < cfg.confirm_pass
-    if unconfirmed and len(trials) == cfg.max_steps - 1:  # the last step confirms the answer so far
-        return SearchStep(ok, None, f"one step left: measure {ok:.4g} req/s again to confirm it")
+        return SearchStep(None, ok, f"step budget ({cfg.max_steps}) spent; " + _answer(ok, bad))
     pending = [r for r, x in verdicts(trials, cfg.confirm).items() if x is None]
     if pending:
         return SearchStep(pending[0], None, f"{pending[0]:.4g} req/s failed once: measure it again to confirm")
@@ -199,18 +169,15 @@ def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> SearchStep:
                                           f"stops at {cfg.min_rate:.4g} req/s")
         return SearchStep(half, None, f"{bad:.4g} req/s failed with no pass below: try {half:.4g}")
     if bad - ok <= cfg.tolerance * ok:
-        if unconfirmed:
-            return SearchStep(ok, None, f"bracket {ok:.4g} .. {bad:.4g} req/s: measure {ok:.4g} again to confirm it")
-        return SearchStep(None, ok, _answer(ok, bad, cfg))
+        return SearchStep(None, ok, _answer(ok, bad))
     mid = (ok + bad) / 2.0
     return SearchStep(mid, None, f"bisect {ok:.4g} (passed) .. {bad:.4g} (failed): try {mid:.4g}")
 
 
-def _answer(ok: Optional[float], bad: Optional[float], cfg: SearchConfig) -> str:
+def _answer(ok: Optional[float], bad: Optional[float]) -> str:
     if ok is None:
-        return f"no rate met the SLO {cfg.confirm_pass} times"
-    return (f"capacity {ok:.4g} req/s (last passing, held {cfg.confirm_pass} times"
-            + (f"; {bad:.4g} failed)" if bad is not None else ")"))
+        return "no rate met the SLO"
+    return f"capacity {ok:.4g} req/s (last passing" + (f"; {bad:.4g} failed)" if bad is not None else ")")
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,10 +67,11 @@ def step(ctx: Ctx, deployment: str, *, tick: str, run_id: str) -> PlanOutcome:
 def _decide(ctx: Ctx, dep: str, tick: str, run_id: str, held: Lease) -> dict[str, Any]:
     """Decide and journal the decision with the new policy state (one MULTI); nothing applied yet."""
     # inputs first (signals, then the forecast), then the core alone: each step module once, in order
-    (cfg, lead_used), sig = lead.with_lead(ctx, dep, ctx.cfg(dep)), signals.latest(ctx, dep)
+    sig = signals.latest(ctx, dep)
     insts, load = signals.instances_of(sig), signals.value(sig, "observed_rpm")
     queue = signals.value(sig, "queue_depth", 0.0)
     fdoc, fc = forecast.stored(ctx, dep)
+    cfg, lead_used = lead.with_lead(ctx, dep, ctx.cfg(dep))  # the core's lead rule: after the reads
     now = datetime.now(timezone.utc)
     with policy.locked(ctx, dep):
         ps, pdoc = policy.load(ctx.state, dep)
