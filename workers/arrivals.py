@@ -5,14 +5,17 @@ changes: a scale-in or a failed scrape reads as a drop, the instance coming back
 saturated fleet finishes no more than its capacity, and warmcast's own warmup requests count as
 traffic.  Here each instance is counted on its own, between two of its own readings:
 
-    arrivals = finished delta + (running + waiting now - running + waiting then) - warmup sent
+    arrivals = finished delta + (running + waiting now - running + waiting then) - warmups done
 
 The finished counter is reset-aware as Prometheus' ``increase()`` is: a counter lower than its
 previous reading restarted at zero, so its whole value is the delta (and what was in flight
 before the restart was already counted when it arrived).  An instance that does not answer keeps
 its last reading, so its next answer counts the whole gap: nothing is lost, and the minutes of the
 gap are marked incomplete (``coverage`` < 1) rather than zero.  While warmcast warms an instance
-its span is held the same way, and counted, less the sends, once the warmup run has recorded them.
+its span is held the same way, and counted, less the warmup requests the instance completed,
+once the warmup run has recorded them.  Completed, not sent: a warmup request cancelled at the
+run's deadline never reaches the finished counter (vLLM counts only requests that end with a
+finish reason), so what it added to running/waiting and took away again already nets to zero.
 """
 from __future__ import annotations
 
@@ -28,13 +31,13 @@ WARMING = "being warmed: counted when the run ends"
 @dataclass(frozen=True)
 class InstanceReading:
     """One instance's numbers at ``ts``: its cumulative finished-requests counter, what it runs
-    and queues now, and the cumulative warmup requests warmcast had sent it by then."""
+    and queues now, and the cumulative warmup requests of warmcast's it had completed by then."""
 
     ts: float
     finished: float
     running: float = 0.0
     waiting: float = 0.0
-    warmup_sent: float = 0.0
+    warmup_done: float = 0.0
 
     @property
     def in_flight(self) -> float:
@@ -65,7 +68,7 @@ class Count:
     @property
     def missed(self) -> int:
         """Instances whose numbers this round are unknown (an instance being warmed is not: its
-        span is exact, only held until the run's sends are known)."""
+        span is exact, only held until the run's completed warmups are known)."""
         return sum(1 for why in self.uncounted.values() if why != WARMING)
 
     @property
@@ -109,12 +112,12 @@ def count(prev: Mapping[str, InstanceReading] | None, current: Mapping[str, Inst
 
 
 def _span(inst: str, before: InstanceReading | None, cur: InstanceReading) -> Span:
-    sent = cur.warmup_sent - (before.warmup_sent if before else 0.0)
+    ours = cur.warmup_done - (before.warmup_done if before else 0.0)
     if before is None:  # joined since the last round: its counters started at zero
-        return Span(inst, None, cur.ts, max(0.0, cur.finished + cur.in_flight - sent), "joined")
+        return Span(inst, None, cur.ts, max(0.0, cur.finished + cur.in_flight - ours), "joined")
     if cur.finished < before.finished:  # restarted: increase() semantics
-        return Span(inst, before.ts, cur.ts, max(0.0, cur.finished + cur.in_flight - sent), "counter reset")
-    arrivals = cur.finished - before.finished + cur.in_flight - before.in_flight - sent
+        return Span(inst, before.ts, cur.ts, max(0.0, cur.finished + cur.in_flight - ours), "counter reset")
+    arrivals = cur.finished - before.finished + cur.in_flight - before.in_flight - ours
     return Span(inst, before.ts, cur.ts, max(0.0, arrivals), "counted")
 
 

@@ -32,7 +32,7 @@ class Reading:
 def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, token: str | None,
                 warmed: set[str], warming: set[str] = frozenset(), timeout_s: float = 5.0,
                 profiles: dict[str, str] | None = None,
-                warmup_sent: dict[str, float] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                warmup_done: dict[str, float] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(signals document, snapshot to pass as ``prev`` next time) from every instance's /metrics."""
     from warmup.actuators.vllm_client import VLLMClient, fleet_metrics
 
@@ -49,13 +49,13 @@ def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, t
                 for r in (sig.instances if sig else [])]
     p99 = sig.ttft_quantile(0.99) if sig is not None else None
     prompts = {r.instance: None if r.value is None else r.value.prompt_tokens for r in (sig.instances if sig else [])}
-    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "scrape", warmup_sent, prompts)
+    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "scrape", warmup_done, prompts)
 
 
 def prometheus_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, warmed: set[str],
                     warming: set[str] = frozenset(), profiles: dict[str, str] | None = None,
                     token: str | None = None,
-                    warmup_sent: dict[str, float] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                    warmup_done: dict[str, float] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The same document from the deployment's Prometheus (``signals: {source: prometheus}``):
     per-target gauges and counters by the ``instance`` label, P99 TTFT over the last minute.
     Instances the scaler knows that Prometheus has not scraped yet count as booting."""
@@ -75,18 +75,18 @@ def prometheus_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | Non
     seen = {r.url for r in readings}
     readings += [Reading(u, error="not scraped by Prometheus yet") for u in urls if u not in seen]
     prompts = {f"http://{inst}": h for inst, h in by_inst.items()}
-    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "prometheus", warmup_sent, prompts)
+    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "prometheus", warmup_done, prompts)
 
 
 def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, prev: dict[str, Any] | None,
                 warmed: set[str], warming: set[str], profiles: dict[str, str] | None,
-                source: str, warmup_sent: dict[str, float] | None = None,
+                source: str, warmup_done: dict[str, float] | None = None,
                 prompts: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(signals document, snapshot for the next call) from the instances' readings.
 
     Arrivals are counted per instance (``workers.arrivals``): reset-aware, queued requests counted
-    when they arrive, warmcast's own warmup sends (``warmup_sent``: cumulative per URL) taken out,
-    instances leaving or failing a scrape neither a drop nor, when back, a spike.  ``doc["arrivals"]``
+    when they arrive, the warmup requests warmcast completed on each taken out (``warmup_done``:
+    cumulative per URL), instances leaving or failing a scrape neither a drop nor, when back, a spike.  ``doc["arrivals"]``
     has them per minute with the round's coverage.  ``profiles`` names the profile each URL runs,
     where the scaler knows it (the switch machine counts on it).  ``prompts``: each instance's
     cumulative prompt-token histogram; ``doc["mix"]`` has the round's long and all prompts (``workers.mix``).
@@ -99,9 +99,9 @@ def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, pre
         return int(v) if v else None
 
     now = time.time()
-    sent = warmup_sent or {}
+    ours = warmup_done or {}
     current = {r.url: None if r.waiting is None else
-               arrivals.InstanceReading(now, r.done, r.running, r.waiting, float(sent.get(r.url, 0.0)))
+               arrivals.InstanceReading(now, r.done, r.running, r.waiting, float(ours.get(r.url, 0.0)))
                for r in readings}
     carried = None if prev is None else {u: arrivals.InstanceReading(**v) for u, v in prev.get("carry", {}).items()}
     counted = arrivals.count(carried, current, warming)

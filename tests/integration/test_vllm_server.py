@@ -223,6 +223,12 @@ def test_bad_request_is_permanent_error_naming_instance(server):
 def test_abort_stops_warmup_and_server_drains(server):
     async def go():
         async with VLLMClient(server.url, name="it") as c:
+            for _ in range(100):  # the module's server is shared: earlier tests' requests end first
+                m = await c.metrics()
+                if m.waiting == 0 and m.running == 0:
+                    break
+                await asyncio.sleep(0.1)
+            finished_before = m.counter("vllm:request_success_total")
             abort = asyncio.Event()
             task = asyncio.create_task(c.warmup(WarmupSpec(count=None, concurrency=4, duration_s=120),
                                                 TokenDistribution.fixed(32, 500), abort=abort, seed=4))
@@ -236,12 +242,15 @@ def test_abort_stops_warmup_and_server_drains(server):
                 if m.waiting == 0 and m.running == 0:
                     break
                 await asyncio.sleep(0.1)
-            return res, stop_s, m
+            return res, stop_s, m, m.counter("vllm:request_success_total") - finished_before
 
-    res, stop_s, m = run(go())
+    res, stop_s, m, finished = run(go())
     assert res.stopped_by == "abort" and res.aborted >= 1 and stop_s < 5
     assert res.sent == res.completed + res.failed + res.aborted
     assert m.waiting == 0 and m.running == 0  # the server dropped the cancelled requests
+    # What arrivals counting rests on (workers.steps.warmup_run.record_done): the server's finished
+    # counter counts the completed warmups only, never the cancelled ones, so only those are subtracted.
+    assert finished == res.completed, (finished, res)
 
 
 def test_reset_prefix_cache_really_drops_cached_prefixes(server):

@@ -32,7 +32,7 @@ def test_instance_leaving_is_not_a_drop():
 
 
 def test_instance_joining_is_not_a_spike_and_counts_from_its_start():
-    c = count({A: R(T, 10)}, {A: R(T + 60, 25), B: R(T + 60, 4, 1, 0, warmup_sent=3)})
+    c = count({A: R(T, 10)}, {A: R(T + 60, 25), B: R(T + 60, 4, 1, 0, warmup_done=3)})
     # B: 4 finished + 1 running since it started, 3 of them our warmup
     assert c.arrivals == 15 + 2 and {s.instance: s.reason for s in c.spans}[B] == "joined"
 
@@ -49,10 +49,10 @@ def test_failed_scrape_is_incomplete_and_the_gap_is_counted_when_back():
 
 
 def test_warmup_sends_are_subtracted_and_held_while_warming():
-    prev = {A: R(T, 10, 0, 0, warmup_sent=5)}
-    held = count(prev, {A: R(T + 30, 40, 2, 0, warmup_sent=5)}, warming={A})
+    prev = {A: R(T, 10, 0, 0, warmup_done=5)}
+    held = count(prev, {A: R(T + 30, 40, 2, 0, warmup_done=5)}, warming={A})
     assert held.spans == () and held.coverage == 1.0 and held.carry[A] == prev[A]
-    done = count(held.carry, {A: R(T + 60, 50, 0, 0, warmup_sent=25)})
+    done = count(held.carry, {A: R(T + 60, 50, 0, 0, warmup_done=25)})
     assert done.arrivals == 40 - 20  # 40 finished, 20 of them warmcast's own
 
 

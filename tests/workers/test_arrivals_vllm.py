@@ -122,7 +122,7 @@ def _schedule(sender: Sender, a: str, b: str) -> list[tuple[float, str, int]]:
 def _share_warmups(src: Ctx, dst: Ctx) -> None:
     """What the warmup run recorded in ``src``'s keys, in ``dst``'s (``warming`` first: a run records
     its sends before it leaves that set, and the signals step reads them in that order)."""
-    for kind in ("warming", "warmed", "warmup-sent"):
+    for kind in ("warming", "warmed", "warmup-done"):
         a, b = f"{src.prefix}:{kind}:vdep", f"{dst.prefix}:{kind}:vdep"
         if src.r.exists(a):
             src.r.copy(a, b, replace=True)

@@ -48,15 +48,15 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
     urls = instance_urls(scaler.inner, d)
     warmed = {m.decode() for m in ctx.r.smembers(f"{ctx.prefix}:warmed:{dep}")}
     warming = {m.decode() for m in ctx.r.smembers(f"{ctx.prefix}:warming:{dep}")}
-    # read after ``warming``: a run records its sends before it leaves that set
-    sent = {k.decode(): float(v) for k, v in ctx.r.hgetall(f"{ctx.prefix}:warmup-sent:{dep}").items()}
+    # read after ``warming``: a run records its completed warmups before it leaves that set
+    ours = {k.decode(): float(v) for k, v in ctx.r.hgetall(f"{ctx.prefix}:warmup-done:{dep}").items()}
     prev = ctx.cache.get(("scrape", dep))
     profile_of = getattr(scaler.inner, "profile_of", None)
     profiles = profile_of() if profile_of else None
     if d.signals.source == "prometheus":
-        doc, snap = prometheus_live(d, urls, prev, warmed, warming, profiles, warmup_sent=sent)
+        doc, snap = prometheus_live(d, urls, prev, warmed, warming, profiles, warmup_done=ours)
     else:
-        doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming, profiles=profiles, warmup_sent=sent)
+        doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming, profiles=profiles, warmup_done=ours)
     ctx.cache[("scrape", dep)] = snap
     launches = getattr(scaler.inner, "observe_launches", None)
     if launches is not None:  # Kubernetes: its own launches, seen ready by readyReplicas

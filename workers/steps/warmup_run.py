@@ -29,17 +29,21 @@ def step(ctx: Ctx, deployment: str, *, urls: list[str], requests: int, concurren
         res = send_live_warmup(urls, requests, concurrency, duration_s, ctx.token(deployment),
                                _recent_tokens(ctx, deployment), should_abort=lambda: bool(ctx.r.exists(abort_key)))
     finally:
-        record_sent(ctx, deployment, res)  # before leaving ``warming``: arrivals counting relies on it
+        record_done(ctx, deployment, res)  # before leaving ``warming``: arrivals counting relies on it
         ctx.r.srem(warming, *urls)
     audit.warmup_run(ctx, deployment, urls, res)
     return WarmupRunOutcome(deployment, res)
 
 
-def record_sent(ctx: Ctx, dep: str, results: list[dict[str, Any]]) -> None:
-    """Add each instance's warmup sends to its cumulative count, which arrivals counting subtracts."""
+def record_done(ctx: Ctx, dep: str, results: list[dict[str, Any]]) -> None:
+    """Add each instance's completed warmup requests to its cumulative count, which arrivals
+    counting subtracts.  Completed, not sent: vLLM counts a request in ``request_success_total``
+    only when it ends with a finish reason, and one cancelled at the run's deadline or abort (or
+    refused) never does, so the running/waiting it added and removed already nets to zero.
+    Subtracting sent took one arrival per cancelled request out of the user's traffic."""
     for r in results:
-        if r.get("sent"):
-            ctx.r.hincrbyfloat(f"{ctx.prefix}:warmup-sent:{dep}", str(r["instance"]), float(r["sent"]))
+        if r.get("completed"):
+            ctx.r.hincrbyfloat(f"{ctx.prefix}:warmup-done:{dep}", str(r["instance"]), float(r["completed"]))
 
 
 def _recent_tokens(ctx: Ctx, dep: str):
