@@ -137,13 +137,14 @@ def _round(views: list[Ctx]) -> list[dict]:
     return [signals.step(v, "vdep").doc for v in views]
 
 
-def _drive(views: list[Ctx], scaler, local, sender: Sender, schedule, b: str) -> bool:
+def _drive(views: list[Ctx], scaler, local, sender: Sender, schedule, b: str) -> tuple[bool, list]:
     """Run the window: warmup to b at 14 s, a's scrape failing 56-68 s, b scaled in once idle
-    after 72 s; returns whether a round saw requests waiting."""
+    after 72 s; returns whether a round saw requests waiting, and the warmup run's outcome."""
     t0 = time.time() + 1
     th = sender.run(schedule, t0)
-    warm = threading.Thread(target=lambda: warmup_run.step(views[0], "vdep", urls=[b], requests=4, concurrency=2,
-                                                           duration_s=15), daemon=True)
+    outcome: list = []
+    warm = threading.Thread(target=lambda: outcome.append(warmup_run.step(
+        views[0], "vdep", urls=[b], requests=4, concurrency=2, duration_s=15)), daemon=True)
     stopped = scaled_in = False
     saw_queue = False
     while th.is_alive() or time.time() < t0 + 100:
@@ -163,7 +164,7 @@ def _drive(views: list[Ctx], scaler, local, sender: Sender, schedule, b: str) ->
             scaled_in = True
         time.sleep(5)
     assert scaled_in and stopped is None and warm.ident is not None, (scaled_in, stopped)
-    return saw_queue
+    return saw_queue, outcome
 
 
 def _views(tmp_path, redis_client, key_prefix, redis_server_url, prom: Prometheus) -> list[Ctx]:
@@ -217,7 +218,7 @@ def test_real_servers_arrivals_sum_to_what_was_sent(tmp_path, redis_client, key_
         sender = Sender()
         schedule = _schedule(sender, a, b)
         before = httpx.get(f"{a}/metrics", timeout=60).text
-        saw_queue = _drive(views, scaler, local, sender, schedule, b)
+        saw_queue, warmed = _drive(views, scaler, local, sender, schedule, b)
         bound, queued = waited_longer_than(before, httpx.get(f"{a}/metrics", timeout=60).text, 5.0)
         print(f"{queued} requests waited over {bound} s on the saturated server; a round saw them: {saw_queue}")
         while time.time() % 60 > 55 or any(d["running"] for d in _round(views)):
@@ -234,5 +235,12 @@ def test_real_servers_arrivals_sum_to_what_was_sent(tmp_path, redis_client, key_
     # a round's /metrics read caught it is timing: under load that server answered /metrics late.
     assert queued >= 2, f"only {queued} requests waited over {bound} s: the server was not saturated"
     assert sender.ok == len(schedule) + 2  # every request answered (the probe's two too)
+    # The warmup's completed requests were recorded for both views (the exact sum below proves they
+    # were taken out); any it cancelled at its deadline were not, as the server never counts them.
+    (res,) = warmed[0].results
+    print(f"warmup to {b}: {res}")
+    assert res["completed"] >= 1, res
+    for v in views:
+        assert float(v.r.hget(f"{v.prefix}:warmup-done:vdep", b) or 0) == res["completed"]
     for v, source in zip(views, ("scrape", "prometheus")):
         _check_window(v, source, sender, sender.ok)
