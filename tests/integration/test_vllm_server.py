@@ -249,8 +249,11 @@ def test_abort_stops_warmup_and_server_drains(server):
     assert res.sent == res.completed + res.failed + res.aborted
     assert m.waiting == 0 and m.running == 0  # the server dropped the cancelled requests
     # What arrivals counting rests on (workers.steps.warmup_run.record_done): the server's finished
-    # counter counts the completed warmups only, never the cancelled ones, so only those are subtracted.
-    assert finished == res.completed, (finished, res)
+    # counter counts the completed warmups and not the cancelled ones, so only those are subtracted.
+    # One exception it cannot see: a request the server finished in the instant the client cancelled
+    # it (seen once under CI load: 9 sent, 5 completed, 4 cancelled, 6 counted), so the bound is
+    # ``completed <= counted < sent`` (sent: what the code used to subtract).
+    assert res.completed <= finished < res.sent, (finished, res)
 
 
 def test_reset_prefix_cache_really_drops_cached_prefixes(server):
