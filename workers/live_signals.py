@@ -86,8 +86,8 @@ def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, pre
 
     Arrivals are counted per instance (``workers.arrivals``): reset-aware, queued requests counted
     when they arrive, the warmup requests warmcast completed on each taken out (``warmup_done``:
-    cumulative per URL), instances leaving or failing a scrape neither a drop nor, when back, a spike.  ``doc["arrivals"]``
-    has them per minute with the round's coverage.  ``profiles`` names the profile each URL runs,
+    cumulative per URL), instances leaving or failing a scrape neither a drop nor, when back, a
+    spike.  ``doc["arrivals"]`` has them per minute with the round's coverage.  ``profiles`` names the profile each URL runs,
     where the scaler knows it (the switch machine counts on it).  ``prompts``: each instance's
     cumulative prompt-token histogram; ``doc["mix"]`` has the round's long and all prompts (``workers.mix``).
     """
