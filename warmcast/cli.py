@@ -29,6 +29,7 @@ _COMMAND_MODULES = (
     "warmup.actuators.cli",
     "warmup.calibration.cli",
     "workers.cli",
+    "workers.replay_cli",
     "api.cli",
 )
 

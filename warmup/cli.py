@@ -23,14 +23,16 @@ def fleet(
                                                "(SLO attainment per policy)."),
     stored_calibrations: bool = typer.Option(False, "--stored-calibrations", help="With --deployment: its current "
                                              "calibrations in Redis (WARMCAST_* settings); --calibration wins."),
+    stored_policy: bool = typer.Option(False, "--stored-policy", help="With --deployment: its stored policy-config "
+                                       "in Redis (the operator's or the nightly re-tune's knobs), as the live loop."),
     cold_start_min: Optional[float] = typer.Option(None, "--cold-start-min", min=0, max=240,
                                                    help="Launch to ready, minutes (default 15, or the deployment's)."),
     test_start: str = typer.Option(..., "--test-start", help="First test minute (UTC); the forecaster trains before it."),
     out: Path = typer.Option(..., "--out", help="Directory for plan_<policy>.csv, report.json, fleet.png."),
     policies: str = typer.Option(",".join(("static", "reactive", "queue", "predictive", "oracle")), "--policies",
                                  help="Comma-separated subset of static,reactive,queue,predictive,oracle."),
-    quantile: float = typer.Option(0.9, "--quantile", min=0.01, max=0.999, help="Forecast level the predictive "
-                                   "policy provisions for."),
+    quantile: Optional[float] = typer.Option(None, "--quantile", min=0.01, max=0.999, help="Forecast level the "
+                                             "predictive policy provisions for (default: the deployment's, else 0.9)."),
     target_utilisation: float = typer.Option(1.0, "--target-utilisation", min=0.05, max=1.5,
                                              help="Predictive: utilisation on the forecast quantile."),
     reactive_utilisation: float = typer.Option(0.8, "--reactive-utilisation", min=0.05, max=1.5,
@@ -59,14 +61,14 @@ def fleet(
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip())
     ts, te = _test_window(test_start, test_end)
-    dep, core, caps = _capacities(deployment, name, capacity_rpm, calibration, stored_calibrations)
+    dep, core, caps = _capacities(deployment, name, capacity_rpm, calibration, stored_calibrations, stored_policy)
     if dep is not None:  # the deployment's bounds and cold start, unless a flag says otherwise
         cold_start_min = dep.cold_start_min if cold_start_min is None else cold_start_min
         min_replicas, max_replicas, gpus_per_replica = dep.min_replicas, dep.max_replicas, dep.gpus_per_replica
     data = load_log(log, **reading.kwargs())
     cfg = FleetBacktestConfig(capacity_rpm=caps.capacity_rpm, cold_start_min=15.0 if cold_start_min is None
                               else cold_start_min, test_start=ts, test_end=te,
-                              policies=names, quantile=quantile, target_utilisation=target_utilisation,
+                              policies=names, quantile=_quantile(quantile, core), target_utilisation=target_utilisation,
                               reactive_utilisation=reactive_utilisation, queue_target_waiting=queue_target,
                               forecaster=forecaster, min_replicas=min_replicas, max_replicas=max_replicas,
                               gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core,
@@ -75,20 +77,40 @@ def fleet(
     _write_and_report(run_backtest(data, cfg, progress=True), out, not no_plot)
 
 
+def _quantile(flag: Optional[float], core: Any) -> float:
+    """The predictive policy's level: the flag's, else the deployment's (with its stored policy), else 0.9."""
+    if flag is not None:
+        return flag
+    return core.scaling.quantile if core is not None else 0.9
+
+
 def _capacities(deployment: Optional[Path], name: Optional[str], capacity_rpm: Optional[float],
-                calibration: Optional[Path], stored: bool) -> tuple[Any, Any, Any]:
+                calibration: Optional[Path], stored: bool, stored_policy: bool = False) -> tuple[Any, Any, Any]:
     """(the deployment or None, its core config planning with the calibrated capacities, the
     :class:`warmup.fleet_capacity.FleetCapacity`); says which capacities it is."""
     from warmup.adapters import core_config
     from warmup.fleet_capacity import read_calibration, resolve, stored_calibrations
 
     dep = _deployment(deployment, name) if deployment is not None else None
-    if stored and dep is None:
-        raise InputError("--stored-calibrations needs --deployment (calibrations are stored per deployment)")
+    if (stored or stored_policy) and dep is None:
+        raise InputError("--stored-calibrations and --stored-policy need --deployment (both are stored per deployment)")
     caps = resolve(dep, capacity_rpm, read_calibration(calibration) if calibration is not None else None,
                    stored_calibrations(dep) if stored else None)
     typer.echo(caps.describe() + (f"; {caps.note}" if caps.note and (calibration is not None or stored) else ""))
-    return dep, (core_config(dep, capacities=caps.profiles) if dep is not None else None), caps
+    ov = (_stored_policy(dep) or {}) if stored_policy else {}
+    core = (core_config(dep, capacities=caps.profiles, scaling=ov.get("scaling"), switch=ov.get("switch"))
+            if dep is not None else None)
+    return dep, core, caps
+
+
+def _stored_policy(dep: Any) -> Optional[dict]:
+    """The deployment's stored policy-config (WARMCAST_* settings' Redis), as the live loop reads it."""
+    from warmcast.runtime import redis_client
+    from warmcast.settings import load_settings
+    from warmcast.state import StateStore
+
+    settings = load_settings(None)
+    return StateStore(redis_client(settings), settings.key_prefix).get("policy-config", dep.name)
 
 
 def _write_and_report(result: Any, out: Path, plot: bool) -> None:

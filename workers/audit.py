@@ -42,6 +42,27 @@ def scale(ctx: Ctx, dep: str, journal: dict[str, Any], commit: Commit) -> None:
                                       "applied": journal["apply"], "outcome": journal["outcome"]}})
 
 
+def tick(ctx: Ctx, dep: str, journal: dict[str, Any], done: Any, commit: Commit) -> None:
+    """Record a finished tick: the scale entry (closing the journal), then the warmup, switch and
+    asleep-tier entries of the same output (``done``: :class:`workers.apply_tick.Applied`)."""
+    from warmup.core import Event, SwitchDecision, WarmupDecision
+    from workers.serde import from_json
+
+    scale(ctx, dep, journal, commit)
+    sig = {**journal["inputs"], "observed_rpm": journal["inputs"].get("observed_rpm")}
+    warmup(ctx, dep, from_json(WarmupDecision, journal["warmup"]), sig, done.warmup_targets,
+           bool(journal["apply"]), done.warmup)
+    events = tuple(from_json(Event, e) for e in journal["events"])
+    if done.switch is not None:
+        switch(ctx, dep, from_json(SwitchDecision, journal["switch"]), events, sig, bool(journal["apply"]),
+               *done.switch)
+    if done.sleep is not None:
+        d = journal["decision"]
+        ctx.state.audit(dep, "sleep", f"asleep target {d.get('asleep_target', 0)}, wake {len(d.get('wake', ()))}",
+                        f"{d['reason']['text']}", not done.sleep.startswith("not applied"), done.sleep,
+                        {"tick": journal["tick"], "buffer": d.get("buffer", 0), "asleep": d.get("asleep", 0)})
+
+
 def superseded(ctx: Ctx, dep: str, journal: dict[str, Any], commit: Commit) -> None:
     """Record an older tick's planning run closed without applying it (the journal says why)."""
     commit(lambda pipe: _scale_entry(StateStore(pipe, ctx.prefix), dep, journal))

@@ -14,11 +14,10 @@ class WorkerOptions(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WARMCAST_WORKERS_", extra="ignore")
 
     scrape_every_s: float = Field(10.0, gt=0, description="scrape signals (issue: 5-15 s)")
-    warmup_every_s: float = Field(5.0, gt=0, description="warmup check on queue depth (issue: 5-10 s)")
     ingest_every_s: float = Field(60.0, gt=0)
     forecast_every_s: float = Field(60.0, gt=0)
-    plan_every_s: float = Field(60.0, gt=0)
-    switch_every_s: float = Field(60.0, gt=0)
+    plan_every_s: float = Field(60.0, gt=0, description="the one tick: scale, sleep tier, profile switch and "
+                                "warmups decided together (a scrape starts an urgent warmup between ticks)")
     expire_every_s: float = Field(3600.0, gt=0)
     alert_check_every_s: float = Field(30.0, gt=0, description="re-decide open alert episodes whose tier window "
                                        "passed (escalation without Alertmanager's repeats)")

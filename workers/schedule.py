@@ -19,11 +19,9 @@ from workers.options import WorkerOptions
 # kind -> (option holding the interval, task name)
 PERIODIC = {
     "scrape": ("scrape_every_s", "warmcast.scrape"),
-    "warmup": ("warmup_every_s", "warmcast.warmup_check"),
     "ingest": ("ingest_every_s", "warmcast.ingest"),
     "forecast": ("forecast_every_s", "warmcast.forecast"),
-    "plan": ("plan_every_s", "warmcast.plan"),
-    "switch": ("switch_every_s", "warmcast.switch_tick"),
+    "plan": ("plan_every_s", "warmcast.plan"),   # the one tick: scale, sleep tier, switch, warmups
     "expire": ("expire_every_s", "warmcast.expire"),
     "alerts": ("alert_check_every_s", "warmcast.alert_check"),  # workers/alert_task.py
 }

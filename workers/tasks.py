@@ -23,10 +23,9 @@ from workers.schedule import tick_id
 from workers.steps import expire as expire_step
 from workers.steps import forecast as forecast_step
 from workers.steps import ingest as ingest_step
-from workers.steps import plan as plan_step
 from workers.steps import retrain as retrain_step
 from workers.steps import signals as signals_step
-from workers.steps import switch as switch_step
+from workers.steps import tick as tick_step
 from workers.steps import warmup as warmup_step
 from workers.steps import warmup_run as warmup_run_step
 
@@ -81,11 +80,6 @@ def scrape(self, deployment: str, tick: str = "") -> dict:
     return out
 
 
-@shared_task(bind=True, name="warmcast.warmup_check", **COMMON)
-def warmup_check(self, deployment: str, tick: str = "") -> dict:
-    return warmup_step.step(_ctx(self), deployment).as_dict()
-
-
 @shared_task(bind=True, name="warmcast.ingest", **COMMON)
 def ingest(self, deployment: str, tick: str = "") -> dict:
     return ingest_step.step(_ctx(self), deployment).as_dict()
@@ -96,16 +90,12 @@ def forecast(self, deployment: str, tick: str = "") -> dict:
     return forecast_step.step(_ctx(self), deployment).as_dict()
 
 
+# The one tick (workers/steps/tick.py): decide once, apply scale, sleep tier, switch and warmups.
 @shared_task(bind=True, name="warmcast.plan", **COMMON)
 def plan(self, deployment: str, tick: str = "") -> dict:
     ctx = _ctx(self)
-    return plan_step.step(ctx, deployment, tick=tick or tick_id(ctx.options.plan_every_s),
+    return tick_step.step(ctx, deployment, tick=tick or tick_id(ctx.options.plan_every_s),
                           run_id=self.request.id or "").as_dict()
-
-
-@shared_task(bind=True, name="warmcast.switch_tick", **COMMON)
-def switch_tick(self, deployment: str, tick: str = "") -> dict:
-    return switch_step.step(_ctx(self), deployment).as_dict()
 
 
 @shared_task(bind=True, name="warmcast.retrain", acks_late=True, autoretry_for=(LockBusy,), max_retries=0)

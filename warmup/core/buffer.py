@@ -13,10 +13,11 @@
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from datetime import datetime
+from typing import Mapping, Optional, Sequence
 
 from warmup.core.config import ScalingConfig
-from warmup.core.inputs import Instance, InstanceState
+from warmup.core.inputs import Instance, InstanceState, as_utc, level_value  # noqa: F401 - shared
 
 
 def forecast_errors(actual: Sequence[float], forecast: Sequence[float]) -> tuple[float, ...]:
@@ -24,6 +25,33 @@ def forecast_errors(actual: Sequence[float], forecast: Sequence[float]) -> tuple
     if len(actual) != len(forecast):
         raise ValueError(f"forecast_errors: {len(actual)} actual minutes but {len(forecast)} forecasts")
     return tuple(a - f for a, f in zip(actual, forecast) if math.isfinite(a) and math.isfinite(f))
+
+
+LOOKBACK_WINDOWS = 4  # minutes with no error (a gap in the record) are skipped this many windows back
+
+
+def minute_key(t: datetime) -> int:
+    """A minute as whole minutes since the epoch (UTC): the key of the error record on both sides."""
+    return int(as_utc(t).timestamp() // 60)
+
+
+def lead_errors(cfg: ScalingConfig, planned: Mapping[int, float], actual: Mapping[int, float],
+                now: datetime) -> tuple[float, ...]:
+    """The warm buffer's recent errors at ``now``, oldest first: for each whole minute before ``now``
+    (newest first, at most the last ``buffer_window_min`` with both sides), its recorded load less the
+    planned quantile's forecast for it made ``buffer_lead_min`` before.  ``planned`` and ``actual`` are
+    keyed by :func:`minute_key`.  The simulator and the live tick both call this, on their own records."""
+    if cfg.buffer_level is None:
+        return ()
+    m = minute_key(now) - 1
+    out: list[float] = []
+    for k in range(m, m - LOOKBACK_WINDOWS * cfg.buffer_window_min, -1):
+        a, f = actual.get(k), planned.get(k)
+        if a is not None and f is not None and math.isfinite(a) and math.isfinite(f):
+            out.append(a - f)
+            if len(out) >= cfg.buffer_window_min:
+                break
+    return tuple(reversed(out))
 
 
 def error_quantile(errors: Sequence[float], level: float) -> float:

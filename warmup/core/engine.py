@@ -48,7 +48,8 @@ def decide(cfg: CoreConfig, inp: TickInput, state: PolicyState | None = None) ->
 
     before = state.switch
     sw_dec, sw_state, events = decide_switch(cfg.switch, now, inp.instances, inp.p99_latency_s, inp.forecast,
-                                             state.switch, provisioned, inp.active_profile, ready=ready)
+                                             state.switch, provisioned, inp.active_profile, mix=inp.mix,
+                                             ready=ready)
     state = replace(state, switch=sw_state)
     cap = planning_capacity(cfg, state, inp.active_profile)
 

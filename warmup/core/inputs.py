@@ -10,7 +10,10 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Optional, TypeVar
+from typing import TYPE_CHECKING, Optional, Sequence, TypeVar
+
+if TYPE_CHECKING:  # mix_trigger imports this module: the type only, for the checker
+    from warmup.core.mix_trigger import MixAsk
 
 V = TypeVar("V")
 
@@ -39,6 +42,20 @@ class InstanceState(str, Enum):
     @property
     def ready(self) -> bool:
         return self in (InstanceState.READY_IDLE, InstanceState.READY_BUSY, InstanceState.SATURATED)
+
+
+def level_value(levels: Sequence[float], values: Sequence[float], q: float) -> float:
+    """The value at level ``q`` from values at ascending ``levels``: linear between the two around it,
+    as :meth:`ForecastInput.path` reads a path (one arithmetic, so both sides of the record agree)."""
+    if q in levels:
+        return float(values[list(levels).index(q)])
+    if not levels[0] <= q <= levels[-1]:
+        raise ValueError(f"level {q} is outside the stored levels {list(levels)}")
+    j = next(i for i in range(1, len(levels)) if levels[i] >= q)
+    lo, hi = levels[j - 1], levels[j]
+    w = 0.0 if hi == lo else (q - lo) / (hi - lo)
+    return float(values[j - 1] + w * (values[j] - values[j - 1]))
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,15 +104,11 @@ class ForecastInput:
         """The path at level q: a stored level exactly, else linearly interpolated between the
         stored levels around it.  A level outside the stored ones is refused (ValueError), never
         clamped to the nearest: a P95 policy must not run on a P90 path."""
-        levels = self.levels
         if not self.covers(q):
-            raise ValueError(f"forecast {self.model or ''} has levels {list(levels)}: level {q} is outside them")
-        if q in levels:
-            return self.values[levels.index(q)]
-        j = next(i for i in range(1, len(levels)) if levels[i] >= q)
-        lo, hi = levels[j - 1], levels[j]
-        w = 0.0 if hi == lo else (q - lo) / (hi - lo)
-        return tuple(a + w * (b - a) for a, b in zip(self.values[j - 1], self.values[j]))
+            raise ValueError(f"forecast {self.model or ''} has levels {list(self.levels)}: level {q} is outside them")
+        if q in self.levels:
+            return self.values[self.levels.index(q)]
+        return tuple(level_value(self.levels, col, q) for col in zip(*self.values))
 
     def usable(self) -> bool:
         """All values finite and non-negative (a broken forecast must not drive scaling)."""
@@ -117,3 +130,4 @@ class TickInput:
     recent_errors: tuple[float, ...] = ()     # actual minus planned-quantile forecast at the buffer's short
     #                                           lead, req/min, oldest first (warmup/core/buffer.py)
     ready_by_profile: tuple[tuple[str, int], ...] = ()   # () : counted from the instances' profiles
+    mix: Optional["MixAsk"] = None            # what the live context mix asks for (None: not configured)

@@ -22,6 +22,7 @@ from warmup.sim.fleet import FleetParams, FleetRun, Observation, run_online, run
 from warmup.sim.forecasts import ForecastBundle, make_forecaster, online_forecasts
 from warmup.sim.latency import LatencyCurve
 from warmup.sim.switches import ProfilePolicy, run_profiles, uses_profiles
+from warmup.sim.report import format_table, profile_capacity, write_outputs  # noqa: F401 - re-exported
 from warmup.sim.policies import CorePolicy, QueueKEDA, ReactiveHPA, StaticPeak, oracle_need, oracle_plan
 
 POLICIES = ("static", "reactive", "queue", "predictive", "oracle")
@@ -239,19 +240,36 @@ def run_policy(name: str, split: Split, cfg: FleetBacktestConfig, bundle: Option
             pol, info = _predictive(split, cfg, bundle, quantile, knobs)
         else:
             raise InputError(f"unknown policy {name!r}; use {', '.join(POLICIES)}")
-        n0 = _initial(pol, split)
-        if isinstance(pol, ProfilePolicy):  # switches as launches and removals per profile
-            run = run_profiles(pol, split.arrivals, split.minute_before, params, n0)
-        else:
-            run = run_online(pol, split.arrivals, split.minute_before, params, n0)
+        run = run_online_policy(pol, pol, split, cfg)
         run.name = name
-        if isinstance(pol, CorePolicy):
-            run.warmups = pol.warmups
-            run.profile_switches = pol.switches
-            run.events = pol.events
-            run.decisions = pol.decisions
     run.params = info
     run.seconds = time.perf_counter() - t0
+    return run
+
+
+def forecast_levels(cfg: FleetBacktestConfig) -> list[float]:
+    """The quantile levels the online forecasts carry: the planner's and its tuned one among them."""
+    tuned = (cfg.knobs or {}).get("predictive", {}).get("quantile", cfg.quantile)
+    return sorted({0.1, 0.5, 0.9, cfg.quantile, tuned})
+
+
+def predictive_policy(split: Split, cfg: FleetBacktestConfig, bundle: Optional[ForecastBundle]) -> tuple[CorePolicy, dict]:
+    """The simulator's predictive policy with the configuration's tuned knobs, and its description."""
+    return _predictive(split, cfg, bundle, None, (cfg.knobs or {}).get("predictive"))
+
+
+def run_online_policy(pol, first: object, split: Split, cfg: FleetBacktestConfig) -> FleetRun:
+    """Run ``pol`` over the test part from the fleet ``first`` (a policy) would have had at its start;
+    profile pools when ``first`` plans per profile.  The decision core's counts go into the run."""
+    params = cfg.fleet_params()
+    n0 = _initial(first, split)
+    if isinstance(first, ProfilePolicy):  # switches as launches and removals per profile
+        run = run_profiles(pol, split.arrivals, split.minute_before, params, n0)
+    else:
+        run = run_online(pol, split.arrivals, split.minute_before, params, n0)
+    if hasattr(pol, "decisions"):
+        run.warmups, run.profile_switches = pol.warmups, pol.switches
+        run.events, run.decisions = pol.events, pol.decisions
     return run
 
 
@@ -263,14 +281,28 @@ def run_backtest(log: LoadLog, cfg: FleetBacktestConfig, bundle: Optional[Foreca
     if unknown:
         raise InputError(f"unknown policies {unknown}; use {', '.join(POLICIES)}")
     if "predictive" in policies and bundle is None:
-        tuned = (cfg.knobs or {}).get("predictive", {}).get("quantile", cfg.quantile)
-        bundle = compute_forecasts(log, cfg, sorted({0.1, 0.5, 0.9, cfg.quantile, tuned}), progress=progress)
+        bundle = compute_forecasts(log, cfg, forecast_levels(cfg), progress=progress)
     runs: dict[str, FleetRun] = {}
     t_sim = time.perf_counter()
     order = ["oracle"] + [p for p in policies if p != "oracle"]
     for name in order:
         runs[name] = run_policy(name, split, cfg, bundle)
     sim_s = time.perf_counter() - t_sim
+    return assemble(log, cfg, split, bundle, runs, policies, sim_s)
+
+
+def oracle_row(log: LoadLog, cfg: FleetBacktestConfig, split: Split, bundle: Optional[ForecastBundle],
+               runs: dict[str, FleetRun]) -> FleetResult:
+    """The result of runs made elsewhere (``warmcast replay``), scored against the oracle as the backtest scores."""
+    t0 = time.perf_counter()
+    runs = {"oracle": run_policy("oracle", split, cfg, bundle), **runs}
+    return assemble(log, cfg, split, bundle, runs, tuple(cfg.policies), time.perf_counter() - t0)
+
+
+def assemble(log: LoadLog, cfg: FleetBacktestConfig, split: Split, bundle: Optional[ForecastBundle],
+             runs: dict[str, FleetRun], policies: tuple[str, ...], sim_s: float) -> FleetResult:
+    """Rows (each against the oracle's GPU-hours) and the report's meta for the runs of one backtest."""
+    order = ["oracle"] + [p for p in runs if p != "oracle"]
     params = cfg.fleet_params()
     oracle_gpu = float(runs["oracle"].provisioned.sum()) * cfg.gpus_per_replica / 60.0
     rows = {name: summarise(runs[name], split.demand, params, oracle_gpu, latency=cfg.latency)
@@ -311,60 +343,3 @@ def run_backtest(log: LoadLog, cfg: FleetBacktestConfig, bundle: Optional[Foreca
     return FleetResult(cfg=cfg, split=split, runs=runs_out, rows=rows, meta=meta, forecasts=bundle)
 
 
-def profile_capacity(cfg: FleetBacktestConfig) -> dict[str, dict]:
-    """Per profile: the capacity the simulation plans with and its source ("calibrated" or "declared");
-    the default profile's is ``cfg.capacity_rpm`` (every policy's), one ``fleet`` entry without profiles."""
-    sw = cfg.core.switch if cfg.core is not None else None
-    if sw is None or not sw.profile_capacity:
-        return {"fleet": {"capacity_rpm": cfg.capacity_rpm, "source": cfg.capacity_source}}
-    return {n: ({"capacity_rpm": cfg.capacity_rpm, "source": cfg.capacity_source} if n == sw.default_profile
-                else {"capacity_rpm": c, "source": sw.source_of(n)}) for n, c in sw.profile_capacity}
-
-
-def write_outputs(result: FleetResult, out: str | Path, plot: bool = True) -> list[Path]:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    times = result.split.times.strftime("%Y-%m-%d %H:%M:%S")
-    for name, run in result.runs.items():
-        p = out / f"plan_{name}.csv"
-        pd.DataFrame({"time": times, "replicas": run.provisioned}).to_csv(p, index=False)
-        written.append(p)
-    rep = {"meta": result.meta, "policies": result.rows}
-    p = out / "report.json"
-    tmp = p.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(rep, indent=2, default=float))
-    tmp.replace(p)
-    written.append(p)
-    pred = result.runs.get("predictive")
-    if pred is not None and pred.decisions:
-        p = out / "decisions_predictive.csv"
-        df = pd.DataFrame(pred.decisions)
-        df.insert(0, "time", times[df["t"].to_numpy()])
-        df.drop(columns=["t"]).to_csv(p, index=False)
-        written.append(p)
-    if plot:
-        from warmup.sim.plot import plot_fleet
-
-        p = out / "fleet.png"
-        plot_fleet(result, p)
-        written.append(p)
-    return written
-
-
-def format_table(rows: dict[str, dict]) -> str:
-    slo = any("slo_attainment" in r for r in rows.values())  # a calibration's curve was given
-    head = (f"{'policy':<22}{'GPU-h':>9}{'x oracle':>10}{'late>5s %':>11}" + (f"{'TTFT SLO min %':>15}" if slo else "")
-            + f"{'short min':>10}"
-            f"{'scale acts':>11}{'launches':>9}{'warmups':>8}{'switches':>9}{'switch GPU-h':>13}{'late in sw':>11}")
-    lines = [head, "-" * len(head)]
-    for name, r in rows.items():
-        ratio = r.get("gpu_hours_vs_oracle")
-        att = r.get("slo_attainment")
-        lines.append(f"{name:<22}{r['gpu_hours']:>9.1f}{(ratio if ratio is not None else float('nan')):>10.3f}"
-                     f"{r['late_pct']:>11.4f}" + (f"{(100 * att if att is not None else float('nan')):>15.2f}"
-                                                  if slo else "")
-                     + f"{r['minutes_short']:>10d}{r['scale_actions']:>11d}"
-                     f"{r['launches']:>9d}{r['warmups']:>8d}{r['profile_switches']:>9d}"
-                     f"{r['switch_gpu_hours']:>13.1f}{r['late_during_switches']:>11.1f}")
-    return "\n".join(lines)

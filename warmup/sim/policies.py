@@ -117,6 +117,20 @@ class QueueKEDA:
         return self._clamp(cur)
 
 
+def fleet_capacity(cfg: CoreConfig, state: PolicyState) -> float:
+    """Per-instance capacity of a one-pool fleet in ``state``: the active profile's, mixed during a canary."""
+    sw = cfg.switch
+    base = cfg.scaling.capacity_rpm
+    if not sw.enabled or not sw.profile_capacity:
+        return base
+    st = state.switch
+    active = sw.capacity_of(st.active_profile or sw.default_profile, base)
+    if st.phase is SwitchPhase.CANARY and st.target_profile:
+        target = sw.capacity_of(st.target_profile, base)
+        return (1.0 - sw.canary_share) * active + sw.canary_share * target
+    return active
+
+
 class CorePolicy:
     """The project's decision core driven minute by minute, with precomputed online forecasts.
 
@@ -140,21 +154,13 @@ class CorePolicy:
         self.warmups = 0
         self.switches = 0
         self._inst_cache: dict[tuple[int, int, int], tuple[Instance, ...]] = {}
-        self.errors = ForecastErrors(cfg.scaling, self.levels, self._fc)
+        self.errors = ForecastErrors(cfg.scaling, self.levels, self._fc, times)
         self._asleep_target = 0
+        self.last = None
 
     def capacity_now(self) -> float:
         """Per-instance capacity of the fleet now: the active profile's, mixed during a canary."""
-        sw = self.cfg.switch
-        base = self.cfg.scaling.capacity_rpm
-        if not sw.enabled or not sw.profile_capacity:
-            return base
-        st = self.state.switch
-        active = sw.capacity_of(st.active_profile or sw.default_profile, base)
-        if st.phase is SwitchPhase.CANARY and st.target_profile:
-            target = sw.capacity_of(st.target_profile, base)
-            return (1.0 - sw.canary_share) * active + sw.canary_share * target
-        return active
+        return fleet_capacity(self.cfg, self.state)
 
     def reset(self) -> None:
         self.state = PolicyState()
@@ -164,6 +170,7 @@ class CorePolicy:
         self.switches = 0
         self.errors.reset()
         self._asleep_target = 0
+        self.last = None
 
     def asleep_target(self) -> int:
         """Instances the last decision keeps asleep (the fleet's asleep tier reads it)."""
@@ -190,9 +197,10 @@ class CorePolicy:
         inp = TickInput(now=self.times[t], instances=self._instances(obs.ready, obs.booting, obs.asleep),
                         observed_rpm=obs.last_minute_rpm, queue_depth=obs.queue_depth,
                         p99_latency_s=None, forecast=self.forecast_at(t), active_profile="",
-                        recent_errors=self.errors.observe(t, obs.last_minute_rpm))
+                        recent_errors=self.errors.observe(self.times[t], obs.last_minute_rpm))
         out = decide(self.cfg, inp, self.state)
         self.state = out.state
+        self.last = out
         sc = out.scale
         self._asleep_target = sc.asleep_target
         if sc.wake:
@@ -210,7 +218,8 @@ class CorePolicy:
                                    "reactive": sc.reactive_replicas, "forecast": sc.forecast_replicas,
                                    "reason": sc.reason.code.value, "text": sc.reason.text,
                                    "buffer": sc.buffer, "asleep": sc.asleep, "wake": len(sc.wake),
-                                   "warmup": out.warmup.action.value, "applied": out.applied})
+                                   "warmup": out.warmup.action.value, "switch": out.switch.action.value,
+                                   "phase": out.state.switch.phase.value, "applied": out.applied})
         return sc.desired
 
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from warmup.core import CoreConfig, Instance, InstanceState
-from warmup.core.switch_capacity import split
 from warmup.core.switching import IN_SWITCH
 from warmup.sim.fleet import FleetParams, FleetRun, Observation, serve_minute
 from warmup.sim.policies import CorePolicy
@@ -83,13 +82,20 @@ class ProfilePolicy(CorePolicy):
         """(replicas per profile, the planner's own count, whether a switch runs) for minute ``obs.t``."""
         self._pools = pools
         desired = self.decide(obs)
-        st = self.state.switch
-        if st.phase in IN_SWITCH:
-            ready = {p: pool.ready for p, pool in pools.items()}
-            return dict(split(self.cfg.switch, st, st.need_rpm, ready, self.cfg.scaling.capacity_rpm)), desired, True
-        want = {p: 0 for p in pools}
-        want[self.active] = desired
-        return want, desired, False
+        return profile_targets(self.last.switch.replicas, desired, self.active, pools,
+                               self.state.switch.phase in IN_SWITCH)
+
+
+def profile_targets(replicas: tuple[tuple[str, int], ...], desired: int, active: str, pools: dict[str, Pool],
+                    switching: bool) -> tuple[dict[str, int], int, bool]:
+    """(replicas per profile, the planner's count, whether a switch runs) from one tick's output, as
+    the live tick applies it: a switch's replicas per profile when it gives them, else the planner's
+    count on the active profile and none on the others."""
+    if replicas:
+        return {**{p: pools[p].provisioned for p in pools}, **dict(replicas)}, desired, switching
+    want = {p: 0 for p in pools}
+    want[active] = desired
+    return want, desired, switching
 
 
 def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: float, params: FleetParams,

@@ -102,10 +102,12 @@ def record_arrivals(ctx: Ctx, dep: str, arr: dict[str, Any]) -> None:
     pipe.execute()
 
 
-def latest(ctx: Ctx, dep: str) -> dict[str, Any]:
-    """The stored signals, read again first when older than ``signals_max_age_s``."""
+def latest(ctx: Ctx, dep: str, now: float | None = None) -> dict[str, Any]:
+    """The stored signals, read again first when older than ``signals_max_age_s`` at ``now`` (the
+    tick's clock, epoch seconds; the wall clock when not given)."""
     doc = ctx.state.get("signals", dep)
-    if doc is None or time.time() - float(doc.get("ts", 0)) > ctx.options.signals_max_age_s:
+    now = time.time() if now is None else now
+    if doc is None or now - float(doc.get("ts", 0)) > ctx.options.signals_max_age_s:
         doc = step(ctx, dep).doc
     return doc
 

@@ -1,6 +1,9 @@
-"""Step 4: tiered warmup.  Signals and forecast in, the core's ``decide_warmup``, then warmup
-runs started on the instances this episode has not warmed yet (or running ones told to stop),
-then the audit entry."""
+"""Warmup between ticks: the scrape's fast path.  The tick decides warmups with everything else
+(``workers/steps/tick.py``); a queue over the lowest tier seen by a scrape mid-minute starts the
+warmup the next tick would start, with the core's own warmup stage on the tick's stored state, so
+a surge is met within a scrape rather than within a minute.  This is the one live-only decision
+(docs/ARCHITECTURE.md); ``warmcast replay`` has no mid-minute scrapes and never takes it.
+``new_targets`` keeps a warmup episode's instances, so the tick and the fast path send once each."""
 from __future__ import annotations
 
 import json
@@ -40,7 +43,7 @@ def step(ctx: Ctx, deployment: str, *, signals_doc: dict[str, Any] | None = None
                                    signals.value(sig, "queue_depth", 0.0), p99, fc, ps.warmup, cap)
         ctx.state.put("policy", deployment, policy.document(replace(ps, warmup=wstate), pdoc))
     blocked = policy.why_not_applied(ctx, deployment)
-    targets = _new_targets(ctx, deployment, wd)
+    targets = new_targets(ctx, deployment, wd)
     outcome = None
     if wd.action == WarmupAction.STOP or targets:
         outcome = blocked or apply.warmup(ctx, deployment, wd, sig, targets)
@@ -55,7 +58,7 @@ def urgent(ctx: Ctx, deployment: str, signals_doc: dict[str, Any]) -> bool:
     return bool(tiers) and (signals_doc.get("queue_depth") or 0) > tiers[0].min_queue_depth
 
 
-def _new_targets(ctx: Ctx, dep: str, wd) -> list[str]:
+def new_targets(ctx: Ctx, dep: str, wd: Any) -> list[str]:
     """Instances a START/CONTINUE asks for that this warmup episode has not sent to yet.
 
     An episode starts with START and ends with STOP or NONE; a change of tier inside it (a ramp

@@ -1,0 +1,200 @@
+"""``warmcast replay``: the workers' own tick driven minute by minute over a log, on the simulator's fleet.
+
+Per replayed minute ``t`` (the clock injected, no Celery timing): the fleet simulator shows the
+fleet at the start of the minute (:class:`workers.replay_fleet.ReplayFleet`); the minute before's
+arrivals go into the load store as ingest records them; the forecast made at ``t`` (the
+simulator's online forecast, from data strictly before ``t``) is stored as the forecast step
+stores one; the signals step reads the fleet; the tick (``workers.steps.tick.step``) reads all
+of it from Redis, decides once, journals, applies through the backend and audits.  The simulator's
+physics then serve the minute.  Outputs are those of ``warmcast backtest fleet`` for its
+predictive policy (``plan_predictive.csv``, ``decisions_predictive.csv``, ``report.json``).
+
+Everything is written under a key prefix of its own (``<prefix>:replay:<id>``), deleted at the
+end: a replay never touches the live deployment's state.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+import pandas as pd
+
+from warmcast.settings import Settings
+from warmup.core import CoreConfig
+from warmup.sim.fleet import Observation
+from warmup.sim.switches import profile_targets
+from warmup.sim.policies import fleet_capacity
+from workers.context import Ctx
+from workers.coreconfig import live_core_config
+from workers.options import WorkerOptions
+from workers.replay_fleet import ReplayFleet
+from workers.steps import signals, tick
+
+
+class ReplayCtx(Ctx):
+    """A worker context whose fleet is the replay's backend, under its own key prefix."""
+
+    def __init__(self, settings: Settings, fleet: ReplayFleet, client: Any, live: CoreConfig) -> None:
+        prefix = f"{settings.key_prefix}:replay:{uuid.uuid4().hex[:12]}"
+        super().__init__(settings.model_copy(update={"key_prefix": prefix}),
+                         WorkerOptions(simulate=True, signals_max_age_s=1e9), client)
+        self.fleet, self.live = fleet, live
+
+    def cfg(self, name: str) -> CoreConfig:
+        """The live loop's configuration (read from the live namespace when the replay began: stored
+        policy-config and calibrations), so the replay decides with what the live loop would."""
+        return self.live
+
+    def sim(self, name: str) -> Any:
+        return self.fleet
+
+    def drop(self) -> int:
+        """Delete every key the replay wrote."""
+        keys = list(self.r.scan_iter(f"{self.prefix}:*", count=1000))
+        return self.r.delete(*keys) if keys else 0
+
+
+class ReplayPolicy:
+    """The fleet simulator's policy interface, answered by the workers' tick through Redis."""
+
+    name = "predictive"
+
+    def __init__(self, ctx: ReplayCtx, dep: str, times: list[datetime], levels: tuple[float, ...],
+                 paths: dict[float, Any], model: str, cfg: Any) -> None:
+        self.ctx, self.dep, self.times, self.cfg = ctx, dep, times, cfg
+        self.levels, self.paths, self.model = tuple(sorted(levels)), paths, model
+        self.decisions: list[dict] = []
+        self.events: list[tuple[int, str, str]] = []
+        self.warmups = self.switches = 0
+        self.journal: dict[str, Any] = {}
+
+    # ------------------------------------------------------------ what the simulator calls
+    def decide(self, obs: Observation) -> int:
+        self._tick(obs, None)
+        return self.ctx.fleet.current()
+
+    def asleep_target(self) -> int:
+        return self.ctx.fleet.asleep_target
+
+    def capacity_now(self) -> float:
+        from workers import policy
+
+        return fleet_capacity(self.cfg, policy.load(self.ctx.state, self.dep)[0])
+
+    def decide_profiles(self, obs: Observation, pools: dict) -> tuple[dict[str, int], int, bool]:
+        j = self._tick(obs, pools)
+        fleet = self.ctx.fleet
+        replicas = tuple(fleet.replicas.items()) if fleet.replicas else ()
+        active = self.active
+        desired = int(j["decision"]["desired"])   # the planner's own count, as the simulator counts it
+        return profile_targets(replicas, desired, active, pools, j["phase"] in ("prewarm", "canary", "move",
+                                                                                  "settle", "rollback"))
+
+    @property
+    def active(self) -> str:
+        from workers import policy
+
+        ps, _ = policy.load(self.ctx.state, self.dep)
+        return ps.switch.active_profile or self.cfg.switch.default_profile
+
+    def capacity_of(self, profile: str) -> float:
+        return self.cfg.switch.capacity_of(profile, self.cfg.scaling.capacity_rpm)
+
+    # ------------------------------------------------------------ one minute
+    def _tick(self, obs: Observation, pools: Optional[dict]) -> dict[str, Any]:
+        now = self.times[obs.t]
+        self.ctx.fleet.observe(obs, now, pools)
+        self._record_load(now, obs.last_minute_rpm)
+        self._store_forecast(obs.t)
+        signals.step(self.ctx, self.dep)
+        tick.step(self.ctx, self.dep, tick=now.strftime("%Y-%m-%dT%H:%M:%S"), run_id=f"replay-{obs.t}", now=now)
+        self.journal = j = self.ctx.state.get("plan-journal", self.dep)
+        self._log(obs.t, j)
+        return j
+
+    def _record_load(self, now: datetime, rpm: float) -> None:
+        """The minute before ``now`` into the load store, as ingest records arrivals."""
+        if rpm != rpm:  # NaN: nothing recorded for that minute
+            return
+        t = pd.Timestamp(now).tz_convert(None) - pd.Timedelta(minutes=1)
+        self.ctx.store.upsert_frame(self.dep, pd.DataFrame({"requests": [float(rpm)]}, index=pd.DatetimeIndex(
+            [t], name="time")), now_ns=pd.Timestamp(now).value)
+
+    def _store_forecast(self, t: int) -> None:
+        """Row ``t`` of the online forecasts as the forecast step stores a forecast."""
+        rows = {q: self.paths[q] for q in self.levels} if self.paths else {}
+        if not rows or t >= len(next(iter(rows.values()))):
+            self.ctx.r.delete(self.ctx.state.key("forecast", self.dep))
+            return
+        origin = pd.Timestamp(self.times[t]).tz_convert(None)
+        self.ctx.state.put("forecast", self.dep, {
+            "origin": origin.strftime("%Y-%m-%d %H:%M:%S"), "model": self.model, "step_min": 1,
+            "quantiles": {repr(float(q)): [float(x) for x in rows[q][t]] for q in self.levels}})
+
+    def _log(self, t: int, j: dict[str, Any]) -> None:
+        """The run's counts and decision log, in the simulator's own terms."""
+        d, w, s = j["decision"], j["warmup"], j["switch"]
+        if w["action"] == "start":
+            self.warmups += 1
+            self.events.append((t, "warmup", w["reason"]["text"]))
+        if s["action"] == "move_all":
+            self.switches += 1
+            self.events.append((t, "switch", s["reason"]["text"]))
+        self.decisions.append({"t": t, "current": d["current"], "desired": d["desired"], "ready": d["ready"],
+                               "reactive": d["reactive_replicas"], "forecast": d["forecast_replicas"],
+                               "reason": d["reason"]["code"], "text": d["reason"]["text"], "buffer": d["buffer"],
+                               "asleep": d["asleep"], "wake": len(d["wake"]), "warmup": w["action"],
+                               "switch": s["action"], "phase": j["phase"], "applied": bool(j["apply"])})
+
+
+def minute_times(split: Any) -> list[datetime]:
+    """The replayed minutes as UTC datetimes (the tick's injected clock)."""
+    return [t.to_pydatetime().replace(tzinfo=timezone.utc) for t in split.times]
+
+
+def deployment_config(core: Any, dep: Any, ts: pd.Timestamp, te: Optional[pd.Timestamp], forecaster: str,
+                      decisions: bool = True) -> Any:
+    """The fleet backtest's configuration for ``dep`` planning with ``core`` (the live loop's, as
+    ``warmcast backtest fleet --deployment FILE --name D --stored-calibrations --stored-policy
+    --policies predictive`` builds it): bounds, cold start, quantile, profiles, schedule, asleep tier."""
+    from warmup.sim import FleetBacktestConfig
+
+    sc = core.scaling
+    cfg = FleetBacktestConfig(capacity_rpm=sc.capacity_rpm, cold_start_min=dep.cold_start_min, test_start=ts,
+                              test_end=te, policies=("predictive",), quantile=sc.quantile,
+                              target_utilisation=sc.target_utilisation, forecaster=forecaster,
+                              min_replicas=dep.min_replicas, max_replicas=dep.max_replicas,
+                              gpus_per_replica=dep.gpus_per_replica, record_decisions=decisions, core=core)
+    if dep.sleep is not None:
+        from dataclasses import replace
+
+        cfg = replace(cfg, wake_s=dep.sleep.wake_s, sleep_cost_share=dep.sleep.cost_share)
+    return cfg
+
+
+def run_replay(settings: Settings, deployment: str, data: Any, ts: pd.Timestamp, te: Optional[pd.Timestamp],
+               forecaster: str, client: Any = None) -> Any:
+    """Replay ``data`` through the workers' tick for ``deployment``; a FleetResult like the backtest's."""
+    from warmup.sim.backtest import (compute_forecasts, forecast_levels, make_split, oracle_row,
+                                     predictive_policy, run_online_policy)
+
+    probe = Ctx(settings, WorkerOptions(), client)
+    dep = probe.dep(deployment)          # an unknown deployment is refused here, before anything is written
+    live = live_core_config(probe.r, settings.key_prefix, dep)
+    cfg = deployment_config(live, dep, ts, te, forecaster)
+    split = make_split(data, cfg.test_start, cfg.test_end)   # a log ending before the test start: refused
+    bundle = compute_forecasts(data, cfg, forecast_levels(cfg), progress=True)
+    sim_policy, info = predictive_policy(split, cfg, bundle)
+    ctx = ReplayCtx(settings, ReplayFleet(cfg.capacity_rpm), probe.r, live)
+    try:
+        pol = ReplayPolicy(ctx, deployment, minute_times(split), bundle.levels, bundle.paths, bundle.model,
+                           sim_policy.cfg)
+        t0 = time.perf_counter()
+        run = run_online_policy(pol, sim_policy, split, cfg)
+        run.seconds = time.perf_counter() - t0
+    finally:
+        ctx.drop()
+    run.params = {**info, "decided_by": "the workers' tick (warmcast replay)"}
+    return oracle_row(data, cfg, split, bundle, {"predictive": run})

@@ -1,0 +1,101 @@
+"""The simulator's fleet as a scaler backend, for ``warmcast replay``.
+
+Each replayed minute the fleet simulator (``warmup.sim.fleet.run_online`` or, with profiles,
+``warmup.sim.switches.run_profiles``) shows this backend what a controller would see at the start
+of the minute (:meth:`ReplayFleet.observe`); the workers' own tick reads it as live signals,
+decides, and applies through the same calls it makes on any backend (``scale_to``, ``wake``,
+``set_asleep``, ``set_replicas``, ``warm``).  The backend only records those targets: the
+simulator's physics then launch, wake, remove and serve, exactly as for the simulator's own
+predictive policy, so the two runs differ in nothing but who decided.
+
+Instance ids are the simulator's own (``r0``.., ``b0``.., ``s0``..; ``<profile>-r0``.. with
+profiles) so a decision's ids name the same instances on both sides.  The simulated fleet keeps no
+per-instance warm state, and reports no P99 (the simulator's policies see none either).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping, Optional
+
+from warmup.sim.fleet import Observation
+
+
+@dataclass
+class ReplayFleet:
+    capacity_rpm: float
+    profile: str = ""
+    obs: Optional[Observation] = None
+    pools: Optional[Mapping[str, Any]] = None     # the simulator's pools per profile (run_profiles)
+    now: Optional[datetime] = None
+    target: Optional[int] = None                   # this minute's scale target, when the tick set one
+    replicas: Optional[dict[str, int]] = None      # this minute's replicas per profile (a switch)
+    asleep_target: int = 0
+    woken: tuple[str, ...] = ()
+    warmed: int = 0
+    calls: list[str] = field(default_factory=list)
+
+    def observe(self, obs: Observation, now: datetime, pools: Optional[Mapping[str, Any]] = None) -> None:
+        """The fleet at the start of a minute; the targets of the minute before are cleared."""
+        self.obs, self.now, self.pools = obs, now, pools
+        self.target, self.replicas, self.woken = None, None, ()
+
+    # ------------------------------------------------------------ the scaler interface
+    def current(self) -> int:
+        if self.target is not None:
+            return self.target
+        if self.pools is not None:
+            return sum(p.provisioned for p in self.pools.values())
+        return self.obs.provisioned
+
+    def scale_to(self, n: int, reason: str = "", remove: tuple[str, ...] = ()) -> dict[str, Any]:
+        before = self.current()
+        self.target = int(n)
+        self.calls.append(f"scale_to {n}")
+        return {"before": before, "after": self.target}
+
+    def wake(self, ids: list[str]) -> int:
+        self.woken = tuple(ids)
+        self.calls.append(f"wake {len(ids)}")
+        return len(ids)
+
+    def set_asleep(self, target: int) -> int:
+        self.asleep_target = int(target)
+        return self.asleep_target
+
+    def set_replicas(self, want: dict[str, int], reason: str = "", active: Optional[str] = None) -> dict[str, Any]:
+        have = {p: pool.provisioned for p, pool in (self.pools or {}).items()}
+        self.replicas = {p: int(n) for p, n in want.items()}
+        self.calls.append(f"set_replicas {self.replicas}")
+        return {"started": sum(max(0, n - have.get(p, 0)) for p, n in self.replicas.items()),
+                "stopped": sum(max(0, have.get(p, 0) - n) for p, n in self.replicas.items())}
+
+    def warm(self, ids: list[str], requests: int) -> int:
+        self.warmed += len(ids)
+        return len(ids)
+
+    # ------------------------------------------------------------ signals
+    def signals(self, now: Optional[float] = None) -> dict[str, Any]:
+        """The signals document the workers store, from what the simulator shows this minute."""
+        obs = self.obs
+        insts = self._instances()
+        return {"ts": self.now.timestamp() if now is None else now, "source": "replay",
+                "queue_depth": obs.queue_depth, "observed_rpm": obs.last_minute_rpm, "p99_s": None,
+                "running": None, "instances": insts, "ready": obs.ready, "provisioned": obs.provisioned,
+                "warmups": self.warmed, "errors": {}}
+
+    def _instances(self) -> list[dict[str, Any]]:
+        def one(iid: str, state: str, profile: str) -> dict[str, Any]:
+            return {"id": iid, "url": None, "state": state, "profile": profile, "load_rpm": 0.0, "warmed": False,
+                    "launched_at": None, "waiting": None, "running": None}
+
+        if self.pools is not None:
+            out = []
+            for p, pool in self.pools.items():
+                out += [one(f"{p}-r{i}", "ready_busy", p) for i in range(pool.ready)]
+                out += [one(f"{p}-b{i}", "booting", p) for i in range(len(pool.booting))]
+            return out
+        o = self.obs
+        return ([one(f"r{i}", "ready_busy", self.profile) for i in range(o.ready)]
+                + [one(f"b{i}", "booting", self.profile) for i in range(o.booting)]
+                + [one(f"s{i}", "asleep", self.profile) for i in range(o.asleep)])

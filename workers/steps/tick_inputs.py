@@ -1,0 +1,132 @@
+"""What one tick reads, gathered before the core decides: the edge that turns Redis and the fleet
+into a :class:`warmup.core.TickInput`.
+
+- signals: the stored live signals (instances with state and profile, queue, P99), read again
+  when older than ``signals_max_age_s`` at the tick's ``now``;
+- load: the recorded arrivals of the last whole minute (the load store, as ingest or the replay
+  wrote them), else the signals' rate, and which of the two it was;
+- forecast: the stored forecast document, and its planned-quantile values at the buffer's lead
+  recorded by the minute they are for (``<prefix>:fc-lead:<dep>``), so that later ticks can score it;
+- recent errors: that record against the recorded arrivals, by the core's rule
+  (:func:`warmup.core.buffer.lead_errors`, which the simulator calls on its own record too);
+- ready replicas per profile as the scaler sees them, and what the live context mix asks for.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any, Optional
+
+from warmup.core import CoreConfig, ForecastInput, TickInput
+from warmup.core.buffer import LOOKBACK_WINDOWS, lead_errors, minute_key
+from warmup.core.inputs import level_value
+from warmup.core.lead import Lead
+from warmup.core.mix_trigger import MixAsk
+from warmcast.errors import NotFoundError
+from workers import lead
+from workers.context import Ctx
+from workers.steps import forecast, signals
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """Everything the tick read, before the policy lease: the core's inputs and their sources."""
+
+    now: datetime
+    cfg: CoreConfig
+    lead: Lead
+    sig: dict[str, Any]
+    fdoc: Optional[dict[str, Any]]
+    fc: Optional[ForecastInput]
+    load_rpm: float
+    load_source: str
+    errors: tuple[float, ...]
+    ready: Optional[dict[str, int]]
+    mix: Optional[MixAsk]
+
+    def tick_input(self, active_profile: str, manual: bool) -> TickInput:
+        """The core's input; a manual profile request wins over the live mix."""
+        return TickInput(now=self.now, instances=signals.instances_of(self.sig), observed_rpm=self.load_rpm,
+                         queue_depth=signals.value(self.sig, "queue_depth", 0.0),
+                         p99_latency_s=None if self.sig.get("p99_s") is None else signals.value(self.sig, "p99_s"),
+                         forecast=self.fc, active_profile=active_profile, recent_errors=self.errors,
+                         ready_by_profile=tuple(sorted(self.ready.items())) if self.ready is not None else (),
+                         mix=None if manual else self.mix)
+
+
+def gather(ctx: Ctx, dep: str, now: datetime) -> Gathered:
+    """Read every input of one tick at ``now`` (signals first, then the forecast, then the rest)."""
+    from workers.steps.switch_inputs import live_mix, ready_by_profile, with_prewarm_lead
+
+    sig = signals.latest(ctx, dep, now.timestamp())
+    fdoc, fc = forecast.stored(ctx, dep)
+    cfg, used = with_prewarm_lead(ctx, dep)
+    load, source = last_minute_load(ctx, dep, now, sig)
+    return Gathered(now, cfg, used, sig, fdoc, fc, load, source, recent_errors(ctx, dep, cfg, now),
+                    ready_by_profile(ctx, dep), live_mix(ctx, dep, now))
+
+
+def last_minute_load(ctx: Ctx, dep: str, now: datetime, sig: dict[str, Any]) -> tuple[float, str]:
+    """(requests in the last whole minute, where it came from): the recorded arrivals when that minute
+    is stored, else the live signals' rate (the minute not ingested yet)."""
+    last = _naive(now).replace(second=0, microsecond=0) - timedelta(minutes=1)
+    try:
+        s = ctx.store.series(dep, "requests", start=last, end=last + timedelta(minutes=1))
+    except NotFoundError:
+        s = None
+    if s is not None and len(s) and math.isfinite(float(s.iloc[0])):
+        return float(s.iloc[0]), "recorded arrivals of the last minute"
+    return signals.value(sig, "observed_rpm", math.nan), f"live signals ({sig.get('source', '?')})"
+
+
+def recent_errors(ctx: Ctx, dep: str, cfg: CoreConfig, now: datetime) -> tuple[float, ...]:
+    """The warm buffer's recent forecast errors: the stored record against the recorded arrivals."""
+    sc = cfg.scaling
+    if sc.buffer_level is None:
+        return ()
+    span = LOOKBACK_WINDOWS * sc.buffer_window_min
+    end = _naive(now).replace(second=0, microsecond=0)
+    try:
+        s = ctx.store.series(dep, "requests", start=end - timedelta(minutes=span), end=end)
+    except NotFoundError:
+        return ()
+    actual = {minute_key(t.to_pydatetime()): float(v) for t, v in s.items() if math.isfinite(float(v))}
+    first = minute_key(end) - span
+    raw = ctx.r.hmget(_record_key(ctx, dep), [str(first + k) for k in range(span)])
+    planned = {}
+    for k, v in enumerate(raw):
+        if v is not None:
+            levels, values = json.loads(v)
+            if levels[0] <= sc.quantile <= levels[-1]:
+                planned[first + k] = level_value(levels, values, sc.quantile)
+    return lead_errors(sc, planned, actual, now)
+
+
+def record_forecast(pipe: Any, ctx: Ctx, dep: str, cfg: CoreConfig, fc: Optional[ForecastInput]) -> None:
+    """Queue, on ``pipe``, the forecast's values at the buffer's lead (all levels) under the minute
+    they are for; an older value for that minute is kept (the earliest forecast is the one made
+    ``buffer_lead_min`` before it).  Old minutes leave with the key's expiry."""
+    sc = cfg.scaling
+    lead_min = int(sc.buffer_lead_min)
+    if sc.buffer_level is None or fc is None or lead_min >= fc.horizon or not fc.usable():
+        return
+    key = _record_key(ctx, dep)
+    at = [path[lead_min] for path in fc.values]
+    pipe.hsetnx(key, str(minute_key(fc.origin) + lead_min), json.dumps([list(fc.levels), at]))
+    pipe.expire(key, int((LOOKBACK_WINDOWS * sc.buffer_window_min + lead_min + 60) * 60))
+
+
+def _record_key(ctx: Ctx, dep: str) -> str:
+    return f"{ctx.prefix}:fc-lead:{dep}"
+
+
+def _naive(t: datetime) -> datetime:
+    """UTC without tzinfo: the load store's index is naive UTC."""
+    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
+
+
+def with_config(g: Gathered, cfg: CoreConfig) -> Gathered:
+    """``g`` with another core configuration (a manual profile request taken in under the lease)."""
+    return replace(g, cfg=cfg)
