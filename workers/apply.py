@@ -28,13 +28,6 @@ def scale(ctx: Ctx, dep: str, journal: dict[str, Any], recovered: bool) -> tuple
     return outcome, actual
 
 
-def tick(ctx: Ctx, dep: str, journal: dict[str, Any], recovered: bool) -> Any:
-    """Apply a journaled tick's whole output (:func:`workers.apply_tick.tick`)."""
-    from workers.apply_tick import tick as apply_tick
-
-    return apply_tick(ctx, dep, journal, recovered)
-
-
 def reason_text(decision: dict[str, Any]) -> str:
     """``code: text`` of a journaled decision's reason."""
     return f"{decision['reason']['code']}: {decision['reason']['text']}"

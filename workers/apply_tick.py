@@ -4,6 +4,7 @@ profile), the asleep target, then the warmup runs.  Each part says what happened
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -27,8 +28,6 @@ class Applied:
 
 def tick(ctx: Ctx, dep: str, journal: dict[str, Any], recovered: bool) -> Applied:
     """Apply every field of a journaled tick (nothing where forecast-only or paused: the reason)."""
-    from workers.steps.warmup import new_targets
-
     sw = from_json(SwitchDecision, journal["switch"])
     wd = from_json(WarmupDecision, journal["warmup"])
     moved = sw.action.value != "none" or journal["events"] or journal["phase"] != journal["phase_before"]
@@ -111,3 +110,23 @@ def _vllm_sleep_reason(urls: list[str]) -> Optional[str]:
     except Exception as err:  # noqa: BLE001 - an unreachable instance: say so, apply nothing
         return f"could not ask {urls[0]} about sleep mode: {err}"
     return None if support.available else support.reason
+
+
+def new_targets(ctx: Ctx, dep: str, wd: Any) -> list[str]:
+    """Instances a START/CONTINUE asks for that this warmup episode has not sent to yet.
+
+    An episode starts with START and ends with STOP or NONE; a change of tier inside it (a ramp
+    becoming a queue tier, low becoming high) sends to every target again at the new intensity.
+    """
+    key = f"{ctx.prefix}:warmup-episode:{dep}"
+    if wd.action not in (WarmupAction.START, WarmupAction.CONTINUE) or not wd.instances:
+        ctx.r.delete(key)
+        return []
+    raw = ctx.r.get(key)
+    ep = {} if raw is None else json.loads(raw)
+    if wd.action == WarmupAction.START or ep.get("tier") != wd.tier:
+        ep = {"tier": wd.tier, "sent": []}
+    fresh = [i for i in wd.instances if i not in ep["sent"]]
+    ep["sent"] = ep["sent"] + fresh
+    ctx.r.set(key, json.dumps(ep), ex=600)
+    return fresh

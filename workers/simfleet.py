@@ -200,6 +200,7 @@ class SimFleet:
                               "load_rpm": per_ready if is_ready else 0.0, "warmed": i["warmed"],
                               "launched_at": i["launched_at"], "waiting": None, "running": None})
             return {"ts": now, "source": "simulated", "queue_depth": q, "observed_rpm": last_rpm,
+                    "observed_minute": minute - 1,  # observed_rpm is that whole minute's count
                     "p99_s": (BASE_LATENCY_S + wait) if math.isfinite(wait) else None,
                     "running": None, "instances": insts, "ready": ready, "provisioned": len(insts),
                     "warmups": st["warmups"], "errors": {}}

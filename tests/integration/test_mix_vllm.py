@@ -1,6 +1,6 @@
 """The live context mix from a REAL vLLM CPU server's ``vllm:request_prompt_tokens`` histogram, read
 through both signal sources (its /metrics and a real Prometheus), stored per minute as ``long_share``
-by the loop's signals and ingest steps, and read back by the switch step's mix trigger.  The server
+by the loop's signals and ingest steps, and read back by the tick's mix trigger.  The server
 is the shared one (tests/integration/conftest.py)."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from workers.context import Ctx
 from workers.live_signals import prometheus_live, scrape_live
 from workers.options import WorkerOptions
 from workers.steps import ingest, signals
-from workers.steps.switch import live_mix
+from workers.steps.switch_inputs import live_mix
 
 VLLM_PY = default_vllm_python_path()
 pytestmark = [pytest.mark.integration,

@@ -17,7 +17,7 @@ from workers.context import Ctx
 from workers.options import WorkerOptions
 from workers.steps import forecast as forecast_step
 from workers.steps import signals as signals_step
-from workers.steps import switch as switch_step
+from workers.steps import tick as tick_step
 
 DEPLOYMENTS = """
 deployments:
@@ -91,8 +91,8 @@ def test_primary_reports_and_adjusts_once_under_duplicate_deliveries(actx, sink)
 
 def test_the_switch_machinery_takes_the_derived_profile(actx):
     alerts.step(actx, "adep", note(), now=T0)
-    out = switch_step.step(actx, "adep")
-    assert out.applied and "day-seqs5" in (out.reason + str(out.outcome)), out
+    out = tick_step.step(actx, "adep", tick="T1", run_id="r1")   # the tick runs the switch machine
+    assert out.switch_applied and "day-seqs5" in (out.switch_reason + str(out.switch_outcome)), out
 
 
 def test_escalation_starts_a_standby_the_planner_keeps_until_resolved(actx):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from loophelpers import seed_steady
 from warmcast.calibrations import CalibrationStore
-from workers.steps import plan
+from workers.steps import tick as plan
 
 
 def _entry(ctx, tick: str) -> dict:

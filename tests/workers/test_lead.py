@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from workers import lead
-from workers.steps import plan
+from workers.steps import tick as plan
 
 
 def test_choose_prefers_measured_launches_then_the_record_then_the_file():

@@ -8,7 +8,7 @@ import pandas as pd
 
 from workers.context import Ctx
 from workers.simulate import seed_deployment
-from workers.steps import switch
+from workers.steps import tick
 
 TWO = ("deployments:\n  - name: simdep\n    cold_start_min: 0.5\n    profiles:\n"
        "      day: {capacity_rpm: 100}\n      night: {capacity_rpm: 80}\n"
@@ -23,6 +23,13 @@ def _ctx(ctx: Ctx, tmp_path) -> Ctx:
     return c
 
 
+def _tick(c: Ctx, n: int):
+    """One tick (the switch machine runs inside it); its switch fields under the old step's names."""
+    out = tick.step(c, "simdep", tick=f"T{n:03d}", run_id=f"r{n}")
+    return type("Switch", (), {"action": out.switch, "reason": out.switch_reason, "applied": out.switch_applied,
+                               "outcome": out.switch_outcome, "phase": out.phase})()
+
+
 def _store_shares(c: Ctx, shares: list[float]) -> None:
     now_min = int(time.time() // 60)
     idx = pd.to_datetime([(now_min - len(shares) + k) * 60 for k in range(len(shares))], unit="s")
@@ -31,12 +38,12 @@ def _store_shares(c: Ctx, shares: list[float]) -> None:
 
 def test_a_short_spike_does_nothing_and_a_sustained_share_prewarms_the_profile(ctx, tmp_path):
     c = _ctx(ctx, tmp_path)
-    out = switch.step(c, "simdep")
+    out = _tick(c, 1)
     assert out.action == "none" and "day" in out.reason  # no mix reading: the clock (no windows) keeps day
     _store_shares(c, [0.1] * 20 + [0.6] * 5)
-    assert switch.step(c, "simdep").action == "none"
+    assert _tick(c, 2).action == "none"
     _store_shares(c, [0.1] * 10 + [0.6] * 15)
-    out = switch.step(c, "simdep")
+    out = _tick(c, 3)
     assert out.action == "prewarm" and "mix asks for night" in out.reason and out.applied, out
     rows = c.state.audit_log("simdep", kind="switch")
     assert rows and "long-context share" in rows[0]["reason"]
@@ -46,5 +53,5 @@ def test_a_manual_request_wins_over_the_mix(ctx, tmp_path):
     c = _ctx(ctx, tmp_path)
     _store_shares(c, [0.6] * 15)
     c.state.request_profile("simdep", "day", by="test")
-    out = switch.step(c, "simdep")
+    out = _tick(c, 4)
     assert out.action == "none" and "mix" not in out.reason, out

@@ -94,9 +94,9 @@ def test_import_cycles_are_found():
 
 def test_no_import_cycle_in_the_tree():
     mods = _modules()
-    assert {"workers.tasks", "workers.steps.plan", "warmup.core", "api.app"} <= set(mods)
+    assert {"workers.tasks", "workers.steps.tick", "warmup.core", "api.app"} <= set(mods)
     graph = {m: _imported(m, p, mods) for m, p in mods.items()}
-    assert "workers.steps.signals" in graph["workers.steps.plan"]  # the walker sees the package's imports
+    assert "workers.steps.signals" in graph["workers.steps.tick_inputs"]  # the walker sees the package's imports
     cycles = [sorted(c) for c in import_cycles(graph)]
     assert cycles == [], f"import cycles: {cycles}"
 
@@ -151,9 +151,9 @@ def test_modules_and_functions_are_small_in_every_package():
 
 def test_every_step_module_exposes_one_typed_step():
     steps = sorted(p.stem for p in (ROOT / "workers" / "steps").glob("*.py") if p.stem not in ("__init__", "outcome"))
-    assert steps == ["expire", "forecast", "ingest", "plan", "retrain", "retune", "signals", "switch", "warmup",
-                     "warmup_run"]
-    for name in steps:
+    assert steps == ["expire", "forecast", "ingest", "retrain", "retune", "signals", "switch_inputs", "tick",
+                     "tick_inputs", "warmup", "warmup_run"]
+    for name in (s for s in steps if not s.endswith("_inputs")):  # *_inputs: what the tick reads
         tree = ast.parse((ROOT / "workers" / "steps" / f"{name}.py").read_text())
         funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "step"]
         assert len(funcs) == 1 and funcs[0].returns is not None, name  # one typed step

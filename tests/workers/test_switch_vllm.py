@@ -16,11 +16,14 @@ and the test asserts the count never fell below that need:
 
 The P99 the breaker compares is set in the stored signals by the test (1 s, or 10 s to trip it):
 the breaker's logic is tested in tests/warmup; here what matters is what the loop does to servers,
-and that the loop's switch step runs the breaker in the canary and in the move: test 1 sends a
+and that the loop's tick runs the breaker in the canary and in the move: test 1 sends a
 different P99 in each (1.10 s, 1.15 s; under the 20% limit) and the switch audit must show each
 compared with the pre-switch 1.00 s in its phase.
 """
 from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
 
 import json
 import re
@@ -136,13 +139,20 @@ class Watch:
             t.join(timeout=60)
 
 
+TICKS = itertools.count(1)
+
+
 def _tick(ctx, p99: float):
-    """One switch step after a fresh scrape, with the P99 the breaker sees set to ``p99``."""
-    from workers.steps import signals, switch
+    """One tick (the switch machine runs inside it) after a fresh scrape, with the P99 the breaker
+    sees set to ``p99``; its switch fields under the names the assertions read."""
+    from workers.steps import signals, tick
 
     doc = signals.step(ctx, "pdep").doc
     ctx.state.put("signals", "pdep", {**doc, "p99_s": p99}, ttl_s=3600)
-    return switch.step(ctx, "pdep")
+    n = next(TICKS)
+    out = tick.step(ctx, "pdep", tick=f"T{n:06d}", run_id=f"switch-{n}")
+    return SimpleNamespace(action=out.switch, reason=out.switch_reason, applied=out.switch_applied,
+                           outcome=out.switch_outcome, phase=out.phase)
 
 
 def _drive(ctx, until, p99=lambda out: 1.0, timeout_s: float = 600.0) -> list:

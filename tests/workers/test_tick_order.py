@@ -1,4 +1,4 @@
-"""Following one deployment through a planning tick: each step module once, in order.
+"""Following one deployment through a tick: each step module once, in order.
 
 The tick runs in-process on the simulated fleet while a profiler records which of the loop's
 modules the planning step enters. A call made from inside a module (audit formatting the
@@ -13,9 +13,10 @@ import time
 import pandas as pd
 
 from workers.simulate import seed_deployment
-from workers.steps import plan
+from workers.steps import tick as plan
 
 STAGES = {"workers.steps.signals": "signals", "workers.steps.forecast": "forecast", "workers.apply": "apply",
+          "workers.apply_tick": "apply",
           "workers.audit": "audit"}
 
 

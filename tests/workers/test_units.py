@@ -17,7 +17,8 @@ from loophelpers import seed_steady
 from warmcast.errors import InputError
 from warmup.core import PolicyState, plan_replicas, Reason, ReasonCode, SwitchPhase, SwitchState, Transition
 from workers import lead, policy
-from workers.steps import forecast, ingest, plan, retrain, switch
+from workers.steps import forecast, ingest, retrain
+from workers.steps import tick as plan
 from workers.context import Ctx
 from workers.coreconfig import core_config
 from workers.locks import Lease, LeaseLost, LockBusy, lease
@@ -111,7 +112,8 @@ def test_every_periodic_entry_has_expires_and_the_issue_intervals():
     opts = WorkerOptions()
     sched = beat_schedule(opts)
     kinds = {e["kwargs"]["kind"] for e in sched.values()}
-    assert kinds == {"scrape", "warmup", "ingest", "forecast", "plan", "switch", "expire", "alerts", "retrain"}
+    # the one tick ("plan") decides switches and warmups too: no periodic switch or warmup check
+    assert kinds == {"scrape", "ingest", "forecast", "plan", "expire", "alerts", "retrain"}
     for name, e in sched.items():
         assert e["options"]["expires"] > 0, name
     assert 5 <= opts.scrape_every_s <= 15
@@ -216,12 +218,12 @@ def test_manual_profile_request_runs_through_the_switch_machine(ctx, tmp_path):
                     "      day: {capacity_rpm: 100}\n      night: {capacity_rpm: 80}\n")
     c = Ctx(ctx.settings.model_copy(update={"deployments_file": deps}), ctx.options, ctx.r)
     seed_deployment(c, "simdep", mean_rpm=80)
-    assert switch.step(c, "simdep").action == "none"  # no schedule: switching off
+    assert plan.step(c, "simdep", tick="T1", run_id="a").switch == "none"  # no schedule: switching off
     c.state.request_profile("simdep", "night", by="test")
-    out = switch.step(c, "simdep")
-    assert out.action == "prewarm" and out.applied, out
+    out = plan.step(c, "simdep", tick="T2", run_id="b")   # the tick runs the switch machine
+    assert out.switch == "prewarm" and out.phase == "prewarm", out
     rows = c.state.audit_log("simdep", kind="switch")
-    assert rows and "night" in rows[0]["decision"] and rows[0]["reason"]
+    assert rows and "night" in rows[0]["decision"] and rows[0]["reason"] and rows[0]["applied"], rows
     assert demo_deployment  # the demo deployment ships with a schedule; this one switches on request only
 
 

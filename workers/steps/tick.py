@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Optional
 
+from warmcast.errors import InputError
 from warmcast.state import StateStore
 from warmup.core import CoreConfig, ForecastInput, PolicyState, TickOutput, decide, plan_replicas, planning_capacity
-from workers import apply, audit, metrics, policy
+from workers import apply_tick, audit, metrics, policy
 from workers.context import Ctx
 from workers.locks import Lease, lease
 from workers.serde import policy_state_from_json, to_json
@@ -54,6 +55,9 @@ class TickOutcome(Outcome):
     warmup: str = ""     # the warmup decision's action
     switch: str = ""     # the switch decision's action
     phase: str = ""      # the switch machine's phase after the tick
+    switch_reason: str = ""
+    switch_applied: bool | None = None   # None: the machine did not move, so nothing was applied
+    switch_outcome: str | None = None
 
 
 def step(ctx: Ctx, deployment: str, *, tick: str, run_id: str, now: Optional[datetime] = None) -> TickOutcome:
@@ -62,6 +66,7 @@ def step(ctx: Ctx, deployment: str, *, tick: str, run_id: str, now: Optional[dat
     now = now or datetime.now(timezone.utc)
     with lease(ctx.r, ctx.prefix, "plan", deployment, ctx.options.lease_s, token=run_id) as held:
         journal = ctx.state.get("plan-journal", deployment)
+        _check_clock(journal, tick, now)
         if journal and journal["tick"] > tick:  # slots are ISO times: a newer tick has planned
             metrics.DUPLICATES.labels("plan").inc()
             return TickOutcome(deployment, tick, "stale", int(journal["decision"]["desired"]))
@@ -74,6 +79,15 @@ def step(ctx: Ctx, deployment: str, *, tick: str, run_id: str, now: Optional[dat
             return TickOutcome(deployment, tick, "duplicate", int(journal["decision"]["desired"]))
         journal = _decide(ctx, deployment, tick, run_id, held, now)
         return _finish(ctx, deployment, journal, held, recovered=False)
+
+
+def _check_clock(journal: dict[str, Any] | None, tick: str, now: datetime) -> None:
+    """A newer tick must not decide before the last one did: a clock gone backwards (a replay fed
+    out of order, a host clock stepped back) would run cooldowns and the switch machine in reverse."""
+    if journal and journal["tick"] < tick and now.timestamp() < float(journal["decided_at"]) - 1.0:
+        last = datetime.fromtimestamp(float(journal["decided_at"]), timezone.utc).isoformat()
+        raise InputError(f"tick {tick}: the clock went backwards ({now.isoformat()} is before the last decision at "
+                         f"{last}); nothing decided, nothing applied")
 
 
 def _decide(ctx: Ctx, dep: str, tick: str, run_id: str, held: Lease, now: datetime) -> dict[str, Any]:
@@ -111,8 +125,7 @@ def _journal(tick: str, run_id: str, now: datetime, out: TickOutput, blocked: st
             "phase": out.state.switch.phase.value, "apply": blocked is None, "blocked": blocked,
             "inputs": {**_inputs(g, cap), "capacity_source": cfg.switch.source_of(active),
                        "lead": g.lead.as_doc()},
-            "plan": _plan_steps(cfg, g.fc, g.now, g.load_rpm, g.tick_input(active, False).queue_depth,
-                                g.lead.source),
+            "plan": _plan_steps(cfg, g.fc, g.now, g.load_rpm, g.queue, g.lead.source),
             "cooldowns_before": to_json(policy.without_scale_action(ps, PolicyState()))}
 
 
@@ -148,14 +161,15 @@ def _inputs(g: tick_inputs.Gathered, cap: float) -> dict[str, Any]:
 def _finish(ctx: Ctx, dep: str, journal: dict[str, Any], held: Lease, recovered: bool) -> TickOutcome:
     """Apply a journaled tick's whole output, then audit it (which closes the journal entry)."""
     held.check()  # a run that stalled past its lease may have been taken over: it must not act
-    done = apply.tick(ctx, dep, journal, recovered)
+    done = apply_tick.tick(ctx, dep, journal, recovered)
     _fault("fault_pause_after_apply_s", ctx)
     journal = {**journal, "status": "applied", "outcome": done.scale, "actual": done.actual,
                "finished_at": time.time()}
     audit.tick(ctx, dep, journal, done, held.transaction)
+    sw = journal["switch"]
     return TickOutcome(dep, journal["tick"], "applied", int(journal["decision"]["desired"]), done.actual,
-                       done.scale, recovered, journal["warmup"]["action"], journal["switch"]["action"],
-                       journal["phase"])
+                       done.scale, recovered, journal["warmup"]["action"], sw["action"], journal["phase"],
+                       f"{sw['reason']['code']}: {sw['reason']['text']}", *(done.switch or (None, None)))
 
 
 def _fault(name: str, ctx: Ctx) -> None:

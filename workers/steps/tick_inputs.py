@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
-from warmup.core import CoreConfig, ForecastInput, TickInput
+from warmup.core import CoreConfig, ForecastInput, Instance, TickInput
 from warmup.core.buffer import LOOKBACK_WINDOWS, lead_errors, minute_key
 from warmup.core.inputs import level_value
 from warmup.core.lead import Lead
@@ -38,6 +38,9 @@ class Gathered:
     cfg: CoreConfig
     lead: Lead
     sig: dict[str, Any]
+    instances: tuple[Instance, ...]
+    queue: float
+    p99_s: Optional[float]
     fdoc: Optional[dict[str, Any]]
     fc: Optional[ForecastInput]
     load_rpm: float
@@ -48,10 +51,8 @@ class Gathered:
 
     def tick_input(self, active_profile: str, manual: bool) -> TickInput:
         """The core's input; a manual profile request wins over the live mix."""
-        return TickInput(now=self.now, instances=signals.instances_of(self.sig), observed_rpm=self.load_rpm,
-                         queue_depth=signals.value(self.sig, "queue_depth", 0.0),
-                         p99_latency_s=None if self.sig.get("p99_s") is None else signals.value(self.sig, "p99_s"),
-                         forecast=self.fc, active_profile=active_profile, recent_errors=self.errors,
+        return TickInput(now=self.now, instances=self.instances, observed_rpm=self.load_rpm,
+                         queue_depth=self.queue, p99_latency_s=self.p99_s, forecast=self.fc, active_profile=active_profile, recent_errors=self.errors,
                          ready_by_profile=tuple(sorted(self.ready.items())) if self.ready is not None else (),
                          mix=None if manual else self.mix)
 
@@ -61,24 +62,35 @@ def gather(ctx: Ctx, dep: str, now: datetime) -> Gathered:
     from workers.steps.switch_inputs import live_mix, ready_by_profile, with_prewarm_lead
 
     sig = signals.latest(ctx, dep, now.timestamp())
+    insts, queue = signals.instances_of(sig), signals.value(sig, "queue_depth", 0.0)
+    p99 = None if sig.get("p99_s") is None else signals.value(sig, "p99_s")
+    scraped = (signals.value(sig, "observed_rpm", math.nan), sig.get("observed_minute"), sig.get("source", "?"))
     fdoc, fc = forecast.stored(ctx, dep)
     cfg, used = with_prewarm_lead(ctx, dep)
-    load, source = last_minute_load(ctx, dep, now, sig)
-    return Gathered(now, cfg, used, sig, fdoc, fc, load, source, recent_errors(ctx, dep, cfg, now),
+    load, source = last_minute_load(ctx, dep, now, *scraped)
+    return Gathered(now, cfg, used, sig, insts, queue, p99, fdoc, fc, load, source, recent_errors(ctx, dep, cfg, now),
                     ready_by_profile(ctx, dep), live_mix(ctx, dep, now))
 
 
-def last_minute_load(ctx: Ctx, dep: str, now: datetime, sig: dict[str, Any]) -> tuple[float, str]:
-    """(requests in the last whole minute, where it came from): the recorded arrivals when that minute
-    is stored, else the live signals' rate (the minute not ingested yet)."""
-    last = _naive(now).replace(second=0, microsecond=0) - timedelta(minutes=1)
+def last_minute_load(ctx: Ctx, dep: str, now: datetime, rate: float, minute: Optional[int],
+                     source: str) -> tuple[float, str]:
+    """(requests in the last whole minute, where it came from), as the simulator sees the minute before:
+    the signals' own count when it is that minute's (the simulated fleet), else the arrivals the scrape
+    rounds counted for it, else the load store (ingest, or the replay), else the signals' rate."""
+    last = minute_key(now) - 1
+    if minute == last:
+        return rate, "the signals' count of the last whole minute"
+    counted = ctx.r.hget(f"{ctx.prefix}:arrivals:{dep}", str(last))
+    if counted is not None:
+        return float(counted), "arrivals counted for the last whole minute"
+    t = _naive(now).replace(second=0, microsecond=0) - timedelta(minutes=1)
     try:
-        s = ctx.store.series(dep, "requests", start=last, end=last + timedelta(minutes=1))
+        s = ctx.store.series(dep, "requests", start=t, end=t + timedelta(minutes=1))
     except NotFoundError:
         s = None
     if s is not None and len(s) and math.isfinite(float(s.iloc[0])):
-        return float(s.iloc[0]), "recorded arrivals of the last minute"
-    return signals.value(sig, "observed_rpm", math.nan), f"live signals ({sig.get('source', '?')})"
+        return float(s.iloc[0]), "recorded arrivals of the last whole minute"
+    return rate, f"live signals' rate ({source})"
 
 
 def recent_errors(ctx: Ctx, dep: str, cfg: CoreConfig, now: datetime) -> tuple[float, ...]:

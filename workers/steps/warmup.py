@@ -6,13 +6,13 @@ a surge is met within a scrape rather than within a minute.  This is the one liv
 ``new_targets`` keeps a warmup episode's instances, so the tick and the fast path send once each."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from warmup.core import WarmupAction, decide_warmup, planning_capacity
 from workers import apply, audit, policy
+from workers.apply_tick import new_targets
 from workers.context import Ctx
 from workers.steps import forecast, signals
 from workers.steps.outcome import Outcome
@@ -56,23 +56,3 @@ def urgent(ctx: Ctx, deployment: str, signals_doc: dict[str, Any]) -> bool:
     """A queue over the lowest tier: the scrape acts on it now, not at the next warmup check."""
     tiers = ctx.cfg(deployment).warmup.tiers
     return bool(tiers) and (signals_doc.get("queue_depth") or 0) > tiers[0].min_queue_depth
-
-
-def new_targets(ctx: Ctx, dep: str, wd: Any) -> list[str]:
-    """Instances a START/CONTINUE asks for that this warmup episode has not sent to yet.
-
-    An episode starts with START and ends with STOP or NONE; a change of tier inside it (a ramp
-    becoming a queue tier, low becoming high) sends to every target again at the new intensity.
-    """
-    key = f"{ctx.prefix}:warmup-episode:{dep}"
-    if wd.action not in (WarmupAction.START, WarmupAction.CONTINUE) or not wd.instances:
-        ctx.r.delete(key)
-        return []
-    raw = ctx.r.get(key)
-    ep = {} if raw is None else json.loads(raw)
-    if wd.action == WarmupAction.START or ep.get("tier") != wd.tier:
-        ep = {"tier": wd.tier, "sent": []}
-    fresh = [i for i in wd.instances if i not in ep["sent"]]
-    ep["sent"] = ep["sent"] + fresh
-    ctx.r.set(key, json.dumps(ep), ex=600)
-    return fresh

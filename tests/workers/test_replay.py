@@ -1,0 +1,110 @@
+"""One tick, proven: ``warmcast replay`` (the workers' own tick on real Redis, minute by minute over a
+real trace, on the simulator's fleet) and ``warmcast backtest fleet`` (the simulator's own policy)
+give the same per-minute targets, warmups, switch phases, wakes, GPU-hours and late share.
+
+Both are run as the CLI a user runs (real processes), on the Azure 2024 conversation trace from
+``../shared/data``: a day/night deployment over a 22:00 switch, and one with a warm buffer kept
+asleep (the simulator's per-profile pools keep no asleep tier, so the two features are replayed in
+two deployments; docs/ARCHITECTURE.md says so).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from warmcast.state import StateStore
+
+SWITCH = """deployments:
+  - name: conv
+    cold_start_min: 10
+    min_replicas: 2
+    max_replicas: 40
+    profiles:
+      day: {capacity_rpm: 300}
+      night: {capacity_rpm: 240}
+    schedule:
+      timezone: UTC
+      windows:
+        - {profile: night, start: "22:00", end: "06:00"}
+  - name: buf
+    cold_start_min: 10
+    min_replicas: 2
+    max_replicas: 40
+    sleep: {wake_s: 30, cost_share: 0.3, buffer_asleep: true}
+    profiles:
+      day: {capacity_rpm: 300}
+"""
+COLUMNS = ["time", "current", "desired", "ready", "reactive", "forecast", "buffer", "asleep", "wake", "warmup",
+           "switch", "phase"]
+FIGURES = ["gpu_hours", "late_share", "late_requests", "launches", "wakes", "warmups", "profile_switches",
+           "scale_actions", "switch_minutes", "switch_gpu_hours"]
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "warmcast.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.fixture
+def env(tmp_path, redis_server_url, key_prefix) -> dict[str, str]:
+    deps = tmp_path / "deployments.yaml"
+    deps.write_text(SWITCH)
+    return {**os.environ, "WARMCAST_REDIS_URL": redis_server_url, "WARMCAST_KEY_PREFIX": key_prefix,
+            "WARMCAST_DEPLOYMENTS_FILE": str(deps), "WARMCAST_STATE_DIR": str(tmp_path / "state")}
+
+
+def _both(env, tmp_path, trace, dep: str, start: str, end: str) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
+    window = ["--log", str(trace), "--test-start", start, "--test-end", end, "--forecaster", "seasonal_naive",
+              "--no-plot"]
+    rep = _cli(env, "replay", "-d", dep, "--out", str(tmp_path / "replay"), *window)
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    bt = _cli(env, "backtest", "fleet", "--deployment", env["WARMCAST_DEPLOYMENTS_FILE"], "--name", dep,
+              "--stored-policy", "--policies", "predictive", "--decisions", "--out", str(tmp_path / "bt"), *window)
+    assert bt.returncode == 0, bt.stderr[-2000:]
+    read = lambda d, f: pd.read_csv(tmp_path / d / f)  # noqa: E731
+    a, b = read("replay", "decisions_predictive.csv"), read("bt", "decisions_predictive.csv")
+    assert read("replay", "plan_predictive.csv").equals(read("bt", "plan_predictive.csv"))
+    ra = json.loads((tmp_path / "replay" / "report.json").read_text())["policies"]["predictive"]
+    rb = json.loads((tmp_path / "bt" / "report.json").read_text())["policies"]["predictive"]
+    return a, b, ra, rb
+
+
+def test_replay_equals_the_backtest_minute_by_minute_through_a_profile_switch(env, tmp_path, shared_data):
+    a, b, ra, rb = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "conv",
+                         "2024-05-14 20:00", "2024-05-15 02:00")
+    assert a[COLUMNS].equals(b[COLUMNS])
+    assert {k: ra[k] for k in FIGURES} == {k: rb[k] for k in FIGURES}
+    assert {"prewarm", "canary", "move", "steady"} <= set(a["phase"])   # a switch did run, minute by minute
+    assert ra["profile_switches"] == 1 and ra["warmups"] > 0
+
+
+def test_replay_equals_the_backtest_with_a_warm_buffer_kept_asleep(env, tmp_path, redis_client, key_prefix,
+                                                                   shared_data):
+    # the live knobs the replay and `backtest fleet --stored-policy` both read: a P50 plan with a P95 buffer
+    StateStore(redis_client, key_prefix).put("policy-config", "buf", {"scaling": {
+        "quantile": 0.5, "buffer_level": 0.95, "buffer_window_min": 60}})
+    a, b, ra, rb = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "buf",
+                         "2024-05-15 06:00", "2024-05-15 12:00")
+    assert a[COLUMNS].equals(b[COLUMNS])
+    assert {k: ra[k] for k in FIGURES} == {k: rb[k] for k in FIGURES}
+    assert a["buffer"].max() >= 1 and a["asleep"].max() >= 1 and ra["wakes"] >= 1   # the tier was exercised
+    # the replay wrote nothing under the live deployment's keys but what the test stored itself
+    live = {k.decode() for k in redis_client.scan_iter(f"{key_prefix}:*")}
+    assert live == {StateStore(redis_client, key_prefix).key("policy-config", "buf")}, sorted(live)[:5]
+
+
+def test_replay_bad_input_is_refused_and_writes_nothing(env, tmp_path, redis_client, key_prefix, shared_data):
+    trace = str(shared_data / "azure2024_conversation_per_minute.csv")
+    late = _cli(env, "replay", "-d", "conv", "--log", trace, "--test-start", "2024-06-01 00:00",
+                "--out", str(tmp_path / "o1"), "--forecaster", "seasonal_naive")
+    assert late.returncode == 2 and "--test-start" in late.stderr and "must lie inside the log" in late.stderr
+    unknown = _cli(env, "replay", "-d", "nope", "--log", trace, "--test-start", "2024-05-15 00:00",
+                   "--out", str(tmp_path / "o2"), "--forecaster", "seasonal_naive")
+    assert unknown.returncode == 2 and "unknown deployment 'nope'" in unknown.stderr, unknown.stderr
+    assert list(redis_client.scan_iter(f"{key_prefix}:*")) == []
+    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
