@@ -23,8 +23,7 @@ def fleet(
                                                "(SLO attainment per policy)."),
     stored_calibrations: bool = typer.Option(False, "--stored-calibrations", help="With --deployment: its current "
                                              "calibrations in Redis (WARMCAST_* settings); --calibration wins."),
-    stored_policy: bool = typer.Option(False, "--stored-policy", help="With --deployment: its stored policy-config "
-                                       "in Redis (the operator's or the nightly re-tune's knobs), as the live loop."),
+    stored_policy: bool = typer.Option(False, "--stored-policy", help="With --deployment: its stored policy-config."),
     cold_start_min: Optional[float] = typer.Option(None, "--cold-start-min", min=0, max=240,
                                                    help="Launch to ready, minutes (default 15, or the deployment's)."),
     test_start: str = typer.Option(..., "--test-start", help="First test minute (UTC); the forecaster trains before it."),
@@ -59,8 +58,7 @@ def fleet(
     """Replay a log through a fleet with cold start and a FIFO queue under each policy."""
     from warmup.sim import FleetBacktestConfig, load_log, run_backtest
 
-    names = tuple(p.strip() for p in policies.split(",") if p.strip())
-    ts, te = _test_window(test_start, test_end)
+    names, (ts, te) = tuple(p.strip() for p in policies.split(",") if p.strip()), _test_window(test_start, test_end)
     dep, core, caps = _capacities(deployment, name, capacity_rpm, calibration, stored_calibrations, stored_policy)
     if dep is not None:  # the deployment's bounds and cold start, unless a flag says otherwise
         cold_start_min = dep.cold_start_min if cold_start_min is None else cold_start_min

@@ -10,10 +10,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
-from typing import TYPE_CHECKING, Optional, Sequence, TypeVar
-
-if TYPE_CHECKING:  # mix_trigger imports this module: the type only, for the checker
-    from warmup.core.mix_trigger import MixAsk
+from typing import Optional, Sequence, TypeVar
 
 V = TypeVar("V")
 
@@ -119,6 +116,16 @@ class ForecastInput:
 
 
 @dataclass(frozen=True, slots=True)
+class MixAsk:
+    """What the live context mix asks for now (``mix_trigger.decide_mix``): ``profile`` ("" =
+    nothing, the clock decides) and why."""
+
+    profile: str
+    why: str
+    share_now: Optional[float] = None
+
+
+@dataclass(frozen=True, slots=True)
 class TickInput:
     now: datetime
     instances: tuple[Instance, ...]
@@ -130,4 +137,4 @@ class TickInput:
     recent_errors: tuple[float, ...] = ()     # actual minus planned-quantile forecast at the buffer's short
     #                                           lead, req/min, oldest first (warmup/core/buffer.py)
     ready_by_profile: tuple[tuple[str, int], ...] = ()   # () : counted from the instances' profiles
-    mix: Optional["MixAsk"] = None            # what the live context mix asks for (None: not configured)
+    mix: Optional[MixAsk] = None            # what the live context mix asks for (None: not configured)

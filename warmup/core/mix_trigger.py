@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Optional, Sequence
 
-from warmup.core.inputs import as_utc
+from warmup.core.inputs import MixAsk, as_utc  # noqa: F401 - MixAsk is this module's answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,15 +31,6 @@ class MixTriggerConfig:
     def __post_init__(self) -> None:
         if not (0.0 < self.share <= 1.0) or self.sustain_min < 1 or self.long_tokens < 1:
             raise ValueError("mix trigger needs 0 < share <= 1, sustain_min >= 1 and long_tokens >= 1")
-
-
-@dataclass(frozen=True, slots=True)
-class MixAsk:
-    """What the mix asks for now: ``profile`` ("" = nothing, the clock decides) and why."""
-
-    profile: str
-    why: str
-    share_now: Optional[float] = None
 
 
 def count_above(buckets: Sequence[tuple[float, float]], tokens: float) -> tuple[float, float]:
