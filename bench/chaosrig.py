@@ -76,8 +76,7 @@ class Rig:
                     "WARMCAST_DEPLOYMENTS_FILE": str(self.tmp / "deployments.yaml"), "WARMCAST_API_TOKEN": TOKEN,
                     "WARMCAST_WORKERS_SIMULATE": "1", "WARMCAST_WORKERS_PLAN_EVERY_S": str(plan_every_s),
                     "WARMCAST_WORKERS_LEASE_S": str(lease_s), "WARMCAST_WORKERS_SCRAPE_EVERY_S": "2",
-                    "WARMCAST_WORKERS_WARMUP_EVERY_S": "2", "WARMCAST_WORKERS_FORECAST_EVERY_S": "10",
-                    "WARMCAST_WORKERS_INGEST_EVERY_S": "5", "WARMCAST_WORKERS_SWITCH_EVERY_S": "10",
+                    "WARMCAST_WORKERS_FORECAST_EVERY_S": "10", "WARMCAST_WORKERS_INGEST_EVERY_S": "5",
                     "WARMCAST_WORKERS_BEAT_LOOP_S": "0.25",
                     "WARMCAST_WORKERS_VISIBILITY_TIMEOUT_S": str(self.visibility_s)}
         self.procs: dict[str, subprocess.Popen] = {}

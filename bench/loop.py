@@ -10,8 +10,8 @@
    printout: KEDA's default polling interval (30 s) bounds how fast a
    queue-driven reactive scaler even notices the same crossing.
 2. CPU cost of the loop per deployment per minute for 1, 10 and 100 simulated
-   deployments (production intervals: scrape 10 s, warmup check 5 s, ingest,
-   forecast, plan and switch every minute): CPU seconds of the worker, beat and
+   deployments (production intervals: scrape 10 s, ingest, forecast and the one
+   tick every minute): CPU seconds of the worker, beat and
    redis-server processes over a measured window, divided by deployments and
    minutes; baseline in the same run: the same processes with 0 deployments.
 
@@ -180,10 +180,9 @@ def latency_run(tmp: Path, url: str, every_s: float, trials: int) -> list[float]
                     f"    profiles:\n      day: {{capacity_rpm: 300}}\n")
     prefix = f"bench-lat-{int(every_s * 10)}-{os.getpid()}"
     env = base_env(url, prefix, tmp, deps, {
-        "WARMCAST_WORKERS_SCRAPE_EVERY_S": str(every_s), "WARMCAST_WORKERS_WARMUP_EVERY_S": str(max(every_s, 5)),
+        "WARMCAST_WORKERS_SCRAPE_EVERY_S": str(every_s),   # the scrape's urgent warmup: no tick needed
         "WARMCAST_WORKERS_BEAT_LOOP_S": "0.25", "WARMCAST_WORKERS_PLAN_EVERY_S": "3600",
-        "WARMCAST_WORKERS_FORECAST_EVERY_S": "3600", "WARMCAST_WORKERS_INGEST_EVERY_S": "3600",
-        "WARMCAST_WORKERS_SWITCH_EVERY_S": "3600"})
+        "WARMCAST_WORKERS_FORECAST_EVERY_S": "3600", "WARMCAST_WORKERS_INGEST_EVERY_S": "3600"})
     ctx = ctx_for(env, simulate=False)
     # The stubs report no latency histogram; warm the P99 guard off so only the queue matters.
     ctx.state.put("policy-config", "lat", {"warmup": {"p99_stop_rise": 1000.0}})

@@ -62,7 +62,7 @@ class MixTriggerSpec(Strict):
 class Schedule(Strict):
     timezone: str = "UTC"
     windows: list[ScheduleWindow] = Field(default_factory=list)
-    mix_trigger: MixTriggerSpec | None = None  # live context mix, checked every switch step
+    mix_trigger: MixTriggerSpec | None = None  # live context mix, checked every tick
 
     @field_validator("timezone")
     @classmethod

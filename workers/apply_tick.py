@@ -63,7 +63,7 @@ def wake(ctx: Ctx, dep: str, d: dict[str, Any]) -> Optional[str]:
     if not ids:
         return None
     backend = _backend(ctx, dep)
-    if not hasattr(backend, "wake"):
+    if not _can_sleep(backend):
         return refused(ctx, dep, backend, f"wake {len(ids)}")
     n = backend.wake(ids)
     return f"woke {n} of {len(ids)} asleep instance(s)"
@@ -75,7 +75,7 @@ def asleep_target(ctx: Ctx, dep: str, d: dict[str, Any], woke: Optional[str]) ->
     the tier was asked for anything.  None: nothing to say."""
     target, asleep = int(d.get("asleep_target", 0)), int(d.get("asleep", 0))
     backend = _backend(ctx, dep)
-    if not hasattr(backend, "set_asleep"):
+    if not _can_sleep(backend):
         if woke is not None:
             return woke
         return refused(ctx, dep, backend, f"keep {target} asleep") if target or asleep else None
@@ -85,10 +85,16 @@ def asleep_target(ctx: Ctx, dep: str, d: dict[str, Any], woke: Optional[str]) ->
     return "; ".join(x for x in (woke, f"asleep {asleep} -> {now} (target {target})") if x)
 
 
+def _can_sleep(backend: Any) -> bool:
+    """A backend with sleep mode: it can wake and keep a target asleep (a simulated fleet only when the
+    deployment has an asleep tier)."""
+    return hasattr(backend, "set_asleep") and hasattr(backend, "wake") and getattr(backend, "wake_s", 0) is not None
+
+
 def refused(ctx: Ctx, dep: str, backend: Any, what: str) -> str:
     """Why the asleep tier cannot be applied on this backend (an instance's own answer where it has URLs)."""
-    kind = ctx.dep(dep).scaler.kind
-    why = f"the {kind} scaler has no sleep mode"
+    kind = "simulated fleet" if ctx.simulate else f"{ctx.dep(dep).scaler.kind} scaler"
+    why = f"the {kind} has no sleep mode"
     urls = getattr(backend, "urls", None)
     if urls is not None:
         why = _vllm_sleep_reason(urls()) or why

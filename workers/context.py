@@ -75,7 +75,7 @@ class Ctx:
         if name not in self._sims:
             d = self.dep(name)
             self._sims[name] = SimFleet(self.r, self.prefix, name, d.capacity_rpm, d.cold_start_min,
-                                        d.default_profile)
+                                        d.default_profile, d.sleep.wake_s if d.sleep is not None else None)
         return self._sims[name]
 
     def scaler(self, name: str) -> RecordingScaler:

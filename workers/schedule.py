@@ -4,7 +4,7 @@ Each periodic entry fans out: beat sends ``warmcast.fanout(kind)``, which sends 
 task per deployment carrying the schedule slot (``tick``) it belongs to, so a
 redelivered message is recognised as the same tick.  Every entry and every
 per-deployment task has ``expires``: a message that waited past its usefulness
-(a stale warmup check, a planning run from minutes ago) is dropped, not run late.
+(a stale scrape, a tick from minutes ago) is dropped, not run late.
 """
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 import redis
 
+from warmcast.errors import WarmcastError
 from warmup.sim.fleet import serve_step
 
 BASE_LATENCY_S = 0.8   # P99 of an uncongested instance
@@ -26,7 +27,8 @@ STEP_S = 10.0          # the fluid queue advances in steps of at most this
 
 class SimFleet:
     def __init__(self, client: redis.Redis, prefix: str, deployment: str, capacity_rpm: float,
-                 cold_start_min: float, profile: str = "day") -> None:
+                 cold_start_min: float, profile: str = "day", wake_s: float | None = None) -> None:
+        self.wake_s = wake_s   # the asleep tier's wake time (None: no sleep mode)
         self.r = client
         self.dep = deployment
         self.capacity_rpm = capacity_rpm
@@ -81,8 +83,18 @@ class SimFleet:
             raw = self.r.get(self.key)
         return json.loads(raw)
 
+    def _ready_at(self, i: dict[str, Any]) -> float:
+        """When an instance serves: one cold start after its launch, or its wake time once woken."""
+        return i.get("ready_at", i["launched_at"] + self.cold_start_s)
+
+    def _is_ready(self, i: dict[str, Any], t: float) -> bool:
+        return not i.get("asleep") and t >= self._ready_at(i)
+
     def _ready(self, st: dict[str, Any], t: float) -> int:
-        return sum(1 for i in st["instances"] if t >= i["launched_at"] + self.cold_start_s)
+        return sum(1 for i in st["instances"] if self._is_ready(i, t))
+
+    def _awake(self, st: dict[str, Any]) -> list[dict[str, Any]]:
+        return [i for i in st["instances"] if not i.get("asleep")]
 
     def _advance(self, st: dict[str, Any], now: float) -> None:
         t = float(st["updated"])
@@ -106,22 +118,53 @@ class SimFleet:
 
     # ------------------------------------------------------------ scaler interface
     def current(self) -> int:
-        return len(self._load()["instances"])
+        """Instances provisioned: asleep ones are not (the core counts them apart)."""
+        return len(self._awake(self._load()))
 
     def scale_to(self, n: int, reason: str = "", remove: tuple[str, ...] = ()) -> dict[str, Any]:
         def change(st, now):
-            before = len(st["instances"])
-            while len(st["instances"]) < n:
+            awake = self._awake(st)
+            before = len(awake)
+            for _ in range(n - before):
                 st["instances"].append(self._new(st["next_id"], now))
                 st["next_id"] += 1
-            if len(st["instances"]) > n:
+            if before > n:
                 order = {iid: k for k, iid in enumerate(remove)}
                 # the core's order first, then the newest booting ones
-                gone = sorted(st["instances"], key=lambda i: (order.get(i["id"], len(order)), -i["launched_at"]))
+                gone = sorted(awake, key=lambda i: (order.get(i["id"], len(order)), -i["launched_at"]))
                 drop = {i["id"] for i in gone[:before - n]}
                 st["instances"] = [i for i in st["instances"] if i["id"] not in drop]
-            return {"before": before, "after": len(st["instances"])}
+            return {"before": before, "after": len(self._awake(st))}
         return self._mutate(change)
+
+    # ------------------------------------------------------------ the asleep tier (sleep mode)
+    def wake(self, ids: list[str]) -> int:
+        """Wake the named asleep instances: each serves ``wake_s`` from now (not before its own boot ends)."""
+        def up(st, now):
+            n = 0
+            for i in st["instances"]:
+                if i["id"] in ids and i.get("asleep"):
+                    i["asleep"] = False
+                    i["ready_at"] = max(now + float(self.wake_s or 0.0), i["launched_at"] + self.cold_start_s)
+                    n += 1
+            return n
+        return self._mutate(up)
+
+    def set_asleep(self, target: int) -> int:
+        """Keep ``target`` instances asleep: launch the missing ones (they boot, then sleep), remove the
+        surplus (newest first); returns how many are asleep after."""
+        if self.wake_s is None:
+            raise WarmcastError(f"simulated fleet {self.dep}: no sleep mode (the deployment has no sleep: key)")
+
+        def keep(st, now):
+            asleep = sorted((i for i in st["instances"] if i.get("asleep")), key=lambda i: -i["launched_at"])
+            for _ in range(target - len(asleep)):
+                st["instances"].append({**self._new(st["next_id"], now), "asleep": True})
+                st["next_id"] += 1
+            drop = {i["id"] for i in asleep[:max(0, len(asleep) - target)]}
+            st["instances"] = [i for i in st["instances"] if i["id"] not in drop]
+            return sum(1 for i in st["instances"] if i.get("asleep"))
+        return self._mutate(keep)
 
     def warm(self, instance_ids: list[str], requests: int) -> int:
         """Mark instances warmed; returns how many it touched (the simulated 'requests at the instance')."""
@@ -171,7 +214,7 @@ class SimFleet:
         t = time.time() if now is None else now
         out: dict[str, int] = {}
         for i in self._load()["instances"]:
-            if t >= i["launched_at"] + self.cold_start_s:
+            if self._is_ready(i, t):
                 out[i["profile"]] = out.get(i["profile"], 0) + 1
         return out
 
@@ -187,9 +230,11 @@ class SimFleet:
             per_ready = last_rpm / ready if ready else 0.0
             insts = []
             for i in st["instances"]:
-                is_ready = now >= i["launched_at"] + self.cold_start_s
-                if not is_ready:
-                    state = "booting"
+                is_ready = self._is_ready(i, now)
+                if i.get("asleep"):
+                    state = "asleep"
+                elif not is_ready:
+                    state = "waking" if "ready_at" in i else "booting"
                 elif per_ready <= 0:
                     state = "ready_idle"
                 elif per_ready >= self.capacity_rpm or q > 0.5:
@@ -202,6 +247,6 @@ class SimFleet:
             return {"ts": now, "source": "simulated", "queue_depth": q, "observed_rpm": last_rpm,
                     "observed_minute": minute - 1,  # observed_rpm is that whole minute's count
                     "p99_s": (BASE_LATENCY_S + wait) if math.isfinite(wait) else None,
-                    "running": None, "instances": insts, "ready": ready, "provisioned": len(insts),
+                    "running": None, "instances": insts, "ready": ready, "provisioned": len(self._awake(st)),
                     "warmups": st["warmups"], "errors": {}}
         return self._mutate(read, now)

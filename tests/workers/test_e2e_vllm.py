@@ -146,7 +146,7 @@ def test_vllm_end_to_end_prescale_and_warmup(make_loop, tmp_path):
     loop = make_loop(deployments=vllm_deployments(port, 300, "    cold_start_min: 5\n"),
                      env={"WARMCAST_WORKERS_SIMULATE": "0", "WARMCAST_WORKERS_FORECAST_EVERY_S": "3600",
                           "WARMCAST_WORKERS_INGEST_EVERY_S": "3600", "WARMCAST_WORKERS_PLAN_EVERY_S": "3",
-                          "WARMCAST_WORKERS_SCRAPE_EVERY_S": "1", "WARMCAST_WORKERS_WARMUP_EVERY_S": "1"})
+                          "WARMCAST_WORKERS_SCRAPE_EVERY_S": "1"})
     ctx = ctx_for(loop)
     ctx.options = ctx.options.model_copy(update={"simulate": False})
     # The core stops warmups while P99 rises; a queue building on one server raises it, and this test

@@ -1,4 +1,4 @@
-"""The switch step with a live context-mix trigger (simulated fleet, real Redis): a sustained long share
+"""The one tick with a live context-mix trigger (simulated fleet, real Redis): a sustained long share
 stored per minute starts the switch, a manual request still wins, a short spike does nothing."""
 from __future__ import annotations
 

@@ -152,7 +152,7 @@ def _totals(ctx) -> dict[str, int]:
 
 def test_two_beats_fire_each_periodic_task_once(make_loop):
     """Fan-outs counted over a window: two beats both firing would double every count."""
-    every = {"scrape": 1.0, "warmup": 1.0, "plan": 2.0, "forecast": 2.0, "ingest": 2.0, "switch": 2.0}
+    every = {"scrape": 1.0, "plan": 2.0, "forecast": 2.0, "ingest": 2.0}
     loop = make_loop()
     ctx = ctx_for(loop)
     seed_deployment(ctx, "simdep", mean_rpm=80)

@@ -104,3 +104,32 @@ def test_a_clock_going_backwards_is_refused_before_anything_is_decided(ctx):
     with pytest.raises(InputError, match="clock went backwards"):
         tick.step(ctx, "simdep", tick="T2", run_id="b", now=now - timedelta(minutes=5))
     assert ctx.state.get("plan-journal", "simdep") == journal
+
+
+SIM_SLEEPY = SLEEPY.replace("    scaler: {kind: dryrun}\n", "")
+
+
+def test_the_simulated_fleet_keeps_an_asleep_tier_and_wakes_it_through_the_tick(tmp_path, redis_client, key_prefix,
+                                                                                redis_server_url):
+    deps = tmp_path / "sim.yaml"
+    deps.write_text(SIM_SLEEPY)
+    settings = load_settings(redis_url=redis_server_url, key_prefix=key_prefix, deployments_file=deps,
+                             state_dir=tmp_path / "state")
+    c = Ctx(settings, WorkerOptions(simulate=True), redis_client)
+    seed_deployment(c, "sleepy", mean_rpm=80)
+    sim = c.sim("sleepy")
+    import pandas as pd
+
+    now_min = int(time.time() // 60)
+    sim.load_traffic(pd.Series(250.0, index=pd.to_datetime([(now_min + k) * 60 for k in range(-2, 3)], unit="s")))
+    sim.reset(1)
+    assert sim.set_asleep(2) == 2 and sim.current() == 1     # asleep instances are not provisioned
+    states = sorted(i["state"] for i in sim.signals()["instances"])
+    assert states.count("asleep") == 2
+    out = tick.step(c, "sleepy", tick="T1", run_id="a")       # 250 req/min needs 3: wakes 2, launches none
+    d = c.state.get("plan-journal", "sleepy")["decision"]
+    assert out.desired == 3 and len(d["wake"]) == 2, (out, d)
+    states = sorted(i["state"] for i in sim.signals()["instances"])
+    assert states.count("waking") == 2 and "asleep" not in states and sim.current() == 3, states
+    row = c.state.audit_log("sleepy", kind="sleep")[0]
+    assert row["applied"] and "woke 2 of 2" in row["outcome"], row

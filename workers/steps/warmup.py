@@ -53,6 +53,6 @@ def step(ctx: Ctx, deployment: str, *, signals_doc: dict[str, Any] | None = None
 
 
 def urgent(ctx: Ctx, deployment: str, signals_doc: dict[str, Any]) -> bool:
-    """A queue over the lowest tier: the scrape acts on it now, not at the next warmup check."""
+    """A queue over the lowest tier: the scrape acts on it now, not at the next tick."""
     tiers = ctx.cfg(deployment).warmup.tiers
     return bool(tiers) and (signals_doc.get("queue_depth") or 0) > tiers[0].min_queue_depth

@@ -1,5 +1,5 @@
-"""One warmup run (started by the warmup step as its own task): send the requests to the
-instances, stop early when the warmup step says so, then audit what was sent."""
+"""One warmup run (started by the tick or the scrape's urgent warmup as its own task): send the requests to the
+instances, stop early when a tick says so, then audit what was sent."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
