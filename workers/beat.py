@@ -7,6 +7,11 @@ lost connection as a pause: it retries every half second, and when Redis is back
 it carries on if it still owns the lock, re-acquires it if the lock is gone, or
 stands by if another beat took over meanwhile.  A tick that falls due while
 Redis is down is missed (there is nowhere to send it); the next one fires.
+
+A Redis that comes back *empty* (restarted without persistence, a failover to an empty
+replica, a flush) has lost the schedule itself: stock RedBeat then finds nothing due, sends
+nothing and says nothing, forever.  Each tick checks that the schedule is there and re-creates
+it from the app's configuration when it is not (issue 31).
 """
 from __future__ import annotations
 
@@ -32,10 +37,24 @@ class WarmcastScheduler(RedBeatScheduler):
                         log.info("beat: another beat holds the schedule lock; standing by")
                         return self.max_interval
                     log.warning("beat: schedule lock re-acquired after losing it")
+            self._ensure_schedule()
             return super().tick(min=min, **kwargs)
         except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
             log.warning("beat: Redis unreachable (%s); retrying in %.1f s", err, RETRY_S)
             return RETRY_S
+
+    def _ensure_schedule(self) -> None:
+        """Re-create the static schedule when Redis lost it (its sorted set of due times is gone)."""
+        conf = self.app.redbeat_conf
+        if not conf.schedule or self.lock_key and (self.lock is None or not self.lock.owned()):
+            return
+        from redbeat.schedulers import get_redis
+
+        if get_redis(self.app).exists(conf.schedule_key):
+            return
+        self.setup_schedule()
+        log.warning("beat: the schedule was missing from Redis (restarted empty or flushed); re-created %d "
+                    "entries", len(conf.schedule))
 
     def close(self):
         try:

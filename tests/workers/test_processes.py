@@ -304,3 +304,37 @@ def test_whatif_backtest_job_through_a_real_worker(make_loop):
         "cold_start_min": 5.0})
     with pytest.raises(Exception, match="policies"):
         AsyncResult(bad.id, app=app).get(timeout=60)
+
+
+def test_redis_restarted_empty_the_loop_recreates_its_schedule_and_state(make_loop, tmp_path):
+    """Issue 31 finding 1: a Redis that comes back with nothing in it (no persistence, a failover to an
+    empty replica, a flush).  Beat re-creates its schedule, the tick runs again and audits the lost state."""
+    port = free_port()
+    first, second = tmp_path / "r1", tmp_path / "r2"
+    first.mkdir()
+    second.mkdir()
+    server = _redis_server(port, first)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        wait_for(lambda: _ping(url), 10, "own redis-server")
+        loop = make_loop(redis_url=url)
+        ctx = ctx_for(loop)
+        seed_deployment(ctx, "simdep", mean_rpm=80)
+        loop.worker()
+        loop.beat()
+        wait_for(lambda: len(_plan_audits(ctx, "simdep")) >= 2, 60, "plan ticks", loop)
+        server.kill()                       # gone, and back empty: a new data directory
+        server.wait(timeout=10)
+        server = _redis_server(port, second)
+        wait_for(lambda: _ping(url), 10, "redis to come back empty")
+        seed_deployment(ctx, "simdep", mean_rpm=80)   # the fleet's own state (the simulated fleet lives in Redis)
+        wait_for(lambda: _plan_audits(ctx, "simdep"), 60, "a tick after the empty restart", loop)
+        assert ctx.r.exists(f"{ctx.prefix}:redbeat::schedule"), loop.logs()
+        assert "schedule was missing from Redis" in loop.logs()
+        lost = ctx.state.audit_log("simdep", kind="state")
+        assert lost and lost[0]["decision"] == "policy state lost", lost
+        assert all(p.poll() is None for p in loop.procs), loop.logs()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
