@@ -253,6 +253,7 @@ def post_observations(body: ObservationsIn, deployment: str, ctx: Ctx) -> Observ
         dup = frame.index[frame.index.duplicated()][0].strftime(TS)
         raise FieldError(("body", "observations", "time"), f"minute {dup} appears more than once")
     frame = frame.dropna(axis=1, how="all").sort_index()
+    _ended_minutes_only(frame.index)
     try:
         written = ctx.store.upsert_frame(dep, frame)
     except TimeWindowError as err:  # the store's time window, named as the body field it came from
@@ -262,13 +263,27 @@ def post_observations(body: ObservationsIn, deployment: str, ctx: Ctx) -> Observ
                            last=frame.index[-1].strftime(TS))
 
 
+SKEW_S = 30.0  # a pushing host's clock may run this far ahead of ours
+
+
+def _ended_minutes_only(times: pd.DatetimeIndex) -> None:
+    """Observations are for minutes that have ended: a minute still running, or one ahead of now, would
+    move the live forecast's origin into the future (issue 31 finding 2).  Nothing is stored if one is."""
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None)
+    last = times.max()
+    if last + pd.Timedelta(minutes=1) > now + pd.Timedelta(seconds=SKEW_S):
+        raise FieldError(("body", "observations", "time"),
+                         f"minute {last.strftime(TS)} has not ended yet (now {now.strftime(TS)} UTC, {SKEW_S:g} s "
+                         "clock-skew allowance): observations are accepted for ended minutes only; nothing was stored")
+
+
 def _writable_deployment(ctx: ApiContext, name: str) -> str:
     """Observations go to configured deployments or ones that already have load; never create others."""
     return check_known(name, ctx)
 
 
 @write.post("/deployments/{deployment}/profile", response_model=ActionOut, responses=WRITE_ERR,
-            summary="Request a manual profile switch (applied by the next switch tick)")
+            summary="Request a manual profile switch (applied by the next tick)")
 def post_profile(body: ProfileIn, dep: ConfDep, ctx: Ctx) -> ActionOut:
     if body.profile not in dep.profiles:
         raise FieldError(("body", "profile"), f"{body.profile!r} is not one of {sorted(dep.profiles)}")

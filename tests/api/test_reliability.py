@@ -197,3 +197,27 @@ def test_forecast_route_parses_its_own_query_and_names_the_bad_field(settings, s
     assert reply.json()["detail"][0]["loc"] == ["query", field]
     params = app.openapi()["paths"]["/v1/deployments/{deployment}/forecast"]["get"]["parameters"]
     assert {p["name"] for p in params} == {"deployment", "horizon", "quantiles"}
+
+
+def test_round2_finding2_an_observation_for_a_minute_not_ended_is_refused_and_nothing_stored(settings, store):
+    """Issue 31 finding 2: one observation at now + 2 h moved the live forecast's origin 2 h ahead."""
+    app = _app(settings)
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None).floor("min")
+    past = [{"time": (now - pd.Timedelta(minutes=k)).strftime("%Y-%m-%d %H:%M:%S"), "requests": 100.0}
+            for k in (3, 2)]
+    ahead = {"time": (now + pd.Timedelta(hours=2)).strftime("%Y-%m-%d %H:%M:%S"), "requests": 72.0}
+    # the next minute: it ends 60-120 s from now, beyond the 30 s clock-skew allowance
+    running = {"time": (now + pd.Timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M:%S"), "requests": 5.0}
+
+    async def push(rows):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            return await client.post("/v1/deployments/demo/observations", json={"observations": rows}, headers=AUTH)
+
+    for bad in (ahead, running):
+        r = asyncio.run(push(past + [bad]))
+        assert r.status_code == 422 and "has not ended yet" in r.text and "nothing was stored" in r.text, r.text
+    with pytest.raises(Exception):   # nothing of either push was stored
+        store.series("demo", start=now - pd.Timedelta(minutes=5))
+    ok = asyncio.run(push(past))
+    assert ok.status_code == 200 and ok.json()["written"] == 2, ok.text
