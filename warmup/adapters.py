@@ -57,6 +57,7 @@ def core_config_from_values(values: Mapping[str, Any], tz: Optional[tzinfo] = No
         trigger="schedule",
         windows=windows,
         tz=tz,
+        max_replicas=sc.max_replicas,
         **dict(switch or {}),
     )
     return CoreConfig(scaling=sc, warmup=warmup or WarmupConfig(), switch=sw, dry_run=dry_run)

@@ -158,6 +158,7 @@ class SwitchConfig:
     max_prewarm_wait_min: float = 30.0   # after the window starts, wait at most this for ready targets
     settle_min: float = 15.0             # the P99 breaker keeps watching this long after the move
     lead_source: str = ""                # where prewarm_min came from (the measured cold start), for reasons
+    max_replicas: Optional[int] = None   # the deployment's bound: both profiles together never ask for more
 
     def __post_init__(self) -> None:
         if self.trigger not in ("schedule", "context_mix"):

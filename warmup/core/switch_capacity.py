@@ -45,22 +45,35 @@ def ready_by_profile(instances: tuple[Instance, ...], active: str) -> dict[str, 
 
 def split(cfg: SwitchConfig, st: SwitchState, need_rpm: Optional[float], ready: Mapping[str, int],
           fallback_cap: float = 1.0) -> Replicas:
-    """Replicas per profile for ``st``'s phase (empty outside a switch): old first, target second."""
+    """Replicas per profile for ``st``'s phase (empty outside a switch): old first, target second,
+    both together within ``cfg.max_replicas``."""
     old, new = st.active_profile, st.target_profile
     if st.phase in (SwitchPhase.STEADY, SwitchPhase.PAUSED) or not new or need_rpm is None:
         return ()
     ca, ct = cfg.capacity_of(old, fallback_cap), cfg.capacity_of(new, fallback_cap)
     target = whole(need_rpm, ct)
     if st.phase is SwitchPhase.PREWARM:       # the old side untouched; the target's whole need boots
-        return (old, whole(need_rpm, ca)), (new, target)
+        return within_max(cfg, (old, whole(need_rpm, ca)), (new, target))
     left = keep(need_rpm, ready.get(new, 0), ct, ca)
     if st.phase is SwitchPhase.CANARY:        # the old side gives up the canary share, if covered
         canary = max(0, int(math.ceil((1.0 - cfg.canary_share) * need_rpm / ca - 1e-9)))
-        return (old, max(canary, left)), (new, target)
+        return within_max(cfg, (old, max(canary, left)), (new, target))
     if st.phase in (SwitchPhase.MOVE, SwitchPhase.SETTLE):
-        return (old, left), (new, target)
+        return within_max(cfg, (old, left), (new, target))
     back = keep(need_rpm, ready.get(old, 0), ca, ct)   # ROLLBACK: the old side first
-    return (old, whole(need_rpm, ca)), (new, back)
+    return within_max(cfg, (old, whole(need_rpm, ca)), (new, back))
+
+
+def within_max(cfg: SwitchConfig, first: tuple[str, int], second: tuple[str, int]) -> Replicas:
+    """The two sides within the deployment's ``max_replicas``: the side that serves now (``first``)
+    keeps its count up to the bound, the other gets the headroom left (issue 31: a switch provisioned
+    12 instances against a max of 9).  The switch then moves as fast as that headroom allows: each
+    replica of the arriving side that becomes ready lets the leaving side shrink."""
+    cap = cfg.max_replicas
+    if cap is None or first[1] + second[1] <= cap:
+        return first, second
+    kept = min(first[1], cap)
+    return (first[0], kept), (second[0], max(0, cap - kept))
 
 
 ROLLING = (SwitchPhase.CANARY, SwitchPhase.MOVE, SwitchPhase.ROLLBACK)

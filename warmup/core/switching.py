@@ -371,7 +371,10 @@ def replicas_of(cfg: SwitchConfig, before: SwitchState, after: SwitchState, need
     need = need_rpm if need_rpm is not None else before.need_rpm
     stays = after.active_profile
     gone = before.target_profile if stays == before.active_profile else before.active_profile
-    return ((gone, 0), (stays, whole(need, cfg.capacity_of(stays, 1.0)))) if need is not None else ((gone, 0),)
+    if need is None:
+        return ((gone, 0),)
+    n = whole(need, cfg.capacity_of(stays, 1.0))
+    return (gone, 0), (stays, n if cfg.max_replicas is None else min(n, cfg.max_replicas))
 
 
 def decide_switch(cfg: SwitchConfig, now: datetime, instances: tuple[Instance, ...], p99_s: Optional[float],
