@@ -81,3 +81,12 @@ def test_missing_or_broken_yaml_files_are_named(tmp_path):
         load_catalogue(broken)
     with pytest.raises(InputError, match="GPU catalogue .*nope.yaml does not exist"):
         load_catalogue(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("text", [".inf", ".nan", "-.inf"])
+def test_round2_a_capacity_that_is_not_a_finite_number_is_refused_naming_the_key(text):
+    """Issue 31: ``capacity_rpm: .inf`` passed ``gt=0`` and reached /v1/keda as ``Infinity`` (not JSON)."""
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["deployments"][1]["profiles"]["day"]["capacity_rpm"] = yaml.safe_load(text)   # YAML's own float
+    with pytest.raises(InputError, match=r"deployment local-demo: profiles\.day\.capacity_rpm.*finite"):
+        parse_deployments(raw)
