@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.deps import ApiContext, get_ctx, known_deployment, require_read, require_write
 from api.errors import FieldError
@@ -38,6 +38,15 @@ class AlertIn(BaseModel):
     startsAt: datetime
     endsAt: datetime | None = None
     fingerprint: str = Field("", max_length=64)
+
+    @field_validator("startsAt")
+    @classmethod
+    def _starts_after_1971(cls, v: datetime) -> datetime:
+        """An alert that started before 1971 is no alert of a running fleet (one crashed the report: issue
+        31); Alertmanager's zero time belongs in ``endsAt`` of a firing alert, never in ``startsAt``."""
+        if (v if v.tzinfo else v.replace(tzinfo=timezone.utc)) < datetime(1971, 1, 1, tzinfo=timezone.utc):
+            raise ValueError(f"startsAt {v.isoformat()} is before 1971")
+        return v
 
 
 class AlertmanagerIn(BaseModel):
@@ -90,6 +99,9 @@ def notes_of(body: AlertmanagerIn, ctx: ApiContext) -> list[dict[str, Any]]:
         if not dep:
             raise FieldError(("body", "alerts", str(i), "labels"), "needs a deployment label (warmcast alerts "
                                                                     "rules sets one on every rule)")
+        if not a.labels.get("tier"):  # a forged or hand-made alert must not run the primary tier by default
+            raise FieldError(("body", "alerts", str(i), "labels"), "needs a tier label (primary, medium or severe; "
+                                                                    "warmcast alerts rules sets one on every rule)")
         try:
             Tier.parse(a.labels.get("tier"))
         except ValueError as err:

@@ -73,7 +73,7 @@ def test_bad_payloads_are_refused_naming_the_problem_and_nothing_is_recorded(cli
     bad_tier = {**FIRING, "alerts": [{**FIRING["alerts"][0], "labels": {"deployment": "demo", "tier": "critical"}}]}
     r = client.post("/v1/alerts", json=bad_tier, headers=AUTH)
     assert r.status_code == 422 and "tier label 'critical'" in r.text
-    unknown = {**FIRING, "alerts": [{**FIRING["alerts"][0], "labels": {"deployment": "nope"}}]}
+    unknown = {**FIRING, "alerts": [{**FIRING["alerts"][0], "labels": {"deployment": "nope", "tier": "primary"}}]}
     r = client.post("/v1/alerts", json=unknown, headers=AUTH)
     assert r.status_code == 404 and "'nope' is not configured" in r.text
     r = client.post("/v1/alerts", json={**FIRING, "alerts": []}, headers=AUTH)
@@ -111,3 +111,18 @@ def test_dashboard_shows_the_alert_timeline_beside_load_and_replicas(client, see
     got = [(e["category"], e["decision"]) for e in body["events"] if e["category"] == "alert"]
     assert got == [("alert", "firing primary: report, adjust"), ("alert", "medium standby"),
                    ("alert", "resolved medium: episode closed")]
+
+
+def test_round2_an_alert_without_a_tier_label_or_starting_before_1971_is_refused(client, redis_client, key_prefix):
+    """Issue 31: a forged alert with a valid token but no tier label ran the primary tier; a startsAt
+    before 1971 crashed the report.  Both are 422 naming the field, and nothing is recorded or queued."""
+    no_tier = json.loads(json.dumps(FIRING))
+    del no_tier["alerts"][0]["labels"]["tier"]
+    r = client.post("/v1/alerts", json=no_tier, headers=AUTH)
+    assert r.status_code == 422 and "needs a tier label" in r.text, r.text
+    old = json.loads(json.dumps(FIRING))
+    old["alerts"][1]["startsAt"] = "1960-01-01T00:00:00Z"
+    r = client.post("/v1/alerts", json=old, headers=AUTH)
+    assert r.status_code == 422 and "before 1971" in r.text, r.text
+    assert _queued(redis_client, key_prefix) == []
+    assert client.post("/v1/alerts", json=FIRING, headers=AUTH).status_code == 202   # the real one still goes
