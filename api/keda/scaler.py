@@ -60,7 +60,8 @@ class Query:
         # no lead given: the workers' planner's lead, resolved as it resolves it (service.plan_lead)
         self.lead = int(_float(meta, "lead", 0.0, 0, 29)) if meta.get("lead") not in (None, "") else None
         self.utilisation = _float(meta, "utilisation", 1.0, 0.01, 1.0)
-        self.interval = _float(meta, "streamIntervalSeconds", 15.0, 0.05, 3600)
+        # at least 1 s: at 0.05 s one ScaledObject kept a core busy (issue 31); KEDA polls every 30 s by default
+        self.interval = _float(meta, "streamIntervalSeconds", 15.0, 1.0, 3600)
 
     def values(self, ctx: ApiContext) -> dict[str, Any]:
         return service.autoscaler_values(ctx, self.dep, self.quantile, self.lead, self.utilisation)

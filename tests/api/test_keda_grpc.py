@@ -133,10 +133,13 @@ def test_external_scaler_errors(generated, scaler):
         {"rpc": "GetMetrics", "name": "nope"},
         {"rpc": "GetMetricSpec", "name": "demo", "meta": {"metric": "gpuTemperature"}},
         {"rpc": "IsActive", "name": "demo", "meta": {"quantile": "2"}},
+        # issue 31: a 0.05 s stream interval let one ScaledObject keep a core busy
+        {"rpc": "IsActive", "name": "demo", "meta": {"streamIntervalSeconds": "0.05"}},
     ])
     assert out[0]["code"] == "NOT_FOUND"
     assert out[1]["code"] == "INVALID_ARGUMENT" and "metric" in out[1]["detail"]
     assert out[2]["code"] == "INVALID_ARGUMENT" and "quantile" in out[2]["detail"]
+    assert out[3]["code"] == "INVALID_ARGUMENT" and "streamIntervalSeconds: 0.05 is outside [1.0" in out[3]["detail"]
 
 
 def test_stream_is_active_sends_changes(settings, seeded, state):
@@ -151,7 +154,7 @@ def test_stream_is_active_sends_changes(settings, seeded, state):
     handle = serve(build_context(settings), "127.0.0.1:0")
     try:
         stub = rpc.ExternalScalerStub(grpc.insecure_channel(f"127.0.0.1:{handle.port}"))
-        stream = stub.StreamIsActive(pb.ScaledObjectRef(name="demo", scalerMetadata={"streamIntervalSeconds": "0.1"}),
+        stream = stub.StreamIsActive(pb.ScaledObjectRef(name="demo", scalerMetadata={"streamIntervalSeconds": "1"}),
                                      timeout=30)
         assert next(stream).result is True
         state.put("plan", "demo", {"desired": 0})
@@ -174,7 +177,7 @@ def test_finding6_open_streams_do_not_starve_unary_calls(settings, seeded):
     channel = grpc.insecure_channel(f"127.0.0.1:{handle.port}")
     try:
         stub = rpc.ExternalScalerStub(channel)
-        ref = pb.ScaledObjectRef(name="demo", scalerMetadata={"streamIntervalSeconds": "0.2"})
+        ref = pb.ScaledObjectRef(name="demo", scalerMetadata={"streamIntervalSeconds": "1"})
         streams = [stub.StreamIsActive(ref, timeout=120) for _ in range(12)]
         assert all(next(s).result is True for s in streams)  # all twelve open and answered
         assert stub.IsActive(ref, timeout=20).result is True
