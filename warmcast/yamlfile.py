@@ -16,6 +16,8 @@ def read_yaml(path: str | Path, missing: str, error: type[WarmcastError] = Input
     if not p.is_file():
         raise error(missing)
     try:
-        return yaml.safe_load(p.read_text())
+        return yaml.safe_load(p.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError as err:  # a binary file, or text in another encoding
+        raise error(f"{p}: not a UTF-8 text file (byte {err.start}: {err.reason}); save the YAML as UTF-8") from None
     except yaml.YAMLError as err:
         raise error(f"{p}: not valid YAML: {err}") from None

@@ -81,6 +81,12 @@ def test_missing_or_broken_yaml_files_are_named(tmp_path):
         load_catalogue(broken)
     with pytest.raises(InputError, match="GPU catalogue .*nope.yaml does not exist"):
         load_catalogue(tmp_path / "nope.yaml")
+    binary = tmp_path / "binary.yaml"     # issue 31: a binary file was a UnicodeDecodeError traceback
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x9f\xff" + bytes(range(256)))
+    with pytest.raises(InputError, match=r"binary\.yaml: not a UTF-8 text file"):
+        load_deployments(binary)
+    with pytest.raises(SettingsError, match=r"binary\.yaml: not a UTF-8 text file"):
+        load_settings(binary)
 
 
 @pytest.mark.parametrize("text", [".inf", ".nan", "-.inf"])
