@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -261,6 +261,7 @@ def worker(concurrency: int = typer.Option(4, "--concurrency", min=1, max=64),
     """Run one Celery worker of the loop (same as celery -A workers.app worker ...)."""
     if config:
         os.environ["WARMCAST_CONFIG"] = str(config)
+    _check_config(config)
     os.execv(sys.executable, worker_cmd(concurrency))
 
 
@@ -270,7 +271,20 @@ def beat(config: Optional[Path] = ConfigOpt) -> None:
 
     if config:
         os.environ["WARMCAST_CONFIG"] = str(config)
-    os.execv(sys.executable, beat_cmd(Path(load_settings(config).state_dir)))
+    settings = _check_config(config)
+    os.execv(sys.executable, beat_cmd(Path(settings.state_dir)))
+
+
+def _check_config(config: Optional[Path]) -> Any:
+    """The settings, with the deployments file read as the loop will read it: a worker or beat must not
+    start on a file it cannot use (issue 31: both started, then every task failed).  The error names the
+    problem (exit 2) and nothing is started."""
+    from warmcast.runtime import load_fleet
+    from warmcast.settings import load_settings
+
+    settings = load_settings(config)
+    load_fleet(settings)
+    return settings
 
 
 def register(app: typer.Typer, backtest: typer.Typer) -> None:

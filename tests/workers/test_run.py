@@ -120,3 +120,16 @@ def test_run_children_end_with_it(tmp_path, redis_server_url, key_prefix, how):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
         p.wait()
+
+
+@pytest.mark.parametrize("command", ["worker", "beat"])
+def test_round2_worker_and_beat_refuse_an_invalid_deployments_file(tmp_path, redis_server_url, key_prefix, command):
+    """Issue 31: both started on a deployments file they could not use, then failed every task."""
+    bad = tmp_path / "deployments.yaml"
+    bad.write_text("deployments:\n  - name: x\n    max_replicas: -3\n")
+    env = {**os.environ, "WARMCAST_DEPLOYMENTS_FILE": str(bad), "WARMCAST_REDIS_URL": redis_server_url,
+           "WARMCAST_KEY_PREFIX": key_prefix, "WARMCAST_STATE_DIR": str(tmp_path / "state")}
+    res = subprocess.run([sys.executable, "-m", "warmcast.cli", command], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 2 and "deployment x: max_replicas" in res.stderr, (res.returncode, res.stderr[-500:])
+    assert "celery" not in res.stdout.lower()   # nothing was started
