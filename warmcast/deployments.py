@@ -151,6 +151,9 @@ class Deployment(Strict):
     def _name(cls, v: str) -> str:
         if not NAME_RE.fullmatch(v):
             raise ValueError(f"must be {NAME_RULE}")
+        if v.endswith((".hot", ".cold")):  # `warmcast pools ingest` stores DEPLOYMENT.hot/.cold: never a deployment
+            raise ValueError(f"{v!r} ends in .hot or .cold, which name a deployment's pool series "
+                             "(`warmcast pools ingest` writes them); choose another name")
         return v
 
     @model_validator(mode="after")

@@ -96,3 +96,11 @@ def test_round2_a_capacity_that_is_not_a_finite_number_is_refused_naming_the_key
     raw["deployments"][1]["profiles"]["day"]["capacity_rpm"] = yaml.safe_load(text)   # YAML's own float
     with pytest.raises(InputError, match=r"deployment local-demo: profiles\.day\.capacity_rpm.*finite"):
         parse_deployments(raw)
+
+
+def test_round2_a_deployment_named_like_a_pool_series_is_refused():
+    """Issue 31: ``D.hot`` was a valid deployment name that `pools ingest -d D` overwrote."""
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["deployments"][1]["name"] = "chat-llama.hot"
+    with pytest.raises(InputError, match=r"'chat-llama.hot' ends in .hot or .cold"):
+        parse_deployments(raw)
