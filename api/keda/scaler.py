@@ -26,7 +26,7 @@ from api import service
 from api.deps import ApiContext
 from api.keda.vendor import externalscaler_pb2 as pb
 from api.keda.vendor import externalscaler_pb2_grpc as pb_grpc
-from warmcast.errors import InputError, NotFoundError
+from warmcast.errors import InputError, NotFoundError, WarmcastError
 
 METRICS = ("desiredReplicas", "forecastDemandRpm")
 
@@ -44,11 +44,37 @@ def _float(meta: dict[str, str], key: str, default: float, lo: float, hi: float)
     return v
 
 
+class Unauthenticated(WarmcastError):
+    """No token where the API requires one for reads."""
+
+
+class Forbidden(WarmcastError):
+    """A token that is not valid for reads."""
+
+
+def check_token(ctx: ApiContext, meta: dict[str, str]) -> None:
+    """With ``api_read_token`` set, the scaler answers only a ScaledObject that brings it (or the write
+    token) as ``token`` in its metadata, which KEDA fills from a TriggerAuthentication's secret (issue 31:
+    the gRPC port served everyone while the HTTP routes asked for the token)."""
+    from api.deps import _matches
+
+    want = ctx.settings.api_read_token
+    if not want:
+        return
+    token = meta.get("token")
+    if not token:
+        raise Unauthenticated("scalerMetadata.token is missing: this API requires its read token "
+                              "(a TriggerAuthentication with secretTargetRef parameter: token)")
+    if not _matches(token, want, ctx.settings.api_token):
+        raise Forbidden("scalerMetadata.token is not valid for reads")
+
+
 class Query:
     """What one ScaledObject asks for, parsed and checked from its metadata."""
 
     def __init__(self, ctx: ApiContext, ref: pb.ScaledObjectRef) -> None:
         meta = dict(ref.scalerMetadata)
+        check_token(ctx, meta)
         name = meta.get("deployment") or ref.name
         self.dep = ctx.configured(name)
         if self.dep is None:
@@ -96,6 +122,10 @@ class WarmcastScaler(pb_grpc.ExternalScalerServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
         except InputError as err:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        except Unauthenticated as err:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(err))
+        except Forbidden as err:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(err))
 
     async def _value(self, q: Query, context: grpc.aio.ServicerContext) -> float:
         try:

@@ -227,3 +227,23 @@ def test_finding2_grpc_scaler_lives_as_long_as_the_process(generated, settings, 
         assert sigterm_stop_seconds(proc, 15) < 8
     finally:
         kill_if_alive(proc)
+
+
+def test_round2_with_a_read_token_the_scaler_answers_only_a_scaledobject_that_brings_it(generated, settings,
+                                                                                       seeded):
+    """Issue 31: the gRPC scaler served everyone while the HTTP routes required the read token."""
+    from api.deps import build_context
+    from api.keda.scaler import serve
+
+    handle = serve(build_context(settings.model_copy(update={"api_read_token": "reader"})), "127.0.0.1:0")
+    try:
+        out = _call(generated, handle.port, [
+            {"rpc": "IsActive", "name": "demo"},
+            {"rpc": "GetMetrics", "name": "demo", "meta": {"token": "wrong"}},
+            {"rpc": "IsActive", "name": "demo", "meta": {"token": "reader"}},
+        ])
+    finally:
+        handle.stop(grace=1)
+    assert out[0]["code"] == "UNAUTHENTICATED" and "scalerMetadata.token is missing" in out[0]["detail"]
+    assert out[1]["code"] == "PERMISSION_DENIED"
+    assert out[2] == {"result": True}
