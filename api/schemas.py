@@ -1,7 +1,7 @@
 """Request and response bodies: the OpenAPI document is generated from these."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -98,6 +98,17 @@ class WhatIfIn(BaseModel):
     cold_start_min: Optional[float] = Field(None, ge=0, le=240,
                                             description="default: the planner's lead (measured launch-to-ready "
                                                         "first), named in the report")
+
+    @field_validator("test_start")
+    @classmethod
+    def _test_start_bounded(cls, v: datetime) -> datetime:
+        """A replay starts between 1971 and tomorrow: anything else names no load warmcast can hold, and
+        was queued to fail in the worker (issue 31)."""
+        utc = v.astimezone(timezone.utc) if v.tzinfo else v.replace(tzinfo=timezone.utc)
+        now = datetime.now(timezone.utc)
+        if not datetime(1971, 1, 1, tzinfo=timezone.utc) <= utc <= now.replace(microsecond=0) + timedelta(days=1):
+            raise ValueError(f"test_start {v.isoformat()} must lie between 1971-01-01 and tomorrow (UTC)")
+        return v
 
 
 class JobOut(_Out):

@@ -70,3 +70,10 @@ def test_whatif_on_stored_load_and_on_an_upload(client, store, worker, tmp_path)
     # no cold start given: the worker replays with the planner's lead and names where it came from
     # (no launch measured, no measure-coldstart record here: the deployments file's)
     assert body["result"]["lead"]["source"] == "deployments file", body["result"]["lead"]
+
+
+@pytest.mark.parametrize("when", ["0001-01-01T00:00:00", "1960-05-01T00:00:00", "9999-12-31T00:00:00"])
+def test_round2_a_whatif_test_start_outside_any_load_is_refused_before_queueing(client, when):
+    """Issue 31: test_start was unbounded (a job queued to fail in the worker)."""
+    r = client.post("/v1/deployments/demo/whatif", headers=AUTH, json={"test_start": when})
+    assert r.status_code == 422 and "between 1971-01-01 and tomorrow" in r.text, r.text
