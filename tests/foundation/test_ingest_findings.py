@@ -137,6 +137,14 @@ def test_finding8_bom_and_crlf_files_ingest_like_plain_ones(tmp_path):
     assert report.rows == 6 and frame["requests"].sum() == 4
 
 
+def test_round2_cr_only_line_ends_are_an_error_not_zero_rows(tmp_path):
+    """Issue 31: a file with CR-only line ends was read as one line and stored as "0 rows"."""
+    rows = "".join(f"2024-01-01 00:{m:02d}:{s:02d},{m + 1},1\n" for m in range(3) for s in (0, 30))
+    cr = _write(tmp_path, "mac.csv", (AZURE + rows).replace("\n", "\r").encode())
+    with pytest.raises(InputError, match=r"mac\.csv: lines end in CR alone"):
+        aggregate_file([cr])
+
+
 def test_finding8_line_numbers_count_blank_lines(tmp_path):
     csv = _write(tmp_path, "b.csv", AZURE + "\n2024-01-01 00:00:01,1,1\n\r\n\n2024-01-01 00:00:02,x,1\n")
     with pytest.raises(InputError, match=r"b\.csv:6: column 'ContextTokens': not a number"):

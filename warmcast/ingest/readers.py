@@ -36,7 +36,20 @@ class Chunk:
 
 def read_chunks(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
     readers = {"csv": _iter_csv, "jsonl": _iter_jsonl, "parquet": _iter_parquet}
-    return readers[file_kind(path)](path, cols, chunk_rows)
+    kind = file_kind(path)
+    if kind != "parquet":
+        check_line_ends(path)
+    return readers[kind](path, cols, chunk_rows)
+
+
+def check_line_ends(path: Path, peek_bytes: int = 1 << 16) -> None:
+    """Refuse a text file whose lines end in CR alone (classic Mac OS): read by LF it is one line, and
+    was stored as "0 rows" without a word (issue 31)."""
+    with open(path, "rb") as fh:
+        head = fh.read(peek_bytes)
+    if b"\r" in head.rstrip(b"\r") and b"\n" not in head:
+        raise InputError(f"{path}: lines end in CR alone (classic Mac OS line ends); convert them to LF or "
+                         "CRLF (e.g. `tr '\\r' '\\n' < in.csv > out.csv`); nothing was stored")
 
 
 def _iter_csv(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
