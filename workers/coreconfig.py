@@ -41,9 +41,10 @@ def core_config(dep: Deployment, dry_run: bool = False, overrides: dict[str, Any
     if unknown:
         raise InputError(f"policy-config: unknown section(s) {unknown}; use scaling, warmup, switch")
     scaling = _override(base.scaling, ov.get("scaling", {}), "scaling")
-    if scaling.quantile not in DEFAULT_QUANTILES:  # the live forecast carries these levels only
-        raise InputError(f"policy-config scaling.quantile: {scaling.quantile:g} is not a level the live forecast "
-                         f"carries; use one of {', '.join(f'{q:g}' for q in DEFAULT_QUANTILES)}")
+    lo, hi = min(DEFAULT_QUANTILES), max(DEFAULT_QUANTILES)
+    if not lo <= scaling.quantile <= hi:  # between two stored levels the core interpolates the path; outside, none
+        raise InputError(f"policy-config scaling.quantile: {scaling.quantile:g} is outside the levels the live "
+                         f"forecast carries ({lo:g}..{hi:g}); a level between two of them is interpolated")
     return replace(base, scaling=scaling, warmup=_override(base.warmup, ov.get("warmup", {}), "warmup"),
                    switch=_override(base.switch, ov.get("switch", {}), "switch"))
 

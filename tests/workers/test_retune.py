@@ -39,3 +39,51 @@ def test_retune_on_too_little_history_says_so_and_changes_nothing(ctx: Ctx) -> N
     assert not out.changed and "too few to re-tune" in out.why
     assert ctx.state.get("policy-config", "simdep") is None
     assert ctx.state.audit_log("simdep", kind="retune")[0]["decision"] == "risk unchanged"
+
+
+def test_retune_replays_what_the_live_loop_runs_and_its_audit_names_it(ctx: Ctx) -> None:
+    """Issue 25: the retune replays the forecaster that serves, the calibrated capacity and the measured
+    lead (it replayed seasonal naive at the declared capacity and the file's cold start before)."""
+    from warmcast.calibrations import CalibrationStore
+    from workers import lead
+
+    now = time.time()
+    seed_deployment(ctx, "simdep", mean_rpm=400)
+    CalibrationStore(ctx.r, ctx.prefix).put("simdep", "day", {"capacity": {"rpm": 150.0, "rps": 2.5},
+                                                              "created_at": "2026-11-30T23:00:00Z"})
+    lead.record(ctx, "simdep", [60.0, 90.0, 120.0])            # measured launch-to-ready: P90 114 s
+    retune.step(ctx, "simdep", validation_days=1.0, now=pd.Timestamp(now, unit="s"))
+    row = ctx.state.audit_log("simdep", kind="retune")[0]
+    inputs = row["inputs"]
+    assert inputs["capacity_rpm"] == 150.0 and inputs["capacity_source"] == "calibrated", inputs
+    assert inputs["lead_min"] == 1.9 and inputs["lead_source"].startswith("measured"), inputs
+    assert inputs["forecaster"] and inputs["forecaster_why"], inputs   # the resolver's answer and its reason
+    assert "at 150 req/min per replica (calibrated) with a 1.9-min lead (measured" in row["reason"], row["reason"]
+
+
+def test_a_level_between_the_stored_ones_is_accepted_and_served_live(ctx: Ctx) -> None:
+    """A tuned 0.7 was undeployable: live accepted only the stored levels.  The core interpolates the path."""
+    from datetime import datetime, timezone
+
+    import pytest
+
+    from warmcast.errors import InputError
+    from warmup.core import ForecastInput, plan_replicas
+
+    ctx.state.put("policy-config", "simdep", {"scaling": {"quantile": 0.7}})
+    cfg = ctx.cfg("simdep")
+    assert cfg.scaling.quantile == 0.7
+    origin = datetime(2026, 1, 5, 12, tzinfo=timezone.utc)
+    fc = ForecastInput(origin, (0.1, 0.5, 0.9, 0.95, 0.99), tuple((v,) * 30 for v in (100, 400, 800, 900, 1000)))
+    want = {q: plan_replicas(replace_quantile(cfg, q), fc, origin)[0].desired for q in (0.5, 0.7, 0.9)}
+    assert want[0.5] < want[0.7] < want[0.9], want        # 0.7 plans on the 600 req/min between the two
+    for bad in (0.05, 0.995):
+        ctx.state.put("policy-config", "simdep", {"scaling": {"quantile": bad}})
+        with pytest.raises(InputError, match="policy-config scaling.quantile"):
+            ctx.cfg("simdep")
+
+
+def replace_quantile(cfg, q: float):
+    from dataclasses import replace
+
+    return replace(cfg, scaling=replace(cfg.scaling, quantile=q, target_utilisation=1.0))

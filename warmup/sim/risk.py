@@ -114,7 +114,7 @@ def choose(policy: str, split: Split, cfg: FleetBacktestConfig, bundle: Optional
 
 def tune(log: LoadLog, cfg: FleetBacktestConfig, slo: SLO, validation_days: float = 2.0,
          policies: Sequence[str] = ("predictive", "reactive", "queue"), model=None,
-         progress: bool = False, grids: Optional[dict] = None) -> Tuning:
+         progress: bool = False, grids: Optional[dict] = None, levels: Sequence[float] = LEVELS) -> Tuning:
     """Walk-forward tuning on the ``validation_days`` before ``cfg.test_start`` (nothing after it is read)."""
     ts = pd.Timestamp(cfg.test_start).floor("min")
     vs = ts - pd.Timedelta(days=validation_days)
@@ -122,7 +122,7 @@ def tune(log: LoadLog, cfg: FleetBacktestConfig, slo: SLO, validation_days: floa
     split = make_split(log, vs, ts)
     bundle = None
     if "predictive" in policies:
-        bundle = compute_forecasts(log, vcfg, LEVELS, model=model, progress=progress)
+        bundle = compute_forecasts(log, vcfg, levels, model=model, progress=progress)
     oracle = run_policy("oracle", split, vcfg)
     og = float(oracle.provisioned.sum()) * vcfg.gpus_per_replica / 60.0
     choices = {p: choose(p, split, vcfg, bundle, slo, og, grids=grids) for p in policies}

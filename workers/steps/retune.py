@@ -1,12 +1,17 @@
 """Maintenance, nightly after the retrain: re-tune the predictive policy's risk for the deployment's SLO.
 
 The choice is ``warmup.sim.risk.tune`` on the stored history: the days before now are replayed
-through the fleet simulator under each candidate setting (forecaster trained before them), and the
-cheapest setting that met the deployment's ``slo`` there is stored as the operator overrides the
-loop already reads (``policy-config``, ``scaling`` section).  Only the knobs the live loop uses are
-tuned: the quantile among the levels the live forecast carries, the target utilisation and the
-scale-in stabilisation.  Every run is audited (``retune``): old and new knobs, why, the table.
-The replay forecasts with the seasonal naive baseline (seconds, deterministic); it says so.
+through the fleet simulator under each candidate setting, and the cheapest setting that met the
+deployment's ``slo`` there is stored as the operator overrides the loop already reads
+(``policy-config``, ``scaling`` section).  Only the knobs the live loop uses are tuned: the
+quantile, the target utilisation and the scale-in stabilisation.
+
+The replay is the live loop's (issue 25): the forecaster that serves the deployment (the resolver's
+answer: its champion or the shipped model, predicting only; the baselines where those answer), at the
+levels the live forecast carries, with any candidate level between them interpolated as the core
+reads a path; the capacity the planner uses (calibrated where a calibration is stored); the lead it
+plans with (measured launch-to-ready first).  Every run is audited (``retune``): what it replayed,
+old and new knobs, why, the table.
 """
 from __future__ import annotations
 
@@ -21,8 +26,8 @@ from workers.context import Ctx
 from workers.steps.outcome import Outcome
 
 KNOBS = ("quantile", "target_utilisation", "stabilisation_s")
-LIVE_GRIDS = {
-    "predictive": [{"quantile": q} for q in DEFAULT_QUANTILES if q >= 0.5],
+LIVE_GRIDS = {   # any level between the live forecast's stored ones is served (interpolated)
+    "predictive": [{"quantile": q} for q in (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 0.99)],
     "predictive_stage2": [{"target_utilisation": 0.9, "stabilisation_s": 300.0},
                           {"target_utilisation": 1.0, "stabilisation_s": 900.0}],
 }
@@ -37,11 +42,10 @@ class RetuneOutcome(Outcome):
     why: str = ""
 
 
-def step(ctx: Ctx, deployment: str, *, validation_days: float = 2.0, forecaster: str = "seasonal_naive",
-         now: Optional[pd.Timestamp] = None) -> RetuneOutcome:
-    """Tune on the ``validation_days`` before ``now`` (the forecaster trains on the day(s) before them)."""
+def step(ctx: Ctx, deployment: str, *, validation_days: float = 2.0, now: Optional[pd.Timestamp] = None
+         ) -> RetuneOutcome:
+    """Tune on the ``validation_days`` before ``now`` with what the live loop runs (see the module doc)."""
     from warmup.sim import FleetBacktestConfig, from_series
-    from warmup.sim.forecasts import make_forecaster
     from warmup.sim.risk import tune
 
     dep = ctx.dep(deployment)
@@ -51,21 +55,44 @@ def step(ctx: Ctx, deployment: str, *, validation_days: float = 2.0, forecaster:
         why = f"{int(frame['requests'].notna().sum())} stored minutes: too few to re-tune on {validation_days:g} days"
         ctx.state.audit(deployment, "retune", "risk unchanged", why, False)
         return RetuneOutcome(deployment, why=why)
-    cfg = ctx.cfg(deployment)
-    bt = FleetBacktestConfig(capacity_rpm=dep.capacity_rpm, cold_start_min=dep.cold_start_min, test_start=end,
-                             forecaster=forecaster, min_replicas=dep.min_replicas, max_replicas=dep.max_replicas,
-                             core=cfg)
+    cfg, replayed = live_setup(ctx, deployment, frame)
+    bt = FleetBacktestConfig(capacity_rpm=cfg.scaling.capacity_rpm, cold_start_min=cfg.scaling.cold_start_min,
+                             test_start=end, forecaster=replayed["forecaster"], min_replicas=dep.min_replicas,
+                             max_replicas=dep.max_replicas, core=cfg, capacity_source=replayed["capacity_source"])
     try:
         tuning = tune(from_series(frame["requests"], source=deployment), bt, dep.slo, validation_days,
-                      ("predictive",), model=make_forecaster(forecaster), grids=LIVE_GRIDS)
+                      ("predictive",), model=replayed.pop("model"), grids=LIVE_GRIDS, levels=DEFAULT_QUANTILES)
     except (InputError, ValueError) as err:  # the night's retrain stands; the risk stays as it was
         why = f"re-tune failed: {err}"
-        ctx.state.audit(deployment, "retune", "risk unchanged", why, False)
+        ctx.state.audit(deployment, "retune", "risk unchanged", why, False, "", replayed)
         return RetuneOutcome(deployment, why=why)
-    return _store(ctx, deployment, tuning, {k: getattr(cfg.scaling, k) for k in KNOBS})
+    return _store(ctx, deployment, tuning, {k: getattr(cfg.scaling, k) for k in KNOBS}, replayed)
 
 
-def _store(ctx: Ctx, deployment: str, tuning: Any, previous: dict[str, Any]) -> RetuneOutcome:
+def live_setup(ctx: Ctx, deployment: str, frame: pd.DataFrame) -> tuple[Any, dict[str, Any]]:
+    """(the live core config with the planner's lead, what the replay uses: the serving model and, for the
+    audit, its name and why, the capacity and its source, the lead and its source)."""
+    from forecaster.registry import Registry
+    from forecaster.resolver import AsFitted, resolve
+    from workers import lead
+
+    cfg, used = lead.with_lead(ctx, deployment, ctx.cfg(deployment))
+    res = resolve(Registry(ctx.settings.models_dir), deployment, frame)
+    if res.model is not None:   # the champion or the shipped model: trained already, it only predicts
+        name = f"{getattr(res.model, 'name', type(res.model).__name__)} ({res.source})"
+        model = AsFitted(res.model, name)
+    else:                        # the baselines answer live: the seasonal naive one, as they rank first
+        from warmup.sim.forecasts import make_forecaster
+
+        name, model = "seasonal_naive (baselines)", make_forecaster("seasonal_naive")
+    default = cfg.switch.default_profile
+    return cfg, {"model": model, "forecaster": name, "forecaster_why": res.why,
+                 "capacity_rpm": cfg.scaling.capacity_rpm, "capacity_source": cfg.switch.source_of(default),
+                 "lead_min": round(used.cold_start_min, 3), "lead_source": f"{used.source}: {used.detail}"}
+
+
+def _store(ctx: Ctx, deployment: str, tuning: Any, previous: dict[str, Any], replayed: dict[str, Any]
+           ) -> RetuneOutcome:
     """Store the chosen knobs as the scaling overrides (kept with any others) and audit the change."""
     choice = tuning.choices["predictive"]
     knobs = {k: v for k, v in {**previous, **choice.knobs}.items() if k in KNOBS}
@@ -82,7 +109,9 @@ def _store(ctx: Ctx, deployment: str, tuning: Any, previous: dict[str, Any]) -> 
         ctx.state.put("policy-config", deployment, ov)
     verb = f"risk {previous} -> {knobs}" if changed else f"risk unchanged {knobs}"
     table = [{**r["knobs"], "late_share": r["late_share"], "gpu_x": r["gpu_x"]} for r in choice.table]
-    ctx.state.audit(deployment, "retune", verb, f"SLO {tuning.slo.describe()}: {choice.why}", changed,
+    what = (f"replayed {replayed['forecaster']} at {replayed['capacity_rpm']:g} req/min per replica "
+            f"({replayed['capacity_source']}) with a {replayed['lead_min']:g}-min lead ({replayed['lead_source']})")
+    ctx.state.audit(deployment, "retune", verb, f"SLO {tuning.slo.describe()}: {choice.why}; {what}", changed,
                     tuning.report()[:2000], {"validation": list(tuning.window), "forecaster": tuning.forecaster,
-                                             "table": table})
+                                             **replayed, "table": table})
     return RetuneOutcome(deployment, knobs, previous, changed, choice.met, choice.why)
