@@ -109,3 +109,16 @@ def test_cli_ingest_and_summary_say_the_resolution(tmp_path, redis_server_url, k
     r = run(["summary", "-d", "elb"])
     assert r.returncode == 0, r.stderr
     assert "requests per 5 min" in r.stdout and "missing" in r.stdout and "(0 missing)" in r.stdout
+
+
+@pytest.mark.parametrize("step", ["7min", "90s", "100min"])
+def test_round2_a_count_series_at_an_interval_that_does_not_divide_a_day_is_refused(tmp_path, step):
+    """Issue 31: a 7-minute series was stored per minute, each count 7x too high."""
+    from warmcast.errors import InputError
+    from warmcast.ingest import aggregate_file
+
+    idx = pd.date_range("2024-01-01", periods=50, freq=step)
+    path = tmp_path / f"odd-{step}.csv"
+    pd.DataFrame({"time": idx.strftime("%Y-%m-%d %H:%M:%S"), "requests": 70}).to_csv(path, index=False)
+    with pytest.raises(InputError, match="intervals: warmcast keeps a series per minute or in bins that divide a day"):
+        aggregate_file([path], fmt="counts")

@@ -60,6 +60,17 @@ def aggregate_file(paths: list[str | Path], fmt: str = "auto", on_error: OnError
     return fold.finish(kinds == {"requests"})
 
 
+def refuse_odd_interval(grid_ns: int, resolution_min: int) -> None:
+    """A count series coarser than a minute is kept in its own bins only when they divide a day; any other
+    interval (7 or 90 minutes, 90 s) would be stored as if each bin were one minute, its counts several
+    times too high (issue 31: a 7-minute series stored 7x), so it is refused and nothing is stored."""
+    if resolution_min == 1 and grid_ns > NS_PER_MIN:
+        step = grid_ns / NS_PER_MIN
+        raise InputError(f"a count series at {step:g}-minute intervals: warmcast keeps a series per minute or in "
+                         "bins that divide a day (2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 30, 60 ... minutes); sum it "
+                         "into such bins (or per minute) first; nothing was stored")
+
+
 @dataclass
 class _Fold:
     """One ingest in progress: the accumulator and what is known across chunks and files."""
@@ -127,6 +138,8 @@ class _Fold:
             report.long_gaps = acc.fill_request_span()
         self._drop_partial_last_minute(requests_log)
         report.resolution_min = 1 if requests_log else valid_resolution(self.grid_ns)
+        if not requests_log:
+            refuse_odd_interval(self.grid_ns, report.resolution_min)
         self._drop_unfinished_bin()
         frame = with_resolution(acc.frame(has_tokens), report.resolution_min)
         report.finish(frame)
