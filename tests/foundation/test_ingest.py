@@ -123,3 +123,13 @@ def test_unknown_columns_give_a_clear_error(tmp_path):
         aggregate_file([_csv(tmp_path, "a,b\n1,2\n")])
     with pytest.raises(InputError, match=r"missing column\(s\) \['ContextTokens'"):
         aggregate_file([_csv(tmp_path, "TIMESTAMP,x\n2024-01-01,1\n")], fmt="azure")
+
+
+def test_round2_the_same_intervals_in_two_files_of_one_call_are_counted_and_said(tmp_path):
+    """Issue 31: the same times in two files of one call were summed silently."""
+    a = _csv(tmp_path, "time,requests\n2024-01-01 00:00:00,5\n2024-01-01 00:01:00,6\n")
+    b = tmp_path / "b.csv"
+    b.write_text("time,requests\n2024-01-01 00:01:00,6\n2024-01-01 00:02:00,7\n")
+    frame, report = aggregate_file([a, b])
+    assert report.duplicate_times == 1, report
+    assert "1 intervals repeated, in a file or across the files of this call" in report.summary(), report.summary()

@@ -85,6 +85,7 @@ class _Fold:
     max_ns: int = np.iinfo(np.int64).min
     step_ns: int = NS_PER_MIN  # a count series' interval (smallest step seen), for its last minute
     grid_ns: int = 0  # the grid a count series' times lie on (gcd of their gaps): its resolution
+    counted: set = field(default_factory=set)  # a count series' interval times read so far, over files and chunks
 
     def file(self, path: Path, preset: Preset, chunk_rows: int, progress: bool) -> None:
         cols = [c for c in dict.fromkeys((preset.time, preset.count, preset.input, preset.output)) if c]
@@ -118,7 +119,12 @@ class _Fold:
             report.out_of_order += int((np.diff(ns) < 0).sum()) + int(ns[0] < self.last_ns)
             self.last_ns, self.max_ns = int(ns[-1]), max(self.max_ns, int(ns.max()))
             if preset.kind == "counts":
-                report.duplicate_times += len(ns) - len(np.unique(ns))
+                # a time read before, in this chunk, an earlier one or another file of the call (issue 31:
+                # the same times in two files were summed without a word)
+                uniq = np.unique(ns)
+                again = sum(1 for t in uniq.tolist() if t in self.counted)
+                report.duplicate_times += len(ns) - len(uniq) + again
+                self.counted.update(uniq.tolist())
                 steps = np.diff(np.unique(ns))
                 self.step_ns = min(self.step_ns, int(steps.min())) if len(steps) else self.step_ns
                 # the grid counts blank intervals too (every other minute blank is still minutes), and

@@ -43,7 +43,8 @@ class IngestReport:
             (self.skipped, "malformed rows skipped"),
             (self.blank_intervals, "blank intervals kept as missing"),
             (self.out_of_order, "rows out of time order (aggregated anyway)"),
-            (self.duplicate_times, "intervals repeated (summed)"),
+            (self.duplicate_times, "intervals repeated, in a file or across the files of this call (summed: "
+                                   "check that no two exports overlap)"),
             (self.long_gaps, "silences over a day between requests kept missing (the log does not cover them)"),
         ]
         lines += [f"  {n:,} {what}" for n, what in notes if n]
