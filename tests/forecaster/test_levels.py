@@ -60,9 +60,13 @@ def test_a_level_outside_the_forecast_is_refused_not_clamped():
 
 
 def test_an_unavailable_level_is_refused_at_configuration_load():
+    """A level between two the live forecast carries is served, interpolated (issue 25: a tuned 0.97 or 0.7
+    was refused); one outside them is refused naming the key."""
     from warmcast.deployments import demo_deployment
     from workers.coreconfig import core_config
 
     assert core_config(demo_deployment(), overrides={"scaling": {"quantile": 0.99}}).scaling.quantile == 0.99
-    with pytest.raises(InputError, match="0.97 is not a level the live forecast carries"):
-        core_config(demo_deployment(), overrides={"scaling": {"quantile": 0.97}})
+    assert core_config(demo_deployment(), overrides={"scaling": {"quantile": 0.97}}).scaling.quantile == 0.97
+    for bad in (0.05, 0.995):
+        with pytest.raises(InputError, match=f"policy-config scaling.quantile: {bad:g} is outside the levels"):
+            core_config(demo_deployment(), overrides={"scaling": {"quantile": bad}})

@@ -57,8 +57,35 @@ def test_retune_replays_what_the_live_loop_runs_and_its_audit_names_it(ctx: Ctx)
     inputs = row["inputs"]
     assert inputs["capacity_rpm"] == 150.0 and inputs["capacity_source"] == "calibrated", inputs
     assert inputs["lead_min"] == 1.9 and inputs["lead_source"].startswith("measured"), inputs
-    assert inputs["forecaster"] and inputs["forecaster_why"], inputs   # the resolver's answer and its reason
-    assert "at 150 req/min per replica (calibrated) with a 1.9-min lead (measured" in row["reason"], row["reason"]
+    assert inputs["forecaster_why"], inputs                             # why the resolver chose it
+    if inputs["forecaster"].endswith("(shipped)"):                       # named with its version
+        from forecaster.resolver import shipped_model
+
+        assert inputs["forecaster"] == f"lstm {shipped_model()[0].version} (shipped)", inputs
+        assert "beats the baselines" in inputs["forecaster_why"], inputs
+    else:
+        assert inputs["forecaster"].endswith("(baselines)") and "fallback to" in inputs["forecaster_why"], inputs
+    assert (f"replayed {inputs['forecaster']} at 150 req/min per replica (calibrated) with a 1.9-min lead "
+            "(measured launches") in row["reason"], row["reason"]
+
+
+def test_the_replay_uses_the_baseline_that_answers_live_when_no_trained_model_serves(ctx: Ctx, monkeypatch) -> None:
+    """Where the resolver falls back, the retune replays the baseline the live forecast comes from, refitted
+    on the replay's past (cheap), not a fixed one; where a trained model serves it only predicts."""
+    from forecaster import resolver
+    from forecaster.registry import Registry
+
+    seed_deployment(ctx, "simdep", mean_rpm=400)
+    frame = ctx.store.frame("simdep")
+    model, name, _ = retune.serving_model(ctx, "simdep", frame)
+    if name.endswith("(shipped)"):                                       # trained: predicts, never refits
+        assert isinstance(model, resolver.AsFitted) and model.fit(frame) is model
+    monkeypatch.setattr(resolver, "shipped_model", lambda: (None, "no shipped model in this test"))
+    model, name, why = retune.serving_model(ctx, "simdep", frame)
+    live, _ = resolver.resolve_forecaster(Registry(ctx.settings.models_dir), "simdep", frame)
+    answered = live.predict(frame, horizon=30).model                   # what the forecast step serves
+    assert model.name == answered and name == f"{answered} (baselines)", (name, answered)
+    assert why.startswith(f"fallback to {answered}: no trained model for 'simdep'") and "no shipped model" in why
 
 
 def test_a_level_between_the_stored_ones_is_accepted_and_served_live(ctx: Ctx) -> None:

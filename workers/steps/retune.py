@@ -59,36 +59,49 @@ def step(ctx: Ctx, deployment: str, *, validation_days: float = 2.0, now: Option
     bt = FleetBacktestConfig(capacity_rpm=cfg.scaling.capacity_rpm, cold_start_min=cfg.scaling.cold_start_min,
                              test_start=end, forecaster=replayed["forecaster"], min_replicas=dep.min_replicas,
                              max_replicas=dep.max_replicas, core=cfg, capacity_source=replayed["capacity_source"])
+    model = replayed.pop("model")
     try:
         tuning = tune(from_series(frame["requests"], source=deployment), bt, dep.slo, validation_days,
-                      ("predictive",), model=replayed.pop("model"), grids=LIVE_GRIDS, levels=DEFAULT_QUANTILES)
+                      ("predictive",), model=model, grids=LIVE_GRIDS, levels=DEFAULT_QUANTILES)
     except (InputError, ValueError) as err:  # the night's retrain stands; the risk stays as it was
         why = f"re-tune failed: {err}"
         ctx.state.audit(deployment, "retune", "risk unchanged", why, False, "", replayed)
         return RetuneOutcome(deployment, why=why)
+    if tuning.forecaster != getattr(model, "name", tuning.forecaster):  # the replay's own fallback answered
+        replayed["forecaster"] = f"{tuning.forecaster} (the serving {replayed['forecaster']} could not answer)"
     return _store(ctx, deployment, tuning, {k: getattr(cfg.scaling, k) for k in KNOBS}, replayed)
 
 
 def live_setup(ctx: Ctx, deployment: str, frame: pd.DataFrame) -> tuple[Any, dict[str, Any]]:
     """(the live core config with the planner's lead, what the replay uses: the serving model and, for the
     audit, its name and why, the capacity and its source, the lead and its source)."""
-    from forecaster.registry import Registry
-    from forecaster.resolver import AsFitted, resolve
     from workers import lead
 
     cfg, used = lead.with_lead(ctx, deployment, ctx.cfg(deployment))
-    res = resolve(Registry(ctx.settings.models_dir), deployment, frame)
-    if res.model is not None:   # the champion or the shipped model: trained already, it only predicts
-        name = f"{getattr(res.model, 'name', type(res.model).__name__)} ({res.source})"
-        model = AsFitted(res.model, name)
-    else:                        # the baselines answer live: the seasonal naive one, as they rank first
-        from warmup.sim.forecasts import make_forecaster
-
-        name, model = "seasonal_naive (baselines)", make_forecaster("seasonal_naive")
+    model, name, why = serving_model(ctx, deployment, frame)
     default = cfg.switch.default_profile
-    return cfg, {"model": model, "forecaster": name, "forecaster_why": res.why,
+    return cfg, {"model": model, "forecaster": name, "forecaster_why": why,
                  "capacity_rpm": cfg.scaling.capacity_rpm, "capacity_source": cfg.switch.source_of(default),
                  "lead_min": round(used.cold_start_min, 3), "lead_source": f"{used.source}: {used.detail}"}
+
+
+def serving_model(ctx: Ctx, deployment: str, frame: pd.DataFrame) -> tuple[Any, str, str]:
+    """(the model to replay, its name with version and source, why it serves): what the forecast step
+    answers with now, asked through the same resolver and fallback rules (``resolve_forecaster``)."""
+    from forecaster.registry import Registry
+    from forecaster.resolver import AsFitted, resolve_forecaster
+    from warmcast.resolution import resolution_of, steps_for
+
+    fb, res = resolve_forecaster(Registry(ctx.settings.models_dir), deployment, frame)
+    # One live forecast says who answers: a stale champion or too short a history falls back live too.
+    answer = fb.predict(frame, horizon=steps_for(30, resolution_of(frame)))
+    baseline = next((b for b in fb.baselines if b.name == answer.model), None)
+    if baseline is None:   # the champion or the shipped model: trained already, it only predicts (fit no-op)
+        name = f"{answer.model} {getattr(res.model, 'version', answer.version)} ({res.source})"
+        return AsFitted(res.model, name), name, res.why
+    # A baseline answers live (ranked on the recent hours): the same one, refitted on the replay's past
+    # (cheap); the answer's note says why the trained model did not serve.
+    return baseline, f"{baseline.name} (baselines)", answer.note
 
 
 def _store(ctx: Ctx, deployment: str, tuning: Any, previous: dict[str, Any], replayed: dict[str, Any]
@@ -112,6 +125,5 @@ def _store(ctx: Ctx, deployment: str, tuning: Any, previous: dict[str, Any], rep
     what = (f"replayed {replayed['forecaster']} at {replayed['capacity_rpm']:g} req/min per replica "
             f"({replayed['capacity_source']}) with a {replayed['lead_min']:g}-min lead ({replayed['lead_source']})")
     ctx.state.audit(deployment, "retune", verb, f"SLO {tuning.slo.describe()}: {choice.why}; {what}", changed,
-                    tuning.report()[:2000], {"validation": list(tuning.window), "forecaster": tuning.forecaster,
-                                             **replayed, "table": table})
+                    tuning.report()[:2000], {"validation": list(tuning.window), **replayed, "table": table})
     return RetuneOutcome(deployment, knobs, previous, changed, choice.met, choice.why)
