@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
-from datetime import time as dtime
+from datetime import datetime, time as dtime, timedelta, timezone
 from typing import Callable, Mapping, Optional
 
 from warmup.core.config import SwitchConfig
@@ -371,10 +370,8 @@ def replicas_of(cfg: SwitchConfig, before: SwitchState, after: SwitchState, need
     need = need_rpm if need_rpm is not None else before.need_rpm
     stays = after.active_profile
     gone = before.target_profile if stays == before.active_profile else before.active_profile
-    if need is None:
-        return ((gone, 0),)
-    n = whole(need, cfg.capacity_of(stays, 1.0))
-    return (gone, 0), (stays, n if cfg.max_replicas is None else min(n, cfg.max_replicas))
+    n = None if need is None else whole(need, cfg.capacity_of(stays, 1.0))
+    return ((gone, 0),) if n is None else ((gone, 0), (stays, min(n, cfg.max_replicas or n)))
 
 
 def decide_switch(cfg: SwitchConfig, now: datetime, instances: tuple[Instance, ...], p99_s: Optional[float],
