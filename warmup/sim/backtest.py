@@ -90,6 +90,9 @@ class Split:
     arrivals: np.ndarray    # (minutes, steps)
     demand: np.ndarray      # per minute
     minute_before: float
+    # what a controller sees at the start of each minute when that is not the minute before's arrivals:
+    # a coarse series' bin is known only once it has ended (issue 26), so the rate of the last ended bin
+    observed: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -127,10 +130,22 @@ def make_split(log: LoadLog, test_start: pd.Timestamp, test_end: Optional[pd.Tim
         raise InputError("the test part is empty")
     arrivals = log.slice_minutes(i0, i1)
     before = log.minute.iloc[i0 - 1]
-    return Split(i0=i0, minutes=i1 - i0, times=pd.date_range(log.start + pd.Timedelta(minutes=i0),
-                                                             periods=i1 - i0, freq="min"),
-                 arrivals=arrivals, demand=arrivals.sum(axis=1),
-                 minute_before=float(before) if np.isfinite(before) else float("nan"))
+    times = pd.date_range(log.start + pd.Timedelta(minutes=i0), periods=i1 - i0, freq="min")
+    observed = last_ended_bin_rate(log, times)
+    first = float(before) if np.isfinite(before) else float("nan")
+    return Split(i0=i0, minutes=i1 - i0, times=times, arrivals=arrivals, demand=arrivals.sum(axis=1),
+                 minute_before=first if observed is None else float(observed[0]), observed=observed)
+
+
+def last_ended_bin_rate(log: LoadLog, times: pd.DatetimeIndex) -> Optional[np.ndarray]:
+    """Per minute of ``times``: the per-minute rate of the newest bin of a coarse series that has ended by
+    that minute's start (NaN before the first); None for a per-minute or finer series."""
+    if log.bins is None or log.resolution_min <= 1:
+        return None
+    ends = log.bins.index + pd.Timedelta(minutes=log.resolution_min)
+    k = np.searchsorted(ends.asi8, times.asi8, side="right") - 1   # the newest bin ended at or before t
+    rates = log.bins.to_numpy(float) / log.resolution_min
+    return np.where(k >= 0, rates[np.clip(k, 0, None)], np.nan)
 
 
 def compute_forecasts(log: LoadLog, cfg: FleetBacktestConfig, levels: Sequence[float],
@@ -264,9 +279,9 @@ def run_online_policy(pol, first: object, split: Split, cfg: FleetBacktestConfig
     params = cfg.fleet_params()
     n0 = _initial(first, split)
     if isinstance(first, ProfilePolicy):  # switches as launches and removals per profile
-        run = run_profiles(pol, split.arrivals, split.minute_before, params, n0)
+        run = run_profiles(pol, split.arrivals, split.minute_before, params, n0, split.observed)
     else:
-        run = run_online(pol, split.arrivals, split.minute_before, params, n0)
+        run = run_online(pol, split.arrivals, split.minute_before, params, n0, split.observed)
     if hasattr(pol, "decisions"):
         run.warmups, run.profile_switches = pol.warmups, pol.switches
         run.events, run.decisions = pol.events, pol.decisions

@@ -180,8 +180,10 @@ def _resize(want: int, ready: int, booting: list[int], t: int, boot_minutes: int
 
 
 def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, params: FleetParams,
-               initial_ready: int) -> FleetRun:
-    """Run an online policy over the test part; ``arrivals`` shape (minutes, steps_per_minute)."""
+               initial_ready: int, observed: Optional[np.ndarray] = None) -> FleetRun:
+    """Run an online policy over the test part; ``arrivals`` shape (minutes, steps_per_minute).
+    ``observed``: the load a controller sees at the start of each minute where it is not the minute
+    before's arrivals (a coarse series: the rate of the last bin that has ended, see ``Split.observed``)."""
     T, k = arrivals.shape
     dt = 60.0 / k
     cap_s = params.capacity_rpm / 60.0
@@ -209,7 +211,8 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
             ready += _boot_finished(booting, t)
         if pool is not None:
             pool.settle(t)
-        obs = Observation(t, last, q, ready, len(booting), last_wait, pool.asleep if pool is not None else 0)
+        seen = last if observed is None else float(observed[t])
+        obs = Observation(t, seen, q, ready, len(booting), last_wait, pool.asleep if pool is not None else 0)
         want = max(0, int(policy.decide(obs)))
         if pool is None:
             ready, launched = _resize(want, ready, booting, t, B)

@@ -15,6 +15,7 @@ drained (a queue there before the switch began is the planner's shortfall, not t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
@@ -99,7 +100,7 @@ def profile_targets(replicas: tuple[tuple[str, int], ...], desired: int, active:
 
 
 def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: float, params: FleetParams,
-                 initial_ready: int) -> FleetRun:
+                 initial_ready: int, observed: Optional[np.ndarray] = None) -> FleetRun:
     """Run the profile-aware core over the test part; ``arrivals`` shape (minutes, steps_per_minute)."""
     T, k = arrivals.shape
     dt, w, B = 60.0 / k, params.wait_threshold_s, params.boot_minutes
@@ -114,7 +115,8 @@ def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: flo
         for pool in pools.values():
             pool.advance(t)
         ready = sum(p.ready for p in pools.values())
-        obs = Observation(t, last, q, ready, sum(len(p.booting) for p in pools.values()), last_wait)
+        seen = last if observed is None else float(observed[t])   # a coarse series: its last ended bin
+        obs = Observation(t, seen, q, ready, sum(len(p.booting) for p in pools.values()), last_wait)
         want, planner, switching = policy.decide_profiles(obs, pools)
         for name in sorted(want, key=lambda n: want[n] <= pools.setdefault(n, Pool()).provisioned):
             launches += pools[name].resize(max(0, int(want[name])), t, B)
