@@ -18,6 +18,23 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 backtest_app = typer.Typer(no_args_is_help=True, help="Replay logs offline: forecast accuracy, fleet policies.")
 app.add_typer(backtest_app, name="backtest")
 
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"warmcast {version('warmcast')}")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            typer.echo("warmcast (not installed: pip install -e .)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                            help="Print warmcast's version and exit.")) -> None:
+    """warmcast: forecast LLM load and keep vLLM fleets warm before traffic arrives."""
+
 # Packages that contribute commands; a missing one is skipped so a partial install still works.
 _COMMAND_MODULES = (
     "warmcast.commands",

@@ -39,6 +39,14 @@ def test_usage_mistakes_print_the_error_and_a_hint_and_exit_2(args, message, hin
     assert len(r.stderr.strip().splitlines()) <= 6, r.stderr  # the message, usage and hint; no trace
 
 
+def test_round2_version_prints_the_installed_version():
+    """Issue 32: there was no --version."""
+    from importlib.metadata import version
+
+    r = _run(["--version"])
+    assert r.returncode == 0 and r.stdout.strip() == f"warmcast {version('warmcast')}", (r.stdout, r.stderr)
+
+
 def test_bare_warmcast_shows_help_and_no_error():
     r = _run([])
     assert r.returncode in (0, 2)
