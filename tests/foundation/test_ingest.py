@@ -133,3 +133,10 @@ def test_round2_the_same_intervals_in_two_files_of_one_call_are_counted_and_said
     frame, report = aggregate_file([a, b])
     assert report.duplicate_times == 1, report
     assert "1 intervals repeated, in a file or across the files of this call" in report.summary(), report.summary()
+
+
+def test_round2_a_count_series_report_names_no_tokens(tmp_path):
+    """Issue 32: count-series ingest printed "0 input tokens"."""
+    p = _csv(tmp_path, "time,requests\n2024-01-01 00:00:00,5\n2024-01-01 00:01:00,6\n")
+    _, report = aggregate_file([p])
+    assert report.format == "counts" and "11 requests" in report.summary() and "tokens" not in report.summary()

@@ -36,8 +36,9 @@ class IngestReport:
             f"{self.minutes:,} bins of {self.resolution_min} min (the series' own interval)"
         lines = [
             f"format {self.format}: {self.rows:,} rows read from {', '.join(self.files)}",
-            f"stored {bins} ({span} UTC): {self.requests:,.0f} requests, "
-            f"{self.input_tokens:,.0f} input tokens, {self.output_tokens:,.0f} output tokens",
+            f"stored {bins} ({span} UTC): {self.requests:,.0f} requests"
+            + ("" if self.format == "counts" else   # a count series carries no tokens (issue 32: "0 input tokens")
+               f", {self.input_tokens:,.0f} input tokens, {self.output_tokens:,.0f} output tokens"),
         ]
         notes = [
             (self.skipped, "malformed rows skipped"),
