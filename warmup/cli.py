@@ -129,15 +129,15 @@ def _tiers_and_risk(data: Any, cfg: Any, dep: Any, flags: SLOFlags) -> Any:
 
     if dep is not None and dep.sleep is not None:  # the simulated fleet gets the asleep tier too
         cfg = replace(cfg, wake_s=dep.sleep.wake_s, sleep_cost_share=dep.sleep.cost_share)
-    if not flags.wanted:
-        return cfg
+    if not flags.wanted:   # the deployment's own SLO judges the test part (late = its wait)
+        return cfg if dep is None else replace(cfg, slo=dep.slo, wait_threshold_s=dep.slo.late_wait_s)
     slo = dep.slo if dep is not None else SLO()
     slo = slo.model_copy(update={k: v for k, v in (("late_share", flags.late_share), ("late_wait_s", flags.wait_s))
                                  if v is not None})
     policies = tuple(p for p in ("predictive", "reactive", "queue") if p in cfg.policies)
     tuning = tune(data, cfg, slo, flags.validation_days, policies, progress=True)
     typer.echo(tuning.report())
-    return replace(cfg, knobs=tuning.knobs(), wait_threshold_s=slo.late_wait_s, tuning=tuning)
+    return replace(cfg, knobs=tuning.knobs(), wait_threshold_s=slo.late_wait_s, tuning=tuning, slo=slo)
 
 
 def _test_window(test_start: str, test_end: Optional[str]) -> tuple[Any, Any]:

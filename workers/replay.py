@@ -166,7 +166,8 @@ def deployment_config(core: Any, dep: Any, ts: pd.Timestamp, te: Optional[pd.Tim
                               test_end=te, policies=("predictive",), quantile=sc.quantile,
                               target_utilisation=sc.target_utilisation, forecaster=forecaster,
                               min_replicas=dep.min_replicas, max_replicas=dep.max_replicas,
-                              gpus_per_replica=dep.gpus_per_replica, record_decisions=decisions, core=core)
+                              gpus_per_replica=dep.gpus_per_replica, record_decisions=decisions, core=core,
+                              slo=dep.slo, wait_threshold_s=dep.slo.late_wait_s)
     if dep.sleep is not None:
         from dataclasses import replace
 

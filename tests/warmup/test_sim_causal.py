@@ -46,3 +46,24 @@ def test_the_observed_load_is_the_last_ended_bins_rate():
     # at 00:05 the newest ended bin is 23:50-00:00; at 00:10 it is 00:00-00:10
     assert split.observed[5] == bins[pd.Timestamp("2024-01-03 23:50")] / 10
     assert split.observed[10] == bins[pd.Timestamp("2024-01-04 00:00")] / 10
+
+
+def test_round2_each_policy_says_whether_the_test_part_met_the_slo(tmp_path):
+    """Issue 32: a backtest tuned for late <= 0.1% ran its test day at 0.197% and nothing said "missed"."""
+    from warmcast.slo import SLO
+    from warmup.sim import format_table, run_backtest, write_outputs
+
+    log = from_series(_series(1.0), source="ten-minute")
+    cfg = FleetBacktestConfig(capacity_rpm=30.0, cold_start_min=5.0, test_start=pd.Timestamp("2024-01-04 00:00"),
+                              test_end=pd.Timestamp("2024-01-04 06:00"), forecaster="seasonal_naive",
+                              policies=("static", "queue", "oracle"), slo=SLO(late_share=0.001))
+    result = run_backtest(log, cfg)
+    rows = result.rows
+    assert rows["static"]["slo_on_test"] == "met" and rows["queue"]["late_share"] > 0.001
+    assert rows["queue"]["slo_on_test"] == "missed"
+    assert "SLO test" in format_table(rows) and "missed" in format_table(rows)
+    write_outputs(result, tmp_path, plot=True)
+    import json
+
+    rep = json.loads((tmp_path / "report.json").read_text())
+    assert rep["meta"]["slo"]["on_test"]["queue"] == "missed" and (tmp_path / "fleet.png").stat().st_size > 0

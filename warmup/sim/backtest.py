@@ -57,6 +57,7 @@ class FleetBacktestConfig:
     # knobs per policy (warmup/sim/risk.py): ScalingConfig fields for predictive, policy fields for the baselines
     knobs: Optional[dict] = None
     tuning: Optional[object] = None                # the SLO tuning that chose ``knobs`` (warmup.sim.risk.Tuning)
+    slo: Optional[object] = None                   # the SLO the test part is judged by (warmcast.slo.SLO); else the tuning's
     # where capacity_rpm comes from ("calibrated" or "declared"; per profile: core.switch.capacity_source)
     capacity_source: str = "declared"
     latency: Optional[LatencyCurve] = None         # a calibration's TTFT curve: SLO attainment per policy
@@ -135,6 +136,18 @@ def make_split(log: LoadLog, test_start: pd.Timestamp, test_end: Optional[pd.Tim
     first = float(before) if np.isfinite(before) else float("nan")
     return Split(i0=i0, minutes=i1 - i0, times=times, arrivals=arrivals, demand=arrivals.sum(axis=1),
                  minute_before=first if observed is None else float(observed[0]), observed=observed)
+
+
+def judge_slo(cfg: FleetBacktestConfig, rows: dict[str, dict], meta: dict) -> None:
+    """Each policy's test part met or missed the SLO (late share), in its row and the meta (issue 32: a run
+    tuned for 0.1% late ran the test day at 0.197% and nothing said "missed")."""
+    slo = cfg.slo if cfg.slo is not None else getattr(cfg.tuning, "slo", None)
+    if slo is None:
+        return
+    for row in rows.values():
+        row["slo_on_test"] = "met" if row["late_share"] <= slo.late_share else "missed"
+    meta["slo"] = {"late_share": slo.late_share, "late_wait_s": slo.late_wait_s,
+                   "on_test": {n: r["slo_on_test"] for n, r in rows.items()}}
 
 
 def last_ended_bin_rate(log: LoadLog, times: pd.DatetimeIndex) -> Optional[np.ndarray]:
@@ -346,6 +359,7 @@ def assemble(log: LoadLog, cfg: FleetBacktestConfig, split: Split, bundle: Optio
     }
     if cfg.latency is not None:
         meta["latency_curve"] = cfg.latency.describe()
+    judge_slo(cfg, rows, meta)
     if cfg.tuning is not None:
         tu = cfg.tuning
         meta["slo_tuning"] = {"slo": tu.slo.model_dump(), "validation": list(tu.window), "forecaster": tu.forecaster,

@@ -44,6 +44,7 @@ def plot_fleet(result, path: str | Path, window: Optional[tuple[int, int]] = Non
     ax.legend(loc="upper left", fontsize=8, ncol=2)
     rows = result.rows
     summary = "   ".join(f"{n}: {r['gpu_hours_vs_oracle']:.2f}x GPU, {r['late_pct']:.3f}% late"
+                         + (f" (SLO {r['slo_on_test']})" if "slo_on_test" in r else "")
                          for n, r in rows.items() if r.get("gpu_hours_vs_oracle") is not None)
     ax.set_title((title + "\n" if title else "") + summary, fontsize=9)
 
@@ -58,6 +59,10 @@ def plot_fleet(result, path: str | Path, window: Optional[tuple[int, int]] = Non
         late = run.late[lo:hi]
         if late.sum() > 0:
             ax.plot(t, late, lw=1.0, color=COLORS.get(name), label=f"{name} ({late.sum():,.0f})")
+    slo = result.meta.get("slo")
+    if slo:  # the late requests the SLO allows each minute, at that minute's demand
+        ax.plot(t, split.demand[lo:hi] * slo["late_share"], color="black", lw=0.8, ls="--",
+                label=f"SLO: {slo['late_share'] * 100:g}% of demand")
     ax.set_ylabel("requests late\n(> 5 s) / min")
     ax.set_yscale("symlog", linthresh=10)
     if ax.get_legend_handles_labels()[0]:

@@ -49,8 +49,9 @@ def write_outputs(result: "FleetResult", out: str | Path, plot: bool = True) -> 
 
 def format_table(rows: dict[str, dict]) -> str:
     slo = any("slo_attainment" in r for r in rows.values())  # a calibration's curve was given
+    judged = any("slo_on_test" in r for r in rows.values())   # an SLO to judge the test part by
     head = (f"{'policy':<22}{'GPU-h':>9}{'x oracle':>10}{'late>5s %':>11}" + (f"{'TTFT SLO min %':>15}" if slo else "")
-            + f"{'short min':>10}"
+            + (f"{'SLO test':>9}" if judged else "") + f"{'short min':>10}"
             f"{'scale acts':>11}{'launches':>9}{'warmups':>8}{'switches':>9}{'switch GPU-h':>13}{'late in sw':>11}")
     lines = [head, "-" * len(head)]
     for name, r in rows.items():
@@ -59,6 +60,7 @@ def format_table(rows: dict[str, dict]) -> str:
         lines.append(f"{name:<22}{r['gpu_hours']:>9.1f}{(ratio if ratio is not None else float('nan')):>10.3f}"
                      f"{r['late_pct']:>11.4f}" + (f"{(100 * att if att is not None else float('nan')):>15.2f}"
                                                   if slo else "")
+                     + (f"{r.get('slo_on_test', ''):>9}" if judged else "")
                      + f"{r['minutes_short']:>10d}{r['scale_actions']:>11d}"
                      f"{r['launches']:>9d}{r['warmups']:>8d}{r['profile_switches']:>9d}"
                      f"{r['switch_gpu_hours']:>13.1f}{r['late_during_switches']:>11.1f}")
