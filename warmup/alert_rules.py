@@ -46,6 +46,14 @@ class RuleTiming:
                 raise InputError(f"{name}: {value!r} is not a Prometheus duration (e.g. 30s, 5m, 1h)")
 
 
+def unscoped(deps: list[Deployment]) -> list[str]:
+    """A warning per deployment whose rules would match every vLLM Prometheus scrapes (no
+    ``signals.selector``): with more than one deployment their alerts fire on each other's load (issue 32)."""
+    return [f"deployment {d.name}: signals.selector is empty, so its rules match every vLLM series in "
+            "Prometheus (e.g. sum(vllm:num_requests_waiting{}) over all models); set signals.selector, e.g. "
+            "'model_name=\"...\"' or 'namespace=\"...\"', to scope them" for d in deps if not d.signals.selector.strip()]
+
+
 def _sel(dep: Deployment, *extra: str) -> str:
     parts = [p for p in (dep.signals.selector.strip(), *extra) if p]
     return "{" + ",".join(parts) + "}"

@@ -32,7 +32,7 @@ def rules(
 
     from warmcast.runtime import load_fleet
     from warmcast.settings import load_settings
-    from warmup.alert_rules import RuleTiming, prometheus_rule, rule_groups
+    from warmup.alert_rules import RuleTiming, prometheus_rule, rule_groups, unscoped
 
     fleet = load_fleet(load_settings(config))
     deps = [fleet.get(n) for n in deployment] if deployment else list(fleet.deployments)
@@ -45,6 +45,8 @@ def rules(
     manifest.write_text(yaml.safe_dump(prometheus_rule(doc, namespace=namespace), sort_keys=False, width=200))
     n = sum(len(g["rules"]) for g in doc["groups"])
     typer.echo(f"wrote {n} rules for {len(deps)} deployment(s) to {out}; PrometheusRule manifest {manifest}")
+    for warning in unscoped(deps):
+        typer.echo(f"warning: {warning}", err=True)
 
 
 def register(app: typer.Typer, backtest: typer.Typer) -> None:

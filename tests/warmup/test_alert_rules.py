@@ -86,3 +86,12 @@ def test_bad_duration_is_a_clear_error():
 def test_prometheus_rule_manifest_names_its_namespace():
     m = prometheus_rule({"groups": []}, namespace="monitoring")
     assert m["metadata"]["namespace"] == "monitoring" and m["apiVersion"] == "monitoring.coreos.com/v1"
+
+
+def test_round2_rules_of_a_deployment_without_a_selector_are_named_in_a_warning(tmp_path):
+    """Issue 32: rules without signals.selector matched every vLLM (sum(vllm:num_requests_waiting{}) > 0),
+    silently.  chat-llama has a selector; local-demo and chat-pools have none."""
+    _, said = _write_rules(tmp_path)
+    warned = [line for line in said.splitlines() if line.startswith("warning:")]
+    assert [w.split(":")[1].strip() for w in warned] == ["deployment local-demo", "deployment chat-pools"], said
+    assert all("signals.selector is empty" in w for w in warned)
