@@ -181,19 +181,12 @@ def _resize(want: int, ready: int, booting: list[int], t: int, boot_minutes: int
 
 def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, params: FleetParams,
                initial_ready: int, observed: Optional[np.ndarray] = None) -> FleetRun:
-    """Run an online policy over the test part; ``arrivals`` shape (minutes, steps_per_minute).
-    ``observed``: the load a controller sees at the start of each minute where it is not the minute
-    before's arrivals (a coarse series: the rate of the last bin that has ended, see ``Split.observed``)."""
+    """Run an online policy over the test part; ``arrivals`` shape (minutes, steps_per_minute); ``observed``:
+    the load seen at each minute's start where not the minute before's (``Split.observed``)."""
     T, k = arrivals.shape
-    dt = 60.0 / k
-    cap_s = params.capacity_rpm / 60.0
-    w = params.wait_threshold_s
-    B = params.boot_minutes
-    prov = np.zeros(T, dtype=np.int64)
-    rdy = np.zeros(T, dtype=np.int64)
-    late = np.zeros(T)
-    queue = np.zeros(T)
-    mw = np.zeros(T)
+    dt, w, B = 60.0 / k, params.wait_threshold_s, params.boot_minutes
+    prov, rdy = np.zeros(T, dtype=np.int64), np.zeros(T, dtype=np.int64)
+    late, queue, mw = np.zeros(T), np.zeros(T), np.zeros(T)
     ready = int(initial_ready)
     booting: list[int] = []       # ready-minute of each booting instance, in launch order
     launches = 0

@@ -54,22 +54,26 @@ def plot_fleet(result, path: str | Path, window: Optional[tuple[int, int]] = Non
     ax.set_ylabel("provisioned\n(booting + ready)")
     ax.legend(loc="upper left", fontsize=8, ncol=5)
 
-    ax = axes[2]
+    _late_panel(axes[2], result, t, lo, hi)
+    axes[2].set_xlabel("time (UTC)")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _late_panel(ax, result, t, lo: int, hi: int) -> None:
+    """Late requests per minute per policy, and the SLO's allowance at each minute's demand."""
     for name, run in result.runs.items():
         late = run.late[lo:hi]
         if late.sum() > 0:
             ax.plot(t, late, lw=1.0, color=COLORS.get(name), label=f"{name} ({late.sum():,.0f})")
     slo = result.meta.get("slo")
     if slo:  # the late requests the SLO allows each minute, at that minute's demand
-        ax.plot(t, split.demand[lo:hi] * slo["late_share"], color="black", lw=0.8, ls="--",
+        ax.plot(t, result.split.demand[lo:hi] * slo["late_share"], color="black", lw=0.8, ls="--",
                 label=f"SLO: {slo['late_share'] * 100:g}% of demand")
     ax.set_ylabel("requests late\n(> 5 s) / min")
     ax.set_yscale("symlog", linthresh=10)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", fontsize=8, ncol=5)
-    ax.set_xlabel("time (UTC)")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
