@@ -98,6 +98,10 @@ async def _metrics_text(url: str) -> str:
         return (await c.get(f"{url}/metrics")).text
 
 
+# One rerun: whether 32 simultaneous requests queue over 0.5 s depends on how fast this shared 2-core
+# machine admits them (2026-12-03, a clean-clone run with nothing beside it: 5 of 32, threshold 5).
+# A second miss fails.
+@pytest.mark.flaky(reruns=1)
 def test_queue_depth_rises_above_threshold_under_load_and_falls(server):
     # 32 requests of 500 generated tokens, sent at once, against --max-num-seqs 2: most must queue.
     load = WarmupSpec(count=32, concurrency=32, duration_s=240)
