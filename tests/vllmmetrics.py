@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 
 
-def waited_longer_than(before: str, after: str, at_least_s: float) -> tuple[float, int]:
+def waited_longer_than(before: str, after: str, at_least_s: float,
+                       name: str = "vllm:request_queue_time_seconds") -> tuple[float, int]:
     """(bound, requests) of the load between two /metrics texts whose time in the WAITING phase,
-    by the server's own ``vllm:request_queue_time_seconds`` histogram, exceeded ``bound`` (its
-    smallest bucket edge at or above ``at_least_s``)."""
+    by the server's own ``vllm:request_queue_time_seconds`` histogram (or the histogram ``name``),
+    exceeded ``bound`` (its smallest bucket edge at or above ``at_least_s``)."""
     def hist(text: str) -> tuple[dict[float, float], float]:
-        name = "vllm:request_queue_time_seconds"
         buckets: dict[float, float] = {}
         for le, v in re.findall(rf'^{name}_bucket\{{[^}}]*le="([^"]+)"[^}}]*\}} (\S+)$', text, re.M):
             buckets[float(le)] = buckets.get(float(le), 0.0) + float(v)
