@@ -28,6 +28,12 @@ def scale(ctx: Ctx, dep: str, journal: dict[str, Any], recovered: bool) -> tuple
     return outcome, actual
 
 
+def backend(ctx: Ctx, dep: str) -> Any:
+    """The deployment's fleet itself (the simulated one, or the scaler's backend) for the calls only some
+    backends have: replicas per profile, sleep mode, ready per profile."""
+    return ctx.sim(dep) if ctx.simulate else ctx.scaler(dep).inner
+
+
 def reason_text(decision: dict[str, Any]) -> str:
     """``code: text`` of a journaled decision's reason."""
     return f"{decision['reason']['code']}: {decision['reason']['text']}"
@@ -70,7 +76,7 @@ def switch(ctx: Ctx, dep: str, dec: Any) -> tuple[bool, str]:
     runs profiles side by side (simulated fleet, local processes, one Kubernetes workload per
     profile), a surge-only rollout of a single Kubernetes workload, or why it cannot be applied."""
     a = dec.action.value
-    inner = ctx.sim(dep) if ctx.simulate else ctx.scaler(dep).inner
+    inner = backend(ctx, dep)
     if dec.replicas and hasattr(inner, "set_replicas"):
         active = dec.to_profile if a in ("settled", "restored", "cancel") else None
         want = {p: int(n) for p, n in dec.replicas}

@@ -53,16 +53,12 @@ def tick(ctx: Ctx, dep: str, journal: dict[str, Any], recovered: bool) -> Applie
     return Applied(scale_out, actual, switched, slept, warmed, targets)
 
 
-def _backend(ctx: Ctx, dep: str) -> Any:
-    return ctx.sim(dep) if ctx.simulate else ctx.scaler(dep).inner
-
-
 def wake(ctx: Ctx, dep: str, d: dict[str, Any]) -> Optional[str]:
     """Wake the asleep instances the decision names, before any launch (None: none named)."""
     ids = [str(i) for i in d.get("wake", ())]
     if not ids:
         return None
-    backend = _backend(ctx, dep)
+    backend = apply.backend(ctx, dep)
     if not _can_sleep(backend):
         return refused(ctx, dep, backend, f"wake {len(ids)}")
     n = backend.wake(ids)
@@ -74,7 +70,7 @@ def asleep_target(ctx: Ctx, dep: str, d: dict[str, Any], woke: Optional[str]) ->
     every tick (a target: instances booting to sleep count towards it); elsewhere say why not, when
     the tier was asked for anything.  None: nothing to say."""
     target, asleep = int(d.get("asleep_target", 0)), int(d.get("asleep", 0))
-    backend = _backend(ctx, dep)
+    backend = apply.backend(ctx, dep)
     if not _can_sleep(backend):
         if woke is not None:
             return woke

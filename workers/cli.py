@@ -267,8 +267,6 @@ def worker(concurrency: int = typer.Option(4, "--concurrency", min=1, max=64),
 
 def beat(config: Optional[Path] = ConfigOpt) -> None:
     """Run the beat scheduler (RedBeat: a second one waits as a hot standby)."""
-    from warmcast.settings import load_settings
-
     if config:
         os.environ["WARMCAST_CONFIG"] = str(config)
     settings = _check_config(config)

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Mapping, Optional, Sequence
 
 from warmup.core.config import ScalingConfig
-from warmup.core.inputs import Instance, InstanceState, as_utc, level_value  # noqa: F401 - shared
+from warmup.core.inputs import Instance, InstanceState, as_utc
 
 
 def forecast_errors(actual: Sequence[float], forecast: Sequence[float]) -> tuple[float, ...]:

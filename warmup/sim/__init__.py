@@ -8,12 +8,11 @@ from warmup.sim.backtest import (
     FleetBacktestConfig,
     FleetResult,
     compute_forecasts,
-    format_table,
     make_split,
     run_backtest,
     run_policy,
-    write_outputs,
 )
+from warmup.sim.report import format_table, write_outputs
 from warmup.sim.data import LoadLog, from_series, load_log
 
 __all__ = ["POLICIES", "FleetBacktestConfig", "FleetResult", "LoadLog", "compute_forecasts", "format_table",

@@ -6,10 +6,8 @@ it.  Every policy starts warm with the fleet it would have had at the test start
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
@@ -22,7 +20,6 @@ from warmup.sim.fleet import FleetParams, FleetRun, Observation, run_online, run
 from warmup.sim.forecasts import ForecastBundle, make_forecaster, online_forecasts
 from warmup.sim.latency import LatencyCurve
 from warmup.sim.switches import ProfilePolicy, run_profiles, uses_profiles
-from warmup.sim.report import format_table, profile_capacity, write_outputs  # noqa: F401 - re-exported
 from warmup.sim.policies import CorePolicy, QueueKEDA, ReactiveHPA, StaticPeak, oracle_need, oracle_plan
 
 POLICIES = ("static", "reactive", "queue", "predictive", "oracle")
@@ -373,3 +370,11 @@ def assemble(log: LoadLog, cfg: FleetBacktestConfig, split: Split, bundle: Optio
     return FleetResult(cfg=cfg, split=split, runs=runs_out, rows=rows, meta=meta, forecasts=bundle)
 
 
+def profile_capacity(cfg: FleetBacktestConfig) -> dict[str, dict]:
+    """Per profile: the capacity the simulation plans with and its source ("calibrated" or "declared");
+    the default profile's is ``cfg.capacity_rpm`` (every policy's), one ``fleet`` entry without profiles."""
+    sw = cfg.core.switch if cfg.core is not None else None
+    if sw is None or not sw.profile_capacity:
+        return {"fleet": {"capacity_rpm": cfg.capacity_rpm, "source": cfg.capacity_source}}
+    return {n: ({"capacity_rpm": cfg.capacity_rpm, "source": cfg.capacity_source} if n == sw.default_profile
+                else {"capacity_rpm": c, "source": sw.source_of(n)}) for n, c in sw.profile_capacity}

@@ -3,20 +3,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-def profile_capacity(cfg: "FleetBacktestConfig") -> dict[str, dict]:
-    """Per profile: the capacity the simulation plans with and its source ("calibrated" or "declared");
-    the default profile's is ``cfg.capacity_rpm`` (every policy's), one ``fleet`` entry without profiles."""
-    sw = cfg.core.switch if cfg.core is not None else None
-    if sw is None or not sw.profile_capacity:
-        return {"fleet": {"capacity_rpm": cfg.capacity_rpm, "source": cfg.capacity_source}}
-    return {n: ({"capacity_rpm": cfg.capacity_rpm, "source": cfg.capacity_source} if n == sw.default_profile
-                else {"capacity_rpm": c, "source": sw.source_of(n)}) for n, c in sw.profile_capacity}
-
-
-def write_outputs(result: "FleetResult", out: str | Path, plot: bool = True) -> list[Path]:
+def write_outputs(result: Any, out: str | Path, plot: bool = True) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = []

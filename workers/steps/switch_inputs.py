@@ -46,7 +46,7 @@ def with_prewarm_lead(ctx: Ctx, dep: str) -> tuple[CoreConfig, Lead]:
 def ready_by_profile(ctx: Ctx, dep: str) -> dict[str, int] | None:
     """Ready replicas per profile as the scaler sees them (Kubernetes ``readyReplicas`` per workload,
     local servers answering /health, the simulated fleet); None: count the scraped instances."""
-    inner = ctx.sim(dep) if ctx.simulate else ctx.scaler(dep).inner
+    inner = ctx.sim(dep) if ctx.simulate else ctx.scaler(dep).inner  # read-only: not the apply stage
     read = getattr(inner, "ready_by_profile", None)
     if read is None:
         return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
@@ -25,7 +25,6 @@ from warmup.core.inputs import level_value
 from warmup.core.lead import Lead
 from warmup.core.mix_trigger import MixAsk
 from warmcast.errors import NotFoundError
-from workers import lead
 from workers.context import Ctx
 from workers.steps import forecast, signals
 
@@ -137,8 +136,3 @@ def _record_key(ctx: Ctx, dep: str) -> str:
 def _naive(t: datetime) -> datetime:
     """UTC without tzinfo: the load store's index is naive UTC."""
     return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
-
-
-def with_config(g: Gathered, cfg: CoreConfig) -> Gathered:
-    """``g`` with another core configuration (a manual profile request taken in under the lease)."""
-    return replace(g, cfg=cfg)
