@@ -31,6 +31,18 @@ SWITCH = """deployments:
       timezone: UTC
       windows:
         - {profile: night, start: "22:00", end: "06:00"}
+  - name: both
+    cold_start_min: 10
+    min_replicas: 2
+    max_replicas: 40
+    sleep: {wake_s: 30, cost_share: 0.3, buffer_asleep: true}
+    profiles:
+      day: {capacity_rpm: 300}
+      night: {capacity_rpm: 240}
+    schedule:
+      timezone: UTC
+      windows:
+        - {profile: night, start: "22:00", end: "06:00"}
   - name: buf
     cold_start_min: 10
     min_replicas: 2
@@ -96,6 +108,20 @@ def test_replay_equals_the_backtest_with_a_warm_buffer_kept_asleep(env, tmp_path
     # the replay wrote nothing under the live deployment's keys but what the test stored itself
     live = {k.decode() for k in redis_client.scan_iter(f"{key_prefix}:*")}
     assert live == {StateStore(redis_client, key_prefix).key("policy-config", "buf")}, sorted(live)[:5]
+
+
+def test_replay_equals_the_backtest_with_a_switch_and_an_asleep_buffer_in_one_deployment(
+        env, tmp_path, redis_client, key_prefix, shared_data):
+    """The issue's case as written: one deployment with a profile switch and an asleep buffer.  The
+    simulator's per-profile pools hold no asleep instances (docs/ARCHITECTURE.md), so the buffer's
+    decisions (buffer, asleep target) are compared minute by minute, and no wake can happen on either side."""
+    StateStore(redis_client, key_prefix).put("policy-config", "both", {"scaling": {
+        "quantile": 0.5, "buffer_level": 0.95, "buffer_window_min": 60}})
+    a, b, ra, rb = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "both",
+                         "2024-05-14 20:00", "2024-05-15 02:00")
+    assert a[COLUMNS].equals(b[COLUMNS])
+    assert {k: ra[k] for k in FIGURES} == {k: rb[k] for k in FIGURES}
+    assert {"prewarm", "canary", "move", "steady"} <= set(a["phase"]) and a["buffer"].max() >= 1
 
 
 def test_replay_bad_input_is_refused_and_writes_nothing(env, tmp_path, redis_client, key_prefix, shared_data):
