@@ -54,7 +54,7 @@ def get_profile_advice(
     weights_gb: Optional[float] = Query(None, gt=0, le=4096, description="model weight memory"),
     kv_bytes_per_token: float = Query(131072.0, ge=1, le=1e8, description="KV cache bytes per token"),
 ) -> dict[str, Any]:
-    from warmup.advisor_io import advise, deployment_or_bare
+    from warmup.planning.advisor_io import advise, deployment_or_bare
 
     dep = deployment_or_bare(ctx.fleet, deployment)
     return advise(ctx.store, dep, datetime.now(timezone.utc), memory_gb=memory_gb, weights_gb=weights_gb,

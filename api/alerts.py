@@ -131,7 +131,7 @@ def _note(body: AlertmanagerIn, dep: str, alerts: list[AlertIn]) -> dict[str, An
                summary="Alertmanager webhook: record the notification and hand it to the alert step")
 def post_alerts(body: AlertmanagerIn, ctx: ApiContext = Depends(get_ctx)) -> ReceivedOut:
     from api.jobs import WorkersUnavailable, celery_app
-    from workers.alert_state import record_note
+    from workers.alerting.state import record_note
 
     notes = notes_of(body, ctx)
     out = []
@@ -154,8 +154,7 @@ def post_alerts(body: AlertmanagerIn, ctx: ApiContext = Depends(get_ctx)) -> Rec
              summary="Alert episodes (tier reached, responses decided), diagnostic reports, failover state")
 def get_alerts(deployment: str = Depends(known_deployment), ctx: ApiContext = Depends(get_ctx),
                reports: int = Query(5, ge=0, le=50)) -> AlertsOut:
-    from workers import alert_state
-
+    from workers.alerting import state as alert_state
     p = ctx.settings.key_prefix
     failover = ctx.redis.get(alert_state.key(p, "failover", deployment))
     return AlertsOut(deployment=deployment, episodes=alert_state.episodes(ctx.redis, p, deployment),

@@ -21,7 +21,7 @@ from api.deps import ApiConfig, ApiContext, WriteGuard, build_context
 from api.errors import BodyLimitMiddleware, install_error_handlers
 from api.hot import HOT_TTL_S, Rendered
 from api.schemas import HealthOut
-from warmcast.settings import Settings
+from warmcast.config.settings import Settings
 
 STATIC = Path(__file__).resolve().parent / "static"
 

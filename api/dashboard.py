@@ -79,7 +79,7 @@ def dashboard_data(ctx: ApiContext, dep: str, minutes: int) -> DashboardOut:
     if not replicas:
         notes.append("no replica history yet (the planner records it each tick)")
     if conf is not None:
-        from warmcast.calibrations import load_capacities
+        from warmup.calibration.store import load_capacities
 
         caps = load_capacities(ctx.redis, ctx.settings.key_prefix, conf)
         notes.append("capacity per replica: " + "; ".join(f"{n} {c.describe()}" for n, c in caps.items()))

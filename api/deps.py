@@ -22,9 +22,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.exceptions import HTTPException
 from starlette.concurrency import run_in_threadpool
 
-from warmcast.deployments import Deployment, DeploymentsFile, check_deployment_name
+from warmcast.config.deployments import Deployment, DeploymentsFile, check_deployment_name
 from warmcast.errors import NotFoundError
-from warmcast.settings import Settings, load_settings
+from warmcast.config.settings import Settings, load_settings
 from warmcast.state import StateStore
 from warmcast.store import LoadStore
 

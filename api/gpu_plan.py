@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from api.deps import ApiContext, configured_deployment, get_ctx, require_read
 from api.routes import READ_ERR
-from warmcast.deployments import Deployment
+from warmcast.config.deployments import Deployment
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_read)], tags=["read"])
 
@@ -74,7 +74,7 @@ def get_gpu_plan(
                                  description="what-if: only these GPU types, comma-separated"),
     what_if_utilisation: Optional[float] = Query(None, ge=0.05, le=1, description="what-if: another SLO"),
 ) -> dict[str, Any]:
-    from warmup.gpu_report import PlanAsk, build, stored_inputs
+    from warmup.planning.gpu_report import PlanAsk, build, stored_inputs
 
     history, forecast = stored_inputs(ctx.store, ctx.state, dep, pool)
     ask = PlanAsk(horizon, quantile, utilisation, pool, None, growth,

@@ -14,7 +14,7 @@ from typing import Any
 
 from api.deps import ApiContext
 from api.schemas import JobOut, WhatIfIn
-from warmcast.deployments import Deployment
+from warmcast.config.deployments import Deployment
 from warmcast.errors import WarmcastError
 from warmcast.state import _clean
 
@@ -40,7 +40,7 @@ def celery_app(ctx: ApiContext):
 
 def _default_capacity(ctx: ApiContext, dep: Deployment) -> float:
     """The default profile's calibrated capacity where one is stored, else the declared one."""
-    from warmcast.calibrations import load_capacities
+    from warmup.calibration.store import load_capacities
 
     return load_capacities(ctx.redis, ctx.settings.key_prefix, dep)[dep.default_profile].capacity_rpm
 

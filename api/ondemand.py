@@ -21,7 +21,7 @@ import pandas as pd
 
 from api.deps import ApiContext
 from api.errors import DeadlineExceeded
-from forecaster.base import Forecast
+from warmcast.forecast import Forecast
 from warmcast.errors import NotFoundError
 from warmcast.resolution import bin_label, resolution_of, steps_for
 from warmcast.state import forecast_from_dict, forecast_to_dict

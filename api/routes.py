@@ -17,8 +17,8 @@ from api.errors import FieldError
 from api.schemas import (ActionOut, AuditEntry, AuditOut, CapacityOut, DashboardOut, DeploymentOut, DeploymentsOut,
                          EventOut, ForecastOut, HourOut, JobOut, ObservationsIn, ObservationsOut, PauseIn, PlanOut,
                          Policy, ProfileIn, ReplicaPoint, Series, WhatIfIn)
-from warmcast.calibrations import load_capacities
-from warmcast.deployments import Deployment
+from warmup.calibration.store import load_capacities
+from warmcast.config.deployments import Deployment
 from warmcast.errors import NotFoundError, WarmcastError
 from warmcast.ingest.window import TimeWindowError
 
@@ -160,7 +160,7 @@ def get_capacity(
     start: Optional[str] = Query(None, max_length=40, description="first hour (default: the hour after the data)"),
     lookback: int = Query(4, ge=1, le=12, description="weeks (or days) of history per hour slot"),
 ) -> CapacityOut:
-    from warmup.capacity import CapacityRequest, capacity_plan
+    from warmup.planning.capacity import CapacityRequest, capacity_plan
 
     conf = ctx.configured(dep)
     cap, core, cap_notes = service.capacity_basis(ctx, conf, capacity_per_instance)

@@ -21,11 +21,11 @@ from api import ondemand
 from api.deps import ApiContext
 from api.ondemand import TS, shape, utcnow
 from forecaster.base import per_minute_rate
-from warmcast.calibrations import load_capacities
-from warmcast.deployments import Deployment
+from warmup.calibration.store import load_capacities
+from warmcast.config.deployments import Deployment
 from warmcast.errors import InputError, NotFoundError
 from warmcast.state import forecast_from_dict
-from warmup.adapters import forecast_input
+from warmup.core.adapters import forecast_input
 from warmup.core import CoreConfig, PlanStep, plan_replicas
 from warmup.core.lead import Lead, with_lead
 from workers.coreconfig import live_core_config

@@ -80,7 +80,7 @@ def seed(redis_url: str, prefix: str) -> None:
     import pandas as pd
     import redis
 
-    from forecaster.base import Forecast
+    from warmcast.forecast import Forecast
     from warmcast.state import StateStore
     from warmcast.store import LoadStore
 

@@ -157,7 +157,7 @@ class Rig:
     def start(self, faulty_worker_pause_s: float) -> None:
         """Redis, a seeded simulated fleet (load jumps so the first plan acts), a worker that pauses
         between apply and audit (the first fault kills it there), beat, the API with gRPC."""
-        from warmcast.settings import load_settings
+        from warmcast.config.settings import load_settings
         from workers.context import Ctx
         from workers.options import WorkerOptions
         from workers.simulate import seed_deployment

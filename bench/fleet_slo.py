@@ -30,7 +30,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from warmcast.slo import SLO  # noqa: E402
+from warmcast.config.slo import SLO  # noqa: E402
 from warmup.sim import FleetBacktestConfig, compute_forecasts, from_series, load_log, make_split  # noqa: E402
 from warmup.sim.backtest import run_policy  # noqa: E402
 from warmup.sim.fleet import summarise  # noqa: E402

@@ -160,7 +160,7 @@ def base_env(url: str, prefix: str, tmp: Path, deps: Path, extra: dict[str, str]
 def ctx_for(env: dict[str, str], simulate: bool):
     import redis
 
-    from warmcast.settings import load_settings
+    from warmcast.config.settings import load_settings
     from workers.context import Ctx
     from workers.options import WorkerOptions
 

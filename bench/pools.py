@@ -25,8 +25,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from warmcast.pool_split import read_requests  # noqa: E402
-from warmup.core.pools import PoolShape, SharedLimits  # noqa: E402
+from warmcast.ingest.pool_split import read_requests  # noqa: E402
+from warmup.planning.pools import PoolShape, SharedLimits  # noqa: E402
 from warmup.sim.pools import PoolRun, PoolSimConfig, replay, run_all  # noqa: E402
 from warmup.sim.pools import reactive as reactive_policy  # noqa: E402
 

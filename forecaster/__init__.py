@@ -12,7 +12,7 @@ rolling backtest and a versioned model registry.
 * :mod:`forecaster.backtest` -- rolling-origin backtest, metrics, plot.
 * :mod:`forecaster.registry` -- versioned artifacts, champion/challenger.
 * :mod:`forecaster.resolver` -- which model answers a deployment, and why (CLI, API, workers).
-* :mod:`forecaster.live` -- train/forecast a stored deployment; :mod:`forecaster.cli`.
+* :mod:`forecaster.live` -- train/forecast a stored deployment; :mod:`warmcast.cli.forecast`.
 
 Heavy imports (torch, statsmodels) happen inside the modules that need them.
 """

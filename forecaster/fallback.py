@@ -23,7 +23,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from forecaster.base import DAY, DEFAULT_QUANTILES, BaseForecaster, Forecast, minute_series, resolution
+from forecaster.base import DAY, BaseForecaster, minute_series, resolution
+
+from warmcast.forecast import DEFAULT_QUANTILES, Forecast
 from warmcast.resolution import steps_for
 from forecaster.baselines import HoltWinters, Persistence, SeasonalNaive, UCFourier
 

@@ -12,7 +12,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from forecaster.base import DAY, Forecast, minute_series, per_step, resolution
+from forecaster.base import DAY, minute_series, per_step, resolution
+
+from warmcast.forecast import Forecast
 from warmcast.resolution import bin_label, steps_for
 from forecaster.registry import ArtifactError, Decision, Registry
 

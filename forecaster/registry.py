@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from warmcast.deployments import NAME_RE
+from warmcast.config.deployments import NAME_RE
 from warmcast.errors import InputError, NotFoundError, WarmcastError
 
 WEIGHTS = "weights.pt"

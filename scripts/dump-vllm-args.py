@@ -3,7 +3,7 @@ deployments files where vLLM is not installed (it lives in .venv-vllm, not the p
 
 Run it with the vLLM interpreter after changing the vLLM version (scripts/setup-vllm.sh pins it):
 
-    .venv-vllm/bin/python scripts/dump-vllm-args.py            # writes warmcast/vllm_args.json
+    .venv-vllm/bin/python scripts/dump-vllm-args.py            # writes warmcast/config/vllm_args.json
 
 It records every option's names, type, choices and nargs from ``make_arg_parser``, and the
 KV block sizes each common attention backend accepts (``get_supported_kernel_block_sizes``).
@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # warmcast.engine_args is stdlib-only, so it imports under vLLM's venv
+sys.path.insert(0, str(ROOT))  # warmcast.config.engine_args is stdlib-only, so it imports under vLLM's venv
 
-from warmcast.engine_args import constraints_from_parser  # noqa: E402
+from warmcast.config.engine_args import constraints_from_parser  # noqa: E402
 
 # GPU backends vLLM picks by hardware, and the CPU one; FlashInfer is not importable in the CPU
 # build (no flashinfer package), so its sizes are read from its source when the import fails.
@@ -67,7 +67,7 @@ def main() -> None:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    cli.add_argument("--out", type=Path, default=ROOT / "warmcast" / "vllm_args.json")
+    cli.add_argument("--out", type=Path, default=ROOT / "warmcast" / "config" / "vllm_args.json")
     out = cli.parse_args().out
     data = constraints_from_parser(make_arg_parser(FlexibleArgumentParser()), vllm.__version__)
     data["kernel_block_sizes"] = kernel_block_sizes()

@@ -20,7 +20,7 @@ from typing import Callable, TypeVar
 import redis
 
 from warmcast.errors import WarmcastError
-from warmcast.settings import Settings
+from warmcast.config.settings import Settings
 from warmcast.store import LoadStore
 
 T = TypeVar("T")
@@ -138,7 +138,7 @@ def open_store(settings: Settings) -> LoadStore:
 
 def load_fleet(settings: Settings) -> "DeploymentsFile":
     """The deployments file named in the settings, or the single demo deployment."""
-    from warmcast.deployments import DeploymentsFile, demo_deployment, load_deployments
+    from warmcast.config.deployments import DeploymentsFile, demo_deployment, load_deployments
 
     if settings.deployments_file:
         return load_deployments(settings.deployments_file)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from forecaster.base import Forecast
+from warmcast.forecast import Forecast
 from warmcast.rediskeys import KeyedStore
 
 AUDIT_MAXLEN = 100_000

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import redis
 
-from warmcast.deployments import check_deployment_name
+from warmcast.config.deployments import check_deployment_name
 from warmcast.errors import InputError, NotFoundError
 from warmcast.ingest.accumulate import SIGNALS, regular
 from warmcast.ingest.window import NS_PER_DAY, NS_PER_MIN, TimeWindow

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import redis
 
-from warmcast.deployments import Deployment
+from warmcast.config.deployments import Deployment
 from workers.locks import lease
 from workers.simfleet import SimFleet
 

@@ -1,6 +1,6 @@
 """The Celery application: Redis as broker and result backend, RedBeat as the beat scheduler.
 
-``celery_app`` is configured lazily from :func:`warmcast.settings.load_settings`
+``celery_app`` is configured lazily from :func:`warmcast.config.settings.load_settings`
 (``WARMCAST_*``) the first time something reads its configuration, so importing
 this module (the API does, to ``send_task``) neither reads files nor starts the
 embedded Redis.  ``make_celery(settings)`` builds an app for given settings.
@@ -20,7 +20,7 @@ from workers.options import WorkerOptions, load_options
 
 log = logging.getLogger("warmcast.workers")
 
-TASK_MODULES = ["workers.tasks", "workers.alert_task"]
+TASK_MODULES = ["workers.tasks"]
 
 
 def celery_config(settings, options: WorkerOptions) -> dict[str, Any]:
@@ -116,7 +116,7 @@ class WarmcastCelery(Celery):
     @property
     def wc_settings(self):
         if self._wc_settings is None:
-            from warmcast.settings import load_settings
+            from warmcast.config.settings import load_settings
 
             self._wc_settings = load_settings()
         return self._wc_settings

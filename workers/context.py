@@ -6,8 +6,8 @@ from typing import Any
 
 import redis
 
-from warmcast.deployments import Deployment
-from warmcast.settings import Settings
+from warmcast.config.deployments import Deployment
+from warmcast.config.settings import Settings
 from warmcast.state import StateStore
 from warmcast.store import LoadStore
 from workers.actuation import RecordingScaler, live_scaler
@@ -52,11 +52,11 @@ class Ctx:
 
     def _effective(self, name: str) -> tuple[Deployment, tuple]:
         """The file's deployment with the profiles alert responses derived and, while failed over,
-        its DR scaler (workers/alert_state.py), and a signature of those changes; read from Redis
+        its DR scaler (workers/alerting/state.py), and a signature of those changes; read from Redis
         at most once a second per deployment (a task asks for its deployment many times)."""
         import time
 
-        from workers.alert_state import effective
+        from workers.alerting.state import effective
 
         hit = self.cache.get(("effective", name))
         if hit is None or time.monotonic() - hit[0] > EFFECTIVE_TTL_S:

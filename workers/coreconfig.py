@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any
 
-from forecaster.base import DEFAULT_QUANTILES
-from warmcast.deployments import Deployment
+from warmcast.forecast import DEFAULT_QUANTILES
+from warmcast.config.deployments import Deployment
 from warmcast.errors import InputError
-from warmup import adapters
+from warmup.core import adapters
 from warmup.core import CoreConfig, WarmupTier
 
 
@@ -32,9 +32,9 @@ def _override(obj, values: dict[str, Any], what: str):
 
 def core_config(dep: Deployment, dry_run: bool = False, overrides: dict[str, Any] | None = None,
                 capacities: dict[str, Any] | None = None) -> CoreConfig:
-    """The core configuration for ``dep`` (``warmup.adapters.core_config``) with the operator's
+    """The core configuration for ``dep`` (``warmup.core.adapters.core_config``) with the operator's
     stored overrides applied; ``dry_run`` is forecast-only mode; ``capacities``: the stored
-    calibrations' capacity per profile (``warmcast.calibrations.load_capacities``)."""
+    calibrations' capacity per profile (``warmup.calibration.store.load_capacities``)."""
     base = adapters.core_config(dep, dry_run=dry_run, capacities=capacities)
     ov = overrides or {}
     unknown = sorted(set(ov) - {"scaling", "warmup", "switch"})
@@ -53,7 +53,7 @@ def live_core_config(r: Any, prefix: str, dep: Deployment, dry_run: bool = False
     """The configuration the live planner decides with: ``dep``'s, with the operator's (or the nightly
     re-tune's) stored ``policy-config`` and the stored calibrations.  The workers and the API both
     plan with it, so a re-tuned margin or stabilisation reaches the API's plans too."""
-    from warmcast.calibrations import load_capacities
+    from warmup.calibration.store import load_capacities
     from warmcast.state import StateStore
 
     return core_config(dep, dry_run=dry_run, overrides=StateStore(r, prefix).get("policy-config", dep.name),

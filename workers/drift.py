@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-from warmcast.calibrations import CalibrationStore
+from warmup.calibration.store import CalibrationStore
 from warmup.calibration.drift import DriftCheck, check_drift, curve_of
 from workers import metrics, policy
 from workers.context import Ctx

@@ -7,9 +7,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from warmcast.deployments import Deployment
+from warmcast.config.deployments import Deployment
 from warmcast.errors import InputError
-from workers import arrivals
+from warmup.core import arrivals
 from workers.mix import DEFAULT_LONG_TOKENS, round_mix
 
 def _instance_state(waiting: float, running: float, max_seqs: int | None) -> str:
@@ -84,7 +84,7 @@ def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, pre
                 prompts: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(signals document, snapshot for the next call) from the instances' readings.
 
-    Arrivals are counted per instance (``workers.arrivals``): reset-aware, queued requests counted
+    Arrivals are counted per instance (``warmup.actuators.arrivals``): reset-aware, queued requests counted
     when they arrive, the warmup requests warmcast completed on each taken out (``warmup_done``:
     cumulative per URL), instances leaving or failing a scrape neither a drop nor, when back, a
     spike.  ``doc["arrivals"]`` has them per minute with the round's coverage.  ``profiles`` names the profile each URL runs,

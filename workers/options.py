@@ -1,6 +1,6 @@
 """Loop settings of the workers (intervals, locks, fault injection), from ``WARMCAST_WORKERS_*``.
 
-They live beside :mod:`warmcast.settings` (which the lead owns and which forbids
+They live beside :mod:`warmcast.config.settings` (which the lead owns and which forbids
 unknown keys) so the loop can be tuned without touching the shared settings.
 Every interval is in seconds; tests shrink them to run a minute's loop in seconds.
 """

@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from warmcast.settings import Settings
+from warmcast.config.settings import Settings
 from warmup.core import CoreConfig
 from warmup.sim.fleet import Observation
 from warmup.sim.switches import profile_targets

@@ -23,7 +23,7 @@ PERIODIC = {
     "forecast": ("forecast_every_s", "warmcast.forecast"),
     "plan": ("plan_every_s", "warmcast.plan"),   # the one tick: scale, sleep tier, switch, warmups
     "expire": ("expire_every_s", "warmcast.expire"),
-    "alerts": ("alert_check_every_s", "warmcast.alert_check"),  # workers/alert_task.py
+    "alerts": ("alert_check_every_s", "warmcast.alert_check"),  # workers/tasks.py
 }
 
 

@@ -20,6 +20,7 @@ from workers.context import get_ctx
 from workers.fanout import fan_out
 from workers.locks import LockBusy
 from workers.schedule import tick_id
+from workers.steps import alerts as alerts_step
 from workers.steps import expire as expire_step
 from workers.steps import forecast as forecast_step
 from workers.steps import ingest as ingest_step
@@ -176,3 +177,22 @@ def _worker_ready(sender=None, **_):
     app = getattr(sender, "app", None)
     port = app.wc_options.metrics_port if app is not None and hasattr(app, "wc_options") else 0
     metrics.serve(port)
+
+
+# The alert step (workers/steps/alerts.py): ``warmcast.alert``, sent by the API's Alertmanager
+# receiver, and ``warmcast.alert_check``, the periodic escalation check the beat fans out per
+# deployment (schedule kind ``alerts``). A retry decides again from the stored episode, so it
+# never repeats a response.
+ALERT_TASK = "warmcast.alert"
+ALERT_CHECK_TASK = "warmcast.alert_check"
+
+
+@shared_task(bind=True, name=ALERT_TASK, **COMMON)
+def alert(self, deployment: str, note: dict) -> dict:
+    return alerts_step.step(get_ctx(self.app), deployment, note).as_dict()
+
+
+@shared_task(bind=True, name=ALERT_CHECK_TASK, **COMMON)
+def alert_check(self, deployment: str, tick: str = "") -> dict:
+    return {"deployment": deployment,
+            "escalated": [o.as_dict() for o in alerts_step.check(get_ctx(self.app), deployment)]}

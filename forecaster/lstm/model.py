@@ -38,7 +38,9 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from forecaster.base import DEFAULT_QUANTILES, MINUTE, BaseForecaster, Forecast, InsufficientHistory, resolution
+from forecaster.base import MINUTE, BaseForecaster, InsufficientHistory, resolution
+
+from warmcast.forecast import DEFAULT_QUANTILES, Forecast
 from forecaster.lstm import artifact, dataset
 from forecaster.lstm.config import LSTMConfig
 from forecaster.lstm.features import build_features, lookback, series_arrays

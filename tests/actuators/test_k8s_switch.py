@@ -338,7 +338,7 @@ def test_the_signals_step_feeds_kubernetes_launch_to_ready_into_the_lead(tmp_pat
     lead becomes "measured launches".  NO cluster runs here: the official client's transport is
     swapped for the in-memory API server of this module (pods ready one cold start, here 1 s,
     after they are created), as in every test of this file."""
-    from warmcast.settings import load_settings
+    from warmcast.config.settings import load_settings
     from workers import lead
     from workers.context import Ctx
     from workers.options import WorkerOptions

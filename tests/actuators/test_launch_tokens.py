@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from warmcast.deployments import demo_deployment
+from warmcast.config.deployments import demo_deployment
 from warmcast.errors import InputError
 from warmup.actuators.launch import (
     EngineArgsError,

@@ -21,7 +21,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from warmcast.deployments import Deployment, Profile, ScalerSpec
+from warmcast.config.deployments import Deployment, Profile, ScalerSpec
 from warmcast.errors import InputError
 from warmup.actuators.local import free_port
 from warmup.actuators.scalers import (

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from forecaster.base import Forecast
+from warmcast.forecast import Forecast
 
 WRITE = "write-token-123"
 AUTH = {"Authorization": f"Bearer {WRITE}"}

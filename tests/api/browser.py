@@ -14,7 +14,7 @@ import httpx
 
 from api_helpers import WRITE, missing_tool
 from warmcast.runtime import free_loopback_port
-from warmcast.settings import Settings
+from warmcast.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",

@@ -7,7 +7,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api_helpers import WRITE, stored_forecast, synthetic_frame
-from warmcast.settings import load_settings
+from warmcast.config.settings import load_settings
 from warmcast.state import StateStore
 
 

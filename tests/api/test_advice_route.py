@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from warmcast.deployments import parse_deployments
+from warmcast.config.deployments import parse_deployments
 from warmcast.generate import generate_minute_frame
 
 URL = "/v1/deployments/{}/advice/profiles"

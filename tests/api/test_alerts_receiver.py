@@ -85,8 +85,7 @@ def test_alert_history_route_reads_episodes_and_reports(client, redis_client, ke
     from datetime import datetime
 
     from warmup.core.alerts import Episode, Tier
-    from workers import alert_state
-
+    from workers.alerting import state as alert_state
     t = datetime(2026, 1, 5, 12)
     alert_state.store_episode(redis_client, key_prefix, Episode("g", "demo", t, t, Tier.PRIMARY, t,
                                                                 ("primary:report",), ("WarmcastTTFTHigh",)))

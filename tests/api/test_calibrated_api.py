@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from api_helpers import stored_forecast
-from warmcast.calibrations import CalibrationStore
+from warmup.calibration.store import CalibrationStore
 
 
 def test_keda_values_deployments_and_metrics_use_and_name_the_calibrated_capacity(client, seeded, state,

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from warmcast.errors import InputError
-from warmup.capacity import CapacityRequest, capacity_plan
+from warmup.planning.capacity import CapacityRequest, capacity_plan
 
 
 def _flat_by_hour(days: int) -> pd.Series:
@@ -85,8 +85,8 @@ def test_each_hour_uses_the_profile_the_core_makes_active():
     core's profile stage at each of its minutes); an hour a window starts in takes the smaller one."""
     from datetime import time
 
-    from warmcast.deployments import Schedule, ScheduleWindow, demo_deployment
-    from warmup.adapters import core_config
+    from warmcast.config.deployments import Schedule, ScheduleWindow, demo_deployment
+    from warmup.core.adapters import core_config
     from warmup.core.plan import stage_profile
 
     dep = demo_deployment().model_copy(update={"schedule": Schedule(

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from api_helpers import END, kill_if_alive, sigterm_stop_seconds, stored_forecast
-from warmcast.deployments import demo_deployment
-from warmup.adapters import core_config, forecast_input
+from warmcast.config.deployments import demo_deployment
+from warmup.core.adapters import core_config, forecast_input
 from warmup.core import plan_replicas
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import pytest
 
 from api.hot import HOT_TTL_S
 from api_helpers import AUTH, END, stored_forecast, synthetic_frame
-from warmcast.deployments import demo_deployment
-from warmup.adapters import core_config, forecast_input
+from warmcast.config.deployments import demo_deployment
+from warmup.core.adapters import core_config, forecast_input
 from warmup.core import plan_replicas
 
 
@@ -240,7 +240,7 @@ def test_readiness_fails_when_redis_is_unreachable(tmp_path):
     from fastapi.testclient import TestClient
 
     from api.app import create_app
-    from warmcast.settings import load_settings
+    from warmcast.config.settings import load_settings
 
     s = load_settings(redis_url="redis://127.0.0.1:1/0", state_dir=tmp_path)
     with TestClient(create_app(s)) as c:

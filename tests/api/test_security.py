@@ -124,7 +124,7 @@ def test_uploads_land_under_the_data_dir_with_generated_names(client, seeded, se
 
 def test_jobs_of_another_deployment_are_invisible(client, seeded, state, store, settings, tmp_path):
     from api.app import create_app
-    from warmcast.deployments import DeploymentsFile, demo_deployment
+    from warmcast.config.deployments import DeploymentsFile, demo_deployment
 
     job = "0123456789abcdef0123456789abcdef"
     state.put("job", job, {"deployment": "demo", "submitted_at": "x", "source": "stored load", "policies": ["static"]})

@@ -1,6 +1,6 @@
 """One contract, every model: the LSTM, each baseline and the fallback wrapper.
 
-``MODELS`` must name every model the CLI can run (``forecaster.cli.ALL_MODELS``): a model
+``MODELS`` must name every model the CLI can run (``warmcast.cli.forecast.ALL_MODELS``): a model
 added there without an entry here fails ``test_every_model_is_under_contract``."""
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.base import DAY, DEFAULT_QUANTILES, WEEK, Forecast, ForecastModel
+from forecaster.base import DAY, WEEK, ForecastModel
+
+from warmcast.forecast import DEFAULT_QUANTILES, Forecast
 from forecaster.baselines import HoltWinters, Persistence, SeasonalNaive, UCFourier
 from forecaster.fallback import FallbackForecaster
 from forecaster.lstm import LSTMConfig, LSTMForecaster
@@ -52,7 +54,7 @@ def _check(f: Forecast, origin, horizon, levels=(0.1, 0.5, 0.9)):
 
 
 def test_every_model_is_under_contract():
-    from forecaster.cli import ALL_MODELS
+    from warmcast.cli.forecast import ALL_MODELS
 
     assert set(ALL_MODELS) <= set(MODELS), f"models without a contract test: {set(ALL_MODELS) - set(MODELS)}"
 

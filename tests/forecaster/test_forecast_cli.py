@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import forecaster.cli as fcli
+import warmcast.cli.forecast as fcli
 from forecaster.registry import Registry
 
 from fc_synth import synth_frame
@@ -91,7 +91,8 @@ def test_plot_draws_whatever_models_have_an_mae(tmp_path):
     import numpy as np
 
     from forecaster.backtest import run_backtest, write_outputs
-    from forecaster.base import DAY, Forecast
+    from forecaster.base import DAY
+    from warmcast.forecast import Forecast
     from forecaster.baselines import Persistence
 
     class NoFinite(Persistence):

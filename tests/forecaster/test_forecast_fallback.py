@@ -5,7 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.base import DAY, Forecast
+from forecaster.base import DAY
+
+from warmcast.forecast import Forecast
 from forecaster.baselines import Persistence, SeasonalNaive
 from forecaster.fallback import FallbackForecaster
 from forecaster.lstm import LSTMConfig, LSTMForecaster

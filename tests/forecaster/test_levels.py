@@ -8,12 +8,12 @@ from datetime import timezone
 import numpy as np
 import pytest
 
-from forecaster.base import DEFAULT_QUANTILES
+from warmcast.forecast import DEFAULT_QUANTILES
 from forecaster.registry import Registry
 from forecaster.resolver import resolve_forecaster
 from warmcast.errors import InputError
 from warmcast.state import forecast_from_dict, forecast_to_dict
-from warmup.adapters import forecast_input
+from warmup.core.adapters import forecast_input
 from warmup.core import CoreConfig, ScalingConfig, TickInput
 from warmup.core.engine import decide
 from warmup.core.prescale import forecast_need
@@ -62,7 +62,7 @@ def test_a_level_outside_the_forecast_is_refused_not_clamped():
 def test_an_unavailable_level_is_refused_at_configuration_load():
     """A level between two the live forecast carries is served, interpolated (issue 25: a tuned 0.97 or 0.7
     was refused); one outside them is refused naming the key."""
-    from warmcast.deployments import demo_deployment
+    from warmcast.config.deployments import demo_deployment
     from workers.coreconfig import core_config
 
     assert core_config(demo_deployment(), overrides={"scaling": {"quantile": 0.99}}).scaling.quantile == 0.99

@@ -46,7 +46,7 @@ def test_a_time_budget_that_fires_is_recorded():
 def test_heads_for_every_provisioning_level_and_no_other(model):
     """P95 and P99 come from heads trained for them (pinball loss), not extrapolated; a level
     between two heads is interpolated (a simulator's sweep), one outside them is refused."""
-    from forecaster.base import DEFAULT_QUANTILES
+    from warmcast.forecast import DEFAULT_QUANTILES
 
     assert model.levels == (0.1, 0.5, 0.9, 0.95, 0.99) == DEFAULT_QUANTILES
     assert make_net(model.cfg).head[-1].out_features == model.cfg.horizon * 5

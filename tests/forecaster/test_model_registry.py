@@ -154,7 +154,7 @@ def test_train_deployment_promotes_then_guards(tmp_path):
 
 def test_shipped_default_model_loads_and_forecasts():
     """forecaster/shipped must match this code (rebuild it with python -m forecaster.default_model)."""
-    from forecaster.base import DEFAULT_QUANTILES
+    from warmcast.forecast import DEFAULT_QUANTILES
     from forecaster.registry import SHIPPED_DIR
 
     reg = Registry(SHIPPED_DIR)

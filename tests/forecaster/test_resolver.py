@@ -6,7 +6,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.base import DAY, Forecast
+from forecaster.base import DAY
+
+from warmcast.forecast import Forecast
 from forecaster.live import forecast_deployment
 from forecaster.lstm import LSTMConfig, LSTMForecaster
 from forecaster.registry import SHIPPED_DIR, Registry
@@ -72,7 +74,7 @@ def test_a_champion_answers_first_and_cli_and_resolver_agree(tmp_path):
 
 
 def test_state_lives_under_the_state_dir_not_the_checkout(tmp_path, monkeypatch):
-    from warmcast.settings import load_settings
+    from warmcast.config.settings import load_settings
 
     monkeypatch.delenv("WARMCAST_MODELS_DIR", raising=False)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from warmcast.deployments import load_deployments, parse_deployments
+from warmcast.config.deployments import load_deployments, parse_deployments
 from warmcast.errors import InputError
-from warmcast.settings import SettingsError, load_settings
+from warmcast.config.settings import SettingsError, load_settings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "deployments.yaml"
 
@@ -65,7 +65,7 @@ def test_settings_from_env_and_yaml_name_the_bad_key(tmp_path, monkeypatch):
 def test_missing_or_broken_yaml_files_are_named(tmp_path):
     """Settings, deployments and GPU catalogue files share one reader: a missing file or bad YAML
     is an error naming the file (the settings file's bad YAML was a traceback before)."""
-    from warmup.gpu_catalogue import load_catalogue
+    from warmup.planning.gpu_catalogue import load_catalogue
 
     broken = tmp_path / "broken.yaml"
     broken.write_text("a: [1, 2\n")

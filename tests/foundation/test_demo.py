@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import re
 
-from warmcast.pipeline import run_demo
-from warmcast.settings import load_settings
+from workers.demo import run_demo
+from warmcast.config.settings import load_settings
 from warmcast.state import StateStore
 
 

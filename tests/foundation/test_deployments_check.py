@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from warmcast.deployments import load_deployments
-from warmcast.engine_args import check_engine_args, load_constraints
+from warmcast.config.deployments import load_deployments
+from warmcast.config.engine_args import check_engine_args, load_constraints
 from warmcast.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]

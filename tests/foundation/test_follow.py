@@ -162,7 +162,7 @@ def test_cli_refuses_a_deployment_that_counts_its_arrivals_from_counters(tmp_pat
 
 def test_a_log_fed_deployment_gets_no_arrivals_from_its_counters(tmp_path, redis_client, key_prefix,
                                                                  redis_server_url):
-    from warmcast.settings import load_settings
+    from warmcast.config.settings import load_settings
     from workers.context import Ctx
     from workers.options import WorkerOptions
     from workers.steps import ingest

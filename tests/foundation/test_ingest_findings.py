@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from warmcast.deployments import check_deployment_name, parse_deployments
+from warmcast.config.deployments import check_deployment_name, parse_deployments
 from warmcast.errors import InputError
 from warmcast.generate import generate_minute_frame
 from warmcast.ingest import aggregate_file

@@ -1,4 +1,4 @@
-"""Every command that reads a log takes the same flags for it (one shared set, warmcast.logoptions)."""
+"""Every command that reads a log takes the same flags for it (one shared set, warmcast.cli.log_options)."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import forecaster.cli as fcli
-import warmup.cli as wcli
-from warmcast import commands
+import warmcast.cli.forecast as fcli
+import warmcast.cli.backtest as wcli
+from warmcast.cli import foundation as commands
 from warmcast.generate import generate_minute_frame
 
 LOG_FLAGS = {"--format", "--tz", "--start", "--time-col", "--input-col", "--output-col", "--count-col", "--time-unit"}

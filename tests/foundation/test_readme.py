@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from warmcast import cli
-from warmcast.settings import Settings
+from warmcast.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

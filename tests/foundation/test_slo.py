@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from warmcast.deployments import load_deployments, parse_deployments
+from warmcast.config.deployments import load_deployments, parse_deployments
 from warmcast.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecaster.base import Forecast
+from warmcast.forecast import Forecast
 from warmcast.state import StateStore, forecast_from_dict
 
 

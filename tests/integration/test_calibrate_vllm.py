@@ -22,7 +22,7 @@ import aiohttp
 import numpy as np
 import pytest
 
-from warmcast.calibrations import CalibrationStore
+from warmup.calibration.store import CalibrationStore
 from warmup.actuators.launch import default_vllm_python_path
 
 VLLM_PY = default_vllm_python_path()  # the real vLLM server fixture ``server`` is in conftest.py

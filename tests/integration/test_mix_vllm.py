@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from promserver import NEEDS_PROMETHEUS, Prometheus
-from warmcast.deployments import Deployment
-from warmcast.settings import load_settings
+from warmcast.config.deployments import Deployment
+from warmcast.config.settings import load_settings
 from warmup.actuators.launch import default_vllm_python_path
 from workers.context import Ctx
 from workers.live_signals import prometheus_live, scrape_live

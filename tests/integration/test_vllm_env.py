@@ -1,5 +1,5 @@
 """`warmcast setup vllm` finds a ready .venv-vllm; the engine-arg constraints shipped in
-warmcast/vllm_args.json are what that vLLM's parser says (scripts/dump-vllm-args.py writes the same file)."""
+warmcast/config/vllm_args.json are what that vLLM's parser says (scripts/dump-vllm-args.py writes the same file)."""
 from __future__ import annotations
 
 import json
@@ -28,7 +28,7 @@ def test_recorded_constraints_match_the_installed_vllm_parser(tmp_path):
                        env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
     assert r.returncode == 0, r.stderr[-2000:]
     live = json.loads(out.read_text())
-    shipped = json.loads((ROOT / "warmcast" / "vllm_args.json").read_text())
+    shipped = json.loads((ROOT / "warmcast" / "config" / "vllm_args.json").read_text())
     assert live == shipped, "vLLM changed: rerun .venv-vllm/bin/python scripts/dump-vllm-args.py"
     assert live["options"]["dtype"]["choices"] and live["options"]["block-size"]["type"] == "int"
 

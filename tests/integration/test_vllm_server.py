@@ -12,7 +12,7 @@ import pytest
 
 from promserver import NEEDS_PROMETHEUS, Prometheus
 from vllmmetrics import waited_longer_than
-from warmcast.deployments import Deployment
+from warmcast.config.deployments import Deployment
 from warmup.actuators.launch import (
     EngineArgsError,
     default_vllm_python_path,

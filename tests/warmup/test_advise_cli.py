@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from warmcast.deployments import load_deployments
+from warmcast.config.deployments import load_deployments
 from warmcast.generate import WorkloadSpec, write_request_log
 from warmcast.ingest import aggregate_file
 
@@ -93,8 +93,8 @@ def test_a_log_without_token_counts_is_refused_with_exit_2(store, env, tmp_path,
 def test_a_deployment_in_the_file_keeps_its_other_keys_and_time_zone(store, tmp_path):
     from datetime import datetime, timezone
 
-    from warmcast.deployments import parse_deployments
-    from warmup.advisor_io import advise
+    from warmcast.config.deployments import parse_deployments
+    from warmup.planning.advisor_io import advise
 
     dep = load_deployments(ROOT / "examples" / "deployments.yaml").get("chat-llama")
     log = tmp_path / "shift.csv"
@@ -129,7 +129,7 @@ def test_minutes_stored_before_ctx_p50_existed_still_advise(store):
     """Load stored by an older warmcast has ctx_mean and ctx_p95 but no ctx_p50: nothing to migrate."""
     from datetime import datetime, timezone
 
-    from warmup.advisor_io import advise, deployment_or_bare
+    from warmup.planning.advisor_io import advise, deployment_or_bare
     from warmcast.generate import generate_minute_frame
 
     old = generate_minute_frame(days=2, mean_rpm=20, seed=4).drop(columns=["ctx_p50"])
@@ -158,9 +158,9 @@ def test_a_plot_with_an_unknown_suffix_is_refused(store, env, tmp_path):
 def test_keys_naming_the_old_profiles_are_left_out_and_said_so(store):
     from datetime import datetime, timezone
 
-    from warmcast.deployments import parse_deployments
+    from warmcast.config.deployments import parse_deployments
     from warmcast.generate import generate_minute_frame
-    from warmup.advisor_io import advise
+    from warmup.planning.advisor_io import advise
 
     dep = load_deployments(ROOT / "examples" / "deployments.yaml").get("chat-pools")
     store.upsert_frame(dep.name, generate_minute_frame(days=2, mean_rpm=20))

@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from warmup.core.advisor import MIN_RATIO, MinuteStat, WindowStats, find_windows
-from warmup.core.advisor_args import InstanceSpec, nearest_accepted, predicted_length, profile_args, propose, seed_block
+from warmup.planning.advisor import MIN_RATIO, MinuteStat, WindowStats, find_windows
+from warmup.planning.advisor_args import InstanceSpec, nearest_accepted, predicted_length, profile_args, propose, seed_block
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 NOW = T0 + timedelta(days=30)

@@ -11,9 +11,9 @@ import yaml
 from typer.testing import CliRunner
 
 from warmcast.cli import _register_all, app
-from warmcast.deployments import load_deployments
+from warmcast.config.deployments import load_deployments
 from warmcast.errors import InputError
-from warmup.alert_rules import RuleTiming, prometheus_rule, rule_groups
+from warmup.actuators.alert_rules import RuleTiming, prometheus_rule, rule_groups
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "deployments.yaml"
 PROMTOOL = shutil.which("promtool")

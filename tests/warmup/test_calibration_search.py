@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from warmcast.slo import SLO
+from warmcast.config.slo import SLO
 from warmup.calibration.search import (Quantiles, SearchConfig, StepStats, Trial, bracket, judge, next_step,
                                        recovery_time_s, scaled_rates, scaled_scenarios)
 from warmup.calibration.steps import Arrival, Record, schedule, step_stats

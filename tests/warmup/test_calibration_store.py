@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from warmcast.calibrations import CalibrationStore, capacities
-from warmcast.deployments import DeploymentsFile
+from warmup.calibration.store import CalibrationStore, capacities
+from warmcast.config.deployments import DeploymentsFile
 from warmcast.errors import InputError, NotFoundError
 from warmup.actuators.local import free_port
-from warmup.adapters import core_config
+from warmup.core.adapters import core_config
 from warmup.core import plan_replicas
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ def test_unreachable_server_ends_clearly_and_keeps_the_stored_calibration(tmp_pa
 
 
 def test_fleet_backtest_reads_the_capacity_of_a_calibration_file(tmp_path):
-    from warmup.fleet_capacity import read_calibration, resolve
+    from warmup.sim.fleet_capacity import read_calibration, resolve
 
     good, bad = tmp_path / "calibration.json", tmp_path / "other.json"
     good.write_text(json.dumps({"capacity": {"rpm": 61.5}}))

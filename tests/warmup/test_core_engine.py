@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from wu_helpers import T0, flat_forecast, fleet, minutes
-from warmup.adapters import core_config, core_config_from_values, forecast_input
+from warmup.core.adapters import core_config, core_config_from_values, forecast_input
 from warmup.core import (
     CoreConfig,
     PolicyState,
@@ -67,7 +67,7 @@ def test_forecast_only_mode_records_but_does_not_apply() -> None:
 
 
 def test_planning_capacity_during_switch() -> None:
-    from warmcast.deployments import demo_deployment
+    from warmcast.config.deployments import demo_deployment
 
     cfg = core_config(demo_deployment())
     st = PolicyState()
@@ -77,7 +77,7 @@ def test_planning_capacity_during_switch() -> None:
 
 
 def test_adapter_maps_deployment() -> None:
-    from warmcast.deployments import demo_deployment
+    from warmcast.config.deployments import demo_deployment
 
     dep = demo_deployment()
     cfg = core_config(dep, dry_run=True, scaling={"quantile": 0.95})
@@ -93,7 +93,7 @@ def test_adapter_maps_deployment() -> None:
 
 
 def test_adapter_maps_forecast() -> None:
-    from forecaster.base import Forecast
+    from warmcast.forecast import Forecast
 
     origin = pd.Timestamp("2024-05-17 10:00")
     fc = Forecast(origin=origin, mean=np.full(30, 100.0),

@@ -10,9 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from wu_helpers import synthetic_minutes
-from warmup import cli as wcli
-
-
+from warmcast.cli import backtest as wcli
 def app() -> typer.Typer:
     root = typer.Typer()
     bt = typer.Typer()
@@ -152,7 +150,7 @@ def test_a_calibration_without_a_profile_is_the_default_profiles_and_bad_ones_ar
 
 def test_fleet_command_plans_with_the_stored_calibrations(tmp_path: Path, redis_client, key_prefix,
                                                         redis_server_url) -> None:
-    from warmcast.calibrations import CalibrationStore
+    from warmup.calibration.store import CalibrationStore
 
     doc = json.loads(_calibration(tmp_path / "night.json", 150.0, "night").read_text())
     CalibrationStore(redis_client, key_prefix).put("chat", "night", doc)

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from warmcast.deployments import load_deployments, parse_deployments
+from warmcast.config.deployments import load_deployments, parse_deployments
 from warmcast.errors import InputError
-from warmup.gpu_catalogue import deployment_options, load_catalogue
+from warmup.planning.gpu_catalogue import deployment_options, load_catalogue
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "deployments.yaml"
 

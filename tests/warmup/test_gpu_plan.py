@@ -6,8 +6,8 @@ import itertools
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from warmup.core.gpuplan import MixRequest, cheapest_mix, plan_gpu_mix, slot_peaks, what_if
-from warmup.core.gpus import Capacity, GpuOption, GpuType, build_options, check_fit, memory_need_gb
+from warmup.planning.gpuplan import MixRequest, cheapest_mix, plan_gpu_mix, slot_peaks, what_if
+from warmup.planning.gpus import Capacity, GpuOption, GpuType, build_options, check_fit, memory_need_gb
 
 A100 = GpuType("A100-80G", 80, 312, 2039, 1.0)
 A10G = GpuType("A10G", 24, 125, 600, 0.35)

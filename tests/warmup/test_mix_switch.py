@@ -8,10 +8,10 @@ from datetime import datetime, time, timedelta, timezone
 import pytest
 
 from wu_helpers import fleet
-from warmcast.deployments import parse_deployments
+from warmcast.config.deployments import parse_deployments
 from warmcast.errors import InputError
 from warmup.actuators.metrics import Histogram
-from warmup.adapters import core_config
+from warmup.core.adapters import core_config
 from warmup.core import ScheduleWindow, SwitchAction, SwitchConfig, SwitchPhase, SwitchState, decide_switch
 from warmup.core.mix_trigger import MixTriggerConfig, decide_mix
 from workers.mix import round_mix

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from warmcast.deployments import load_deployments
+from warmcast.config.deployments import load_deployments
 
 ROOT = Path(__file__).resolve().parents[2]
 SLICES_PER_GPU = 10  # the time-slicing the manifest documents

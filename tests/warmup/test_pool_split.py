@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from warmcast.errors import InputError
-from warmcast.pool_split import store_pool_series
-from warmcast.pools_config import Attribution, AttributionRule
+from warmcast.ingest.pool_split import store_pool_series
+from warmcast.config.pools import Attribution, AttributionRule
 
 RULE = Attribution(field="pool", rules=[AttributionRule(pool="cold", api_keys=["batch-etl"]),
                                         AttributionRule(pool="cold", min_prompt_tokens=3000)], default="hot")

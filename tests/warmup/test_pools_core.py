@@ -5,7 +5,7 @@ import math
 
 from hypothesis import given, settings, strategies as st
 
-from warmup.core.pools import (ColdWork, JointInput, PoolShape, SharedLimits, cold_room, hot_stage, plan_joint)
+from warmup.planning.pools import (ColdWork, JointInput, PoolShape, SharedLimits, cold_room, hot_stage, plan_joint)
 
 HOT = PoolShape(capacity_rpm=10, utilisation=0.5, gpu_request=0.8, memory_gb=30)
 COLD = PoolShape(capacity_rpm=2, utilisation=1.0, gpu_request=1.0, memory_gb=40)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from warmup.core.pools import PoolShape, SharedLimits
+from warmup.planning.pools import PoolShape, SharedLimits
 from warmup.sim.pools import PoolSimConfig, always_on, replay, run_all
 
 CFG = PoolSimConfig(hot=PoolShape(60, 1.0, 1.0, 10), cold=PoolShape(60, 1.0, 1.0, 10),

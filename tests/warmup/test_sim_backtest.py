@@ -158,8 +158,8 @@ def test_bad_test_start(minute_log) -> None:
 
 
 def test_profile_switches_are_simulated(tmp_path) -> None:
-    from warmcast.deployments import demo_deployment
-    from warmup.adapters import core_config
+    from warmcast.config.deployments import demo_deployment
+    from warmup.core.adapters import core_config
 
     dep = demo_deployment()   # day 300 rpm; night 200 rpm from 22:00 to 07:00 UTC
     log = from_series(synthetic_minutes(days=4, mean=1500.0, seed=6))

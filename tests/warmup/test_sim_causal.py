@@ -50,7 +50,7 @@ def test_the_observed_load_is_the_last_ended_bins_rate():
 
 def test_round2_each_policy_says_whether_the_test_part_met_the_slo(tmp_path):
     """Issue 32: a backtest tuned for late <= 0.1% ran its test day at 0.197% and nothing said "missed"."""
-    from warmcast.slo import SLO
+    from warmcast.config.slo import SLO
     from warmup.sim import format_table, run_backtest, write_outputs
 
     log = from_series(_series(1.0), source="ten-minute")

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from warmcast.slo import SLO
+from warmcast.config.slo import SLO
 from warmup.sim.fleet import FleetParams, run_plan, summarise
 from warmup.sim.latency import LatencyCurve, curve_from_calibration, estimate_ttft_p99_ms, slo_attainment, ttft_bound
 

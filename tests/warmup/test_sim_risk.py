@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from test_fleet_cli import app
 from wu_helpers import synthetic_minutes
-from warmcast.slo import SLO
+from warmcast.config.slo import SLO
 from warmup.sim import FleetBacktestConfig, from_series, run_backtest
 from warmup.sim.risk import pick, tune
 

@@ -127,8 +127,8 @@ deployments:
 
 
 def test_the_deployments_sleep_key_reaches_the_core(tmp_path) -> None:
-    from warmcast.deployments import load_deployments
-    from warmup.adapters import core_config
+    from warmcast.config.deployments import load_deployments
+    from warmup.core.adapters import core_config
 
     p = tmp_path / "deployments.yaml"
     p.write_text(DEPLOYMENT.format(wake=20))
@@ -140,7 +140,7 @@ def test_the_deployments_sleep_key_reaches_the_core(tmp_path) -> None:
 
 
 def test_a_bad_sleep_key_names_the_problem(tmp_path) -> None:
-    from warmcast.deployments import load_deployments
+    from warmcast.config.deployments import load_deployments
     from warmcast.errors import InputError
 
     p = tmp_path / "deployments.yaml"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from loophelpers import SIM_DEPLOYMENTS, Loop
-from warmcast.settings import load_settings
+from warmcast.config.settings import load_settings
 from workers.context import Ctx
 from workers.options import WorkerOptions
 

@@ -128,7 +128,7 @@ def wait_for(cond: Callable[[], object], timeout: float, what: str, loop: Loop |
 
 def ctx_for(loop: Loop):
     """An in-test context on the same settings as the loop's processes (to seed and to read state)."""
-    from warmcast.settings import load_settings
+    from warmcast.config.settings import load_settings
     from workers.context import Ctx
     from workers.options import WorkerOptions
 

@@ -1,7 +1,7 @@
 """The live dry-run scaler (``workers.actuation.RedisDryRunScaler``) against the real Redis."""
 from __future__ import annotations
 
-from warmcast.deployments import Deployment, Profile
+from warmcast.config.deployments import Deployment, Profile
 from workers.actuation import RedisDryRunScaler, live_scaler
 
 

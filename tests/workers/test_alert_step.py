@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from alertsink import Sink
-from warmcast.settings import load_settings
-from workers import alert_state, alerts
+from warmcast.config.settings import load_settings
+from workers.alerting import state as alert_state
+from workers.steps import alerts
 from workers.context import Ctx
 from workers.options import WorkerOptions
 from workers.steps import forecast as forecast_step
@@ -171,7 +172,7 @@ def test_unreachable_report_hook_is_recorded_not_raised(actx, sink):
     ({"primary_window": 3}, "alerts.primary_window: Extra inputs are not permitted"),
 ])
 def test_bad_alerts_key_is_a_clear_error_naming_it(alerts_key, said):
-    from warmcast.deployments import parse_deployments
+    from warmcast.config.deployments import parse_deployments
     from warmcast.errors import InputError
 
     with pytest.raises(InputError, match="deployment x: .*" + said.replace("(", r"\(").replace(")", r"\)")):

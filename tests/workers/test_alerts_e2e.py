@@ -123,7 +123,7 @@ def _responses(ctx) -> list[str]:
 
 
 def _episode(ctx) -> dict:
-    from workers.alert_state import episodes
+    from workers.alerting.state import episodes
 
     return (episodes(ctx.r, ctx.prefix, "vdep") or [{"alertnames": []}])[0]
 

@@ -1,10 +1,10 @@
-"""Arrival counting (workers.arrivals): each way the fleet changes under the counters."""
+"""Arrival counting (warmup.actuators.arrivals): each way the fleet changes under the counters."""
 from __future__ import annotations
 
 import pytest
 
-from workers.arrivals import InstanceReading as R
-from workers.arrivals import by_minute, count
+from warmup.actuators.arrivals import InstanceReading as R
+from warmup.actuators.arrivals import by_minute, count
 
 A, B = "http://a:1", "http://b:1"
 T = 600.0  # minute 10
@@ -74,7 +74,7 @@ def test_ingest_stores_counts_with_coverage_and_the_forecaster_skips_incomplete_
 
     from forecaster.base import target_series
     from loophelpers import SIM_DEPLOYMENTS
-    from warmcast.settings import load_settings
+    from warmcast.config.settings import load_settings
     from workers.context import Ctx
     from workers.options import WorkerOptions
     from workers.steps import ingest

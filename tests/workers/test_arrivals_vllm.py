@@ -29,7 +29,7 @@ import pytest
 from loophelpers import NEEDS_VLLM, VLLM_PY, free_port
 from promserver import NEEDS_PROMETHEUS, Prometheus
 from vllmmetrics import waited_longer_than
-from warmcast.settings import load_settings
+from warmcast.config.settings import load_settings
 from workers import lead
 from workers.context import Ctx
 from workers.options import WorkerOptions

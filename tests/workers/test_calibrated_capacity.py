@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from loophelpers import seed_steady
-from warmcast.calibrations import CalibrationStore
+from warmup.calibration.store import CalibrationStore
 from workers.steps import tick as plan
 
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from warmcast.calibrations import CalibrationStore
+from warmup.calibration.store import CalibrationStore
 from warmup.calibration.drift import check_drift, curve_of, predicted_p99_ms
 from workers import drift
 

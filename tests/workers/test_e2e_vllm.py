@@ -30,7 +30,7 @@ pytestmark = NEEDS_VLLM
 
 
 def _put_forecast(ctx, p90: list[float]) -> None:
-    from forecaster.base import Forecast
+    from warmcast.forecast import Forecast
 
     origin = pd.Timestamp.now(tz="UTC").tz_localize(None).floor("min")
     arr = np.asarray(p90, float)

@@ -44,7 +44,7 @@ def test_retune_on_too_little_history_says_so_and_changes_nothing(ctx: Ctx) -> N
 def test_retune_replays_what_the_live_loop_runs_and_its_audit_names_it(ctx: Ctx) -> None:
     """Issue 25: the retune replays the forecaster that serves, the calibrated capacity and the measured
     lead (it replayed seasonal naive at the declared capacity and the file's cold start before)."""
-    from warmcast.calibrations import CalibrationStore
+    from warmup.calibration.store import CalibrationStore
     from workers import lead
 
     now = time.time()

@@ -25,7 +25,7 @@ def test_run_simulate_makes_forecasts_and_decisions_then_stops_on_ctrl_c(tmp_pat
                           "--metrics-port", str(metrics_port), "--status-every", "5"], cwd=ROOT, env=env,
                          stdout=out, stderr=subprocess.STDOUT)
     try:
-        from warmcast.settings import load_settings
+        from warmcast.config.settings import load_settings
         from workers.context import Ctx
         from workers.options import WorkerOptions
         import redis

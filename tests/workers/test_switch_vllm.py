@@ -73,7 +73,7 @@ def _healthy(url: str) -> bool:
 
 @pytest.fixture
 def live_ctx(tmp_path, redis_server_url, key_prefix):
-    from warmcast.settings import load_settings
+    from warmcast.config.settings import load_settings
     from workers.context import Ctx
     from workers.options import WorkerOptions
 

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from warmcast.errors import InputError
-from warmcast.settings import load_settings
+from warmcast.config.settings import load_settings
 from warmup.core.buffer import minute_key
 from warmup.sim.fleet import Observation
 from workers.context import Ctx

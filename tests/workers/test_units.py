@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.base import Forecast
+from warmcast.forecast import Forecast
 from loophelpers import seed_steady
 
 from warmcast.errors import InputError
@@ -118,14 +118,14 @@ def test_every_periodic_entry_has_expires_and_the_issue_intervals():
         assert e["options"]["expires"] > 0, name
     assert 5 <= opts.scrape_every_s <= 15
     assert opts.plan_every_s == opts.forecast_every_s == opts.ingest_every_s == 60
-    from workers.alert_task import alert_check  # the escalation check: its beat entry fans out to this task
+    from workers.tasks import alert_check  # the escalation check: its beat entry fans out to this task
     from workers.schedule import PERIODIC
 
     assert PERIODIC["alerts"][1] == alert_check.name and opts.alert_check_every_s == 30
 
 
 def test_core_config_from_deployment_and_overrides():
-    from warmcast.deployments import demo_deployment
+    from warmcast.config.deployments import demo_deployment
 
     d = demo_deployment()
     cfg = core_config(d, dry_run=True, overrides={"scaling": {"quantile": 0.95}, "warmup": {
@@ -211,7 +211,7 @@ def test_ingest_moves_completed_minutes_into_the_load_store(ctx):
 
 
 def test_manual_profile_request_runs_through_the_switch_machine(ctx, tmp_path):
-    from warmcast.deployments import demo_deployment
+    from warmcast.config.deployments import demo_deployment
 
     deps = tmp_path / "two.yaml"
     deps.write_text("deployments:\n  - name: simdep\n    cold_start_min: 0.5\n    profiles:\n"
@@ -276,7 +276,7 @@ def test_whatif_replays_the_night_profile_as_the_planner_runs_it(tmp_path, redis
                                                                  redis_server_url, monkeypatch):
     """The what-if replays with the planner's core config: in its night window the predictive
     policy plans the night profile's capacity and switches to it, as the live loop would."""
-    from warmcast.settings import load_settings
+    from warmcast.config.settings import load_settings
     from warmup.core.plan import stage_profile
     from workers.whatif import _backtest_config, run_whatif
 
@@ -416,7 +416,7 @@ def test_retrain_on_too_little_history_says_so_and_keeps_the_champion(ctx, tmp_p
 
 
 def test_signals_doc_rates_states_profiles_and_warmups():
-    from warmcast.deployments import Deployment
+    from warmcast.config.deployments import Deployment
     from workers.live_signals import Reading, signals_doc
 
     dep = Deployment(name="d", profiles={"day": {"capacity_rpm": 60, "engine_args": {"max-num-seqs": 4}},

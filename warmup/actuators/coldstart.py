@@ -123,7 +123,7 @@ def launch_ready_key(prefix: str, deployment: str) -> str:
 
 
 def resolve_lead(redis: Any, prefix: str, deployment: Any) -> Lead:
-    """The lead every planner uses for ``deployment`` (a :class:`warmcast.deployments.Deployment`):
+    """The lead every planner uses for ``deployment`` (a :class:`warmcast.config.deployments.Deployment`):
     the stored launch-to-ready times and record, chosen by the core's one rule
     (:func:`warmup.core.lead.choose`), so the worker, the API and the what-if agree."""
     recent = [float(v) for v in redis.lrange(launch_ready_key(prefix, deployment.name), 0, RECENT - 1)]

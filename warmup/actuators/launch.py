@@ -1,6 +1,6 @@
 """Turn a profile's vLLM engine arguments into a launch command or container args.
 
-A profile's ``engine_args`` (``warmcast.deployments.Profile.engine_args``) is a
+A profile's ``engine_args`` (``warmcast.config.deployments.Profile.engine_args``) is a
 mapping of vLLM CLI options without the leading ``--``::
 
     {"max-num-seqs": 16, "enable-prefix-caching": True, "enforce_eager": False}

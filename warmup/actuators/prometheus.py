@@ -14,7 +14,7 @@ The queries (``{sel}`` is the deployment's label selector, e.g.
 
 Arrivals are counted from raw per-target series, not from ``increase()``: one query,
 ``sum by (__name__, instance) ({__name__=~"<waiting>|<running>|<finished>",sel})``, gives
-each target's counter and gauges from one scrape, and ``workers.arrivals`` counts them as it
+each target's counter and gauges from one scrape, and ``warmup.actuators.arrivals`` counts them as it
 counts the instances' own /metrics (reset-aware as ``increase()``, in-flight requests counted on
 arrival, a target missing from the answer held at its last reading, never read as zero).
 

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
-from warmcast.slo import SLO
+from warmcast.config.slo import SLO
 
 FORMAT = 1
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from warmcast.errors import WarmcastError
-from warmcast.slo import SLO
+from warmcast.config.slo import SLO
 from warmup.actuators.vllm_client import VLLMClient
 from warmup.calibration import loadgen
 from warmup.calibration.search import (BURST_FACTOR, Scenario, SearchConfig, StepStats, Trial, judge, next_step,

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from warmcast.slo import SLO
+from warmcast.config.slo import SLO
 
 # The matrix on a production GPU (issue 15): prompt lengths and request rates.
 REFERENCE_PROMPTS = {"short": 1024, "medium": 4096, "long": 32768}

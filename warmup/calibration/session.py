@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Optional
 
 from warmcast.errors import InputError, WarmcastError
-from warmcast.slo import SLO
+from warmcast.config.slo import SLO
 from warmup.actuators.vllm_client import InstanceError, InstanceUnavailable, VLLMClient
 from warmup.calibration import report
 from warmup.calibration.loadgen import load_client
@@ -73,7 +73,7 @@ async def _server_facts(client: VLLMClient, launched_args: Optional[dict[str, An
 async def _launched(dep: Any, profile: Optional[str], settings: Any, overrides: list[str], port: int,
                     echo: Callable[[str], None]) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """One instance of the profile through the local backend, stopped afterwards."""
-    from warmup.actuators.cli import _parse_kv
+    from warmcast.cli.instances import _parse_kv
     from warmup.actuators.launch import local_launch_spec
     from warmup.actuators.scalers import LocalProcessScaler
 
@@ -98,7 +98,7 @@ async def calibrate(req: CalibrateRequest, echo: Callable[[str], None]) -> dict[
     settings = dep = None
     if req.deployment or not req.url:
         from warmcast.runtime import load_fleet
-        from warmcast.settings import load_settings
+        from warmcast.config.settings import load_settings
 
         if not req.deployment:
             raise InputError("give --url (a running server) or --deployment (launch one through its local backend)")
@@ -130,7 +130,7 @@ async def calibrate(req: CalibrateRequest, echo: Callable[[str], None]) -> dict[
     echo(f"capacity {doc['capacity']['rpm']:g} req/min ({doc['capacity']['tokens_per_s']} tokens/s) in scenario "
          f"{doc['capacity']['scenario']}; wrote {js} and {png}")
     if dep is not None and req.store:
-        from warmcast.calibrations import CalibrationStore
+        from warmup.calibration.store import CalibrationStore
         from warmcast.runtime import redis_client
 
         version = CalibrationStore(redis_client(settings), settings.key_prefix).put(dep.name, profile, doc)

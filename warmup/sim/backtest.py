@@ -54,7 +54,7 @@ class FleetBacktestConfig:
     # knobs per policy (warmup/sim/risk.py): ScalingConfig fields for predictive, policy fields for the baselines
     knobs: Optional[dict] = None
     tuning: Optional[object] = None                # the SLO tuning that chose ``knobs`` (warmup.sim.risk.Tuning)
-    slo: Optional[object] = None                   # the SLO the test part is judged by (warmcast.slo.SLO); else the tuning's
+    slo: Optional[object] = None                   # the SLO the test part is judged by (warmcast.config.slo.SLO); else the tuning's
     # where capacity_rpm comes from ("calibrated" or "declared"; per profile: core.switch.capacity_source)
     capacity_source: str = "declared"
     latency: Optional[LatencyCurve] = None         # a calibration's TTFT curve: SLO attainment per policy

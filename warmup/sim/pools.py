@@ -11,7 +11,7 @@ Decisions are made every minute from what has been observed so far:
   utilisation, cold the last minute's arrivals at a utilisation plus its queue drained
   over half the deadline; both keep the highest need of the last ``scale_in_min`` minutes
   before scaling in (HPA-like stabilisation);
-- ``joint``: warmcast's plan (:func:`warmup.core.pools.plan_joint`): hot from the same
+- ``joint``: warmcast's plan (:func:`warmup.planning.pools.plan_joint`): hot from the same
   load estimate as reactive, cold against its deadline within the shared limits.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from warmup.core.pools import ColdWork, JointInput, PoolShape, SharedLimits, plan_joint
+from warmup.planning.pools import ColdWork, JointInput, PoolShape, SharedLimits, plan_joint
 
 
 @dataclass(frozen=True)

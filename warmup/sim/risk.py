@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from warmcast.slo import SLO
+from warmcast.config.slo import SLO
 from warmup.sim.backtest import FleetBacktestConfig, Split, compute_forecasts, make_split, run_policy
 from warmup.sim.data import LoadLog
 from warmup.sim.forecasts import ForecastBundle

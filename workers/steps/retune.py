@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from forecaster.base import DEFAULT_QUANTILES
+from warmcast.forecast import DEFAULT_QUANTILES
 from warmcast.errors import InputError
 from workers.context import Ctx
 from workers.steps.outcome import Outcome

@@ -32,7 +32,7 @@ __all__ = [
 
 def scaler_for(deployment: Any, *, dry_run: bool = False, state_dir: str | Path | None = None,
                **local_kwargs: Any) -> Scaler:
-    """Build the scaler a :class:`warmcast.deployments.Deployment` asks for.
+    """Build the scaler a :class:`warmcast.config.deployments.Deployment` asks for.
 
     ``dry_run`` (the settings' forecast-only mode) always gives a DryRunScaler.
     The local backend is cached per deployment in this process and keeps its

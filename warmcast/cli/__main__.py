@@ -1,0 +1,4 @@
+"""``python -m warmcast.cli``: the same program as the ``warmcast`` command."""
+from warmcast.cli import main
+
+main()

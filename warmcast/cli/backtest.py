@@ -1,0 +1,191 @@
+"""``warmcast backtest fleet``: compare scaling policies on a replayed log."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from warmcast.errors import InputError
+from warmcast.cli.log_options import LogReading, log_options
+from warmcast.cli.slo_options import SLOFlags, slo_options
+
+
+@log_options
+@slo_options
+def fleet(
+    log: Path = typer.Option(..., "--log", help="Per-minute or finer count series (time,requests) or per-request log."),
+    capacity_rpm: Optional[float] = typer.Option(None, "--capacity-rpm", min=0.001,
+                                                 help="Requests/min one instance serves (required without "
+                                                      "--deployment, else the default profile's)."),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration.json: the capacity of the "
+                                               "profile it measured (none named: the default) and its latency curve "
+                                               "(SLO attainment per policy)."),
+    stored_calibrations: bool = typer.Option(False, "--stored-calibrations", help="With --deployment: its current "
+                                             "calibrations in Redis (WARMCAST_* settings); --calibration wins."),
+    stored_policy: bool = typer.Option(False, "--stored-policy", help="With --deployment: its stored policy-config."),
+    cold_start_min: Optional[float] = typer.Option(None, "--cold-start-min", min=0, max=240,
+                                                   help="Launch to ready, minutes (default 15, or the deployment's)."),
+    test_start: str = typer.Option(..., "--test-start", help="First test minute (UTC); the forecaster trains before it."),
+    out: Path = typer.Option(..., "--out", help="Directory for plan_<policy>.csv, report.json, fleet.png."),
+    policies: str = typer.Option(",".join(("static", "reactive", "queue", "predictive", "oracle")), "--policies",
+                                 help="Comma-separated subset of static,reactive,queue,predictive,oracle."),
+    quantile: Optional[float] = typer.Option(None, "--quantile", min=0.01, max=0.999, help="Forecast level the "
+                                             "predictive policy provisions for (default: the deployment's, else 0.9)."),
+    target_utilisation: float = typer.Option(1.0, "--target-utilisation", min=0.05, max=1.5,
+                                             help="Predictive: utilisation on the forecast quantile."),
+    reactive_utilisation: float = typer.Option(0.8, "--reactive-utilisation", min=0.05, max=1.5,
+                                               help="Reactive (HPA-like) target utilisation."),
+    queue_target: float = typer.Option(5.0, "--queue-target", min=0.1, help="Queue policy: waiting requests per "
+                                       "replica that trigger a scale-up."),
+    forecaster: str = typer.Option("lstm", "--forecaster", help="lstm, uc_fourier, holt_winters, seasonal_naive, "
+                                   "persistence or sim_seasonal_profile."),
+    test_end: Optional[str] = typer.Option(None, "--test-end", help="End of the test part (exclusive)."),
+    min_replicas: int = typer.Option(1, "--min-replicas", min=0),
+    max_replicas: int = typer.Option(100_000, "--max-replicas", min=1),
+    gpus_per_replica: int = typer.Option(1, "--gpus-per-replica", min=0),
+    deployment: Optional[Path] = typer.Option(None, "--deployment", help="Deployments file: the predictive policy "
+                                              "then uses that deployment's bounds, profiles and schedule "
+                                              "(profile switches are simulated as capacity changes)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Deployment name in --deployment (default: the only one)."),
+    decisions: bool = typer.Option(False, "--decisions", help="Also write the predictive decision log "
+                                   "(decisions_predictive.csv: every minute with its reason)."),
+    no_plot: bool = typer.Option(False, "--no-plot"),
+    *,
+    reading: LogReading,
+    slo_flags: SLOFlags,
+) -> None:
+    """Replay a log through a fleet with cold start and a FIFO queue under each policy."""
+    from warmup.sim import FleetBacktestConfig, load_log, run_backtest
+
+    names, (ts, te) = tuple(p.strip() for p in policies.split(",") if p.strip()), _test_window(test_start, test_end)
+    dep, core, caps = _capacities(deployment, name, capacity_rpm, calibration, stored_calibrations, stored_policy)
+    if dep is not None:  # the deployment's bounds and cold start, unless a flag says otherwise
+        cold_start_min = dep.cold_start_min if cold_start_min is None else cold_start_min
+        min_replicas, max_replicas, gpus_per_replica = dep.min_replicas, dep.max_replicas, dep.gpus_per_replica
+    data = load_log(log, **reading.kwargs())
+    cfg = FleetBacktestConfig(capacity_rpm=caps.capacity_rpm, cold_start_min=15.0 if cold_start_min is None
+                              else cold_start_min, test_start=ts, test_end=te,
+                              policies=names, quantile=_quantile(quantile, core), target_utilisation=target_utilisation,
+                              reactive_utilisation=reactive_utilisation, queue_target_waiting=queue_target,
+                              forecaster=forecaster, min_replicas=min_replicas, max_replicas=max_replicas,
+                              gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core,
+                              capacity_source=caps.source, latency=caps.latency)
+    cfg = _tiers_and_risk(data, cfg, dep, slo_flags)
+    _write_and_report(run_backtest(data, cfg, progress=True), out, not no_plot)
+
+
+def _quantile(flag: Optional[float], core: Any) -> float:
+    """The predictive policy's level: the flag's, else the deployment's (with its stored policy), else 0.9."""
+    if flag is not None:
+        return flag
+    return core.scaling.quantile if core is not None else 0.9
+
+
+def _capacities(deployment: Optional[Path], name: Optional[str], capacity_rpm: Optional[float],
+                calibration: Optional[Path], stored: bool, stored_policy: bool = False) -> tuple[Any, Any, Any]:
+    """(the deployment or None, its core config planning with the calibrated capacities, the
+    :class:`warmup.sim.fleet_capacity.FleetCapacity`); says which capacities it is."""
+    from warmup.core.adapters import core_config
+    from warmup.sim.fleet_capacity import read_calibration, resolve, stored_calibrations
+
+    dep = _deployment(deployment, name) if deployment is not None else None
+    if (stored or stored_policy) and dep is None:
+        raise InputError("--stored-calibrations and --stored-policy need --deployment (both are stored per deployment)")
+    caps = resolve(dep, capacity_rpm, read_calibration(calibration) if calibration is not None else None,
+                   stored_calibrations(dep) if stored else None)
+    typer.echo(caps.describe() + (f"; {caps.note}" if caps.note and (calibration is not None or stored) else ""))
+    ov = (_stored_policy(dep) or {}) if stored_policy else {}
+    core = (core_config(dep, capacities=caps.profiles, scaling=ov.get("scaling"), switch=ov.get("switch"))
+            if dep is not None else None)
+    return dep, core, caps
+
+
+def _stored_policy(dep: Any) -> Optional[dict]:
+    """The deployment's stored policy-config (WARMCAST_* settings' Redis), as the live loop reads it."""
+    from warmcast.runtime import redis_client
+    from warmcast.config.settings import load_settings
+    from warmcast.state import StateStore
+
+    settings = load_settings(None)
+    return StateStore(redis_client(settings), settings.key_prefix).get("policy-config", dep.name)
+
+
+def _write_and_report(result: Any, out: Path, plot: bool) -> None:
+    from warmup.sim import write_outputs
+
+    paths = write_outputs(result, out, plot=plot)
+    _echo_report(result)
+    typer.echo("wrote " + ", ".join(str(p) for p in paths))
+
+
+def _tiers_and_risk(data: Any, cfg: Any, dep: Any, flags: SLOFlags) -> Any:
+    """The config with the deployment's asleep tier, and each policy's knobs tuned for the SLO on the
+    days before the test start when the SLO flags ask for it."""
+    from dataclasses import replace
+
+    from warmcast.config.slo import SLO
+    from warmup.sim.risk import tune
+
+    if dep is not None and dep.sleep is not None:  # the simulated fleet gets the asleep tier too
+        cfg = replace(cfg, wake_s=dep.sleep.wake_s, sleep_cost_share=dep.sleep.cost_share)
+    if not flags.wanted:   # the deployment's own SLO judges the test part (late = its wait)
+        return cfg if dep is None else replace(cfg, slo=dep.slo, wait_threshold_s=dep.slo.late_wait_s)
+    slo = dep.slo if dep is not None else SLO()
+    slo = slo.model_copy(update={k: v for k, v in (("late_share", flags.late_share), ("late_wait_s", flags.wait_s))
+                                 if v is not None})
+    policies = tuple(p for p in ("predictive", "reactive", "queue") if p in cfg.policies)
+    tuning = tune(data, cfg, slo, flags.validation_days, policies, progress=True)
+    typer.echo(tuning.report())
+    return replace(cfg, knobs=tuning.knobs(), wait_threshold_s=slo.late_wait_s, tuning=tuning, slo=slo)
+
+
+def _test_window(test_start: str, test_end: Optional[str]) -> tuple[Any, Any]:
+    import pandas as pd
+
+    try:
+        return pd.Timestamp(test_start), (pd.Timestamp(test_end) if test_end else None)
+    except ValueError as err:
+        raise InputError(f"--test-start/--test-end: {err}") from None
+
+
+def _deployment(path: Path, name: Optional[str]) -> Any:
+    """The deployment named in the deployments file, or its only one."""
+    from warmcast.config.deployments import load_deployments
+
+    dfile = load_deployments(path)
+    if name is None and len(dfile.deployments) != 1:
+        raise InputError(f"{path} holds {len(dfile.deployments)} deployments: name one with --name")
+    return dfile.get(name) if name else dfile.deployments[0]
+
+
+def _echo_report(result: Any) -> None:
+    from warmup.sim import format_table
+
+    m = result.meta
+    typer.echo(f"{m['test_minutes']} test minutes from {m['test_start']}, {m['requests']:,} requests, "
+               f"resolution {m['resolution_s']} s")
+    r = m.get("series_resolution_min", 1)
+    if r > 1:
+        typer.echo(f"series resolution {r} min: replayed spread evenly over each bin's minutes; forecasts made "
+                   f"in {r}-minute bins, each from the bins that had ended")
+    if "forecaster" in m:
+        typer.echo(f"forecaster {m['forecaster']}: fit {m['forecaster_fit_seconds']} s, "
+                   f"forecasts {m['forecaster_predict_seconds']} s" + (f" ({m['forecaster_note']})"
+                                                                       if m.get("forecaster_note") else ""))
+    typer.echo(f"simulation of {len(result.rows)} policies: {m['simulation_seconds']} s")
+    typer.echo(format_table(result.rows))
+    if "latency_curve" in m:
+        lc = m["latency_curve"]
+        typer.echo(f"TTFT SLO min %: {lc['slo_attainment']} (P99 <= {lc['bound_ms']:g} ms, {lc['bound_source']}; "
+                   f"curve of profile {lc['profile'] or '(none named)'}, scenario {lc['scenario']})")
+    for name, row in result.rows.items():
+        if row.get("switch_minutes"):
+            typer.echo(f"{name}: {row['switch_minutes']} switch minutes cost {row['switch_gpu_hours']} GPU-h; "
+                       f"{row['late_during_switches']} requests late in them, "
+                       f"{row['late_caused_by_switches']} caused by the switches (late after any backlog "
+                       "carried into the switch had drained)")
+
+
+def register(app: typer.Typer, backtest: typer.Typer) -> None:
+    backtest.command("fleet")(fleet)

@@ -1,0 +1,53 @@
+"""``warmcast replay``: the live loop's tick over a log (``workers/replay.py``)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from warmcast.errors import InputError
+from warmcast.cli.log_options import LogReading, log_options
+
+ConfigOpt = typer.Option(None, "--config", help="YAML settings file (else WARMCAST_* env vars).")
+
+
+@log_options
+def replay(
+    log: Path = typer.Option(..., "--log", help="Per-minute or finer count series (time,requests) or per-request log."),
+    deployment: str = typer.Option(..., "--deployment", "-d", help="Deployment name in the deployments file."),
+    test_start: str = typer.Option(..., "--test-start", help="First replayed minute (UTC); the forecaster trains "
+                                   "before it."),
+    out: Path = typer.Option(..., "--out", help="Directory for plan_predictive.csv, decisions_predictive.csv, "
+                             "report.json, fleet.png."),
+    test_end: Optional[str] = typer.Option(None, "--test-end", help="End of the replay (exclusive)."),
+    forecaster: str = typer.Option("lstm", "--forecaster", help="lstm, uc_fourier, holt_winters, seasonal_naive, "
+                                   "persistence or sim_seasonal_profile (as backtest fleet)."),
+    no_plot: bool = typer.Option(False, "--no-plot"),
+    config: Optional[Path] = ConfigOpt,
+    *,
+    reading: LogReading,
+) -> None:
+    """Drive the workers' own tick minute by minute over a log, on the simulator's fleet (real Redis,
+    clock injected), and write what `warmcast backtest fleet` writes for its predictive policy."""
+    import pandas as pd
+
+    from warmcast.config.settings import load_settings
+    from warmcast.cli.backtest import _echo_report
+    from warmup.sim import load_log, write_outputs
+    from workers.replay import run_replay
+
+    try:
+        ts, te = pd.Timestamp(test_start), (pd.Timestamp(test_end) if test_end else None)
+    except ValueError as err:
+        raise InputError(f"--test-start/--test-end: {err}") from None
+    settings = load_settings(config)
+    data = load_log(log, **reading.kwargs())
+    result = run_replay(settings, deployment, data, ts, te, forecaster)
+    paths = write_outputs(result, out, plot=not no_plot)
+    _echo_report(result)
+    typer.echo("wrote " + ", ".join(str(p) for p in paths))
+
+
+def register(app: typer.Typer, backtest: typer.Typer) -> None:
+    app.command()(replay)

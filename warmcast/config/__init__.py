@@ -1,0 +1,1 @@
+"""warmcast/config."""

@@ -1,0 +1,102 @@
+"""Which capacity ``warmcast backtest fleet`` plans with, per profile, and the latency curve it reports.
+
+A ``--calibration`` file is the calibration of the profile it was measured for (its ``profile``
+key; a calibration made with ``--url`` alone names none and is taken as the default profile's);
+``--stored-calibrations`` adds the deployment's current calibrations from Redis (the file wins
+for its own profile).  Every other profile keeps its declared capacity.  :func:`resolve` is pure;
+:func:`read_calibration` and :func:`stored_calibrations` are the edges.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from warmup.calibration.store import ProfileCapacity, capacities
+from warmcast.errors import InputError
+from warmup.sim.latency import LatencyCurve, curve_from_calibration, ttft_bound
+
+
+@dataclass(frozen=True)
+class FleetCapacity:
+    capacity_rpm: float                                  # the default profile's (or the fleet's)
+    source: str                                          # "calibrated" or "declared"
+    profiles: Optional[dict[str, ProfileCapacity]]       # per profile, with a deployment
+    latency: Optional[LatencyCurve]                      # None: no calibration curve to read
+    note: str = ""                                       # why there is no curve, for the output
+
+    def describe(self) -> str:
+        if self.profiles is None:
+            return f"capacity {self.capacity_rpm:g} req/min {self.source}"
+        return "capacity " + ", ".join(f"{n} {c.capacity_rpm:g} req/min {c.source}" for n, c in self.profiles.items())
+
+
+def read_calibration(path: Path) -> dict[str, Any]:
+    """A ``warmcast calibrate`` calibration.json, checked for a positive capacity.rpm."""
+    try:
+        doc = json.loads(path.read_text())
+        rpm = doc["capacity"]["rpm"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(f"--calibration {path}: not a calibration.json with capacity.rpm ({err})") from None
+    if not isinstance(rpm, (int, float)) or rpm <= 0:
+        raise InputError(f"--calibration {path}: capacity.rpm must be a positive number, got {rpm!r}")
+    return doc
+
+
+def stored_calibrations(dep: Any) -> dict[str, dict[str, Any]]:
+    """The deployment's current calibration per profile, from the Redis the WARMCAST_* settings name."""
+    from warmup.calibration.store import CalibrationStore
+    from warmcast.runtime import redis_client
+    from warmcast.config.settings import load_settings
+
+    settings = load_settings()
+    return CalibrationStore(redis_client(settings), settings.key_prefix).current(dep.name)
+
+
+def resolve(dep: Any, flag_rpm: Optional[float], file_doc: Optional[dict[str, Any]],
+            stored: Optional[dict[str, dict[str, Any]]] = None) -> FleetCapacity:
+    """The capacities the simulation plans with (see the module docstring) and the curve of the
+    calibration given (the file, else the default profile's stored one)."""
+    if file_doc is not None and flag_rpm is not None:
+        raise InputError("give --capacity-rpm or --calibration, not both: each sets the capacity")
+    if dep is None:
+        if stored is not None:
+            raise InputError("--stored-calibrations needs --deployment (calibrations are stored per deployment)")
+        if file_doc is not None:
+            return FleetCapacity(float(file_doc["capacity"]["rpm"]), "calibrated", None, *_curve(file_doc, None))
+        if flag_rpm is None:
+            raise InputError("--capacity-rpm is required (or give --deployment or --calibration)")
+        return FleetCapacity(float(flag_rpm), "declared", None, None)
+    docs = dict(stored or {})
+    if file_doc is not None:
+        docs[_profile_of(file_doc, dep)] = file_doc
+    caps = capacities(dep, docs)
+    default = dep.default_profile
+    if flag_rpm is not None:  # the flag stands in for the default profile's declared capacity
+        caps[default] = ProfileCapacity(default, float(flag_rpm), "declared")
+    doc = file_doc if file_doc is not None else docs.get(default)
+    curve, note = _curve(doc, dep.slo) if doc is not None else (None, "no calibration given: no SLO attainment")
+    return FleetCapacity(caps[default].capacity_rpm, caps[default].source, caps, curve, note)
+
+
+def _profile_of(doc: dict[str, Any], dep: Any) -> str:
+    """The profile a calibration file was measured for, checked against the deployment."""
+    measured_for = doc.get("deployment")
+    if measured_for not in (None, dep.name):
+        raise InputError(f"--calibration was measured for deployment {measured_for!r}, not {dep.name!r}")
+    profile = doc.get("profile") or dep.default_profile  # made with --url alone: no profile named
+    if profile not in dep.profiles:
+        raise InputError(f"--calibration was measured for profile {profile!r}, which {dep.name!r} does not have "
+                         f"(profiles: {', '.join(dep.profiles)})")
+    return profile
+
+
+def _curve(doc: dict[str, Any], dep_slo: Any) -> tuple[Optional[LatencyCurve], str]:
+    """The calibration's curve against the deployment's TTFT bound, or why there is none (an older or
+    hand-made file with a capacity only still sets the capacity)."""
+    bound, source = ttft_bound(doc, dep_slo)
+    try:
+        return curve_from_calibration(doc, bound, source), ""
+    except (ValueError, KeyError, TypeError) as err:
+        return None, f"no latency curve in the calibration ({err}): no SLO attainment"
