@@ -8,19 +8,6 @@ from typing import List, Optional
 import typer
 
 
-def _parse_kv(items: list[str]) -> dict[str, object]:
-    from warmcast.errors import InputError
-
-    out: dict[str, object] = {}
-    for item in items:
-        if "=" not in item:
-            raise InputError(f"--engine-arg needs KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        low = v.lower()
-        out[k] = True if low == "true" else False if low == "false" else int(v) if v.lstrip("-").isdigit() else v
-    return out
-
-
 def measure_coldstart_cmd(
     deployment: str = typer.Option(..., "--deployment", "-d", help="Deployment name (deployments file, or 'demo')."),
     profile: Optional[str] = typer.Option(None, help="Profile whose engine args to launch (default profile if unset)."),
@@ -40,14 +27,14 @@ def measure_coldstart_cmd(
     from warmcast.runtime import load_fleet, open_store
     from warmcast.config.settings import load_settings
     from warmup.actuators.coldstart import measure_coldstart, store_coldstart
-    from warmup.actuators.launch import gpu_available, local_launch_spec
+    from warmup.actuators.launch import gpu_available, local_launch_spec, parse_engine_args
     from warmup.actuators.scalers import LocalProcessScaler
     from warmup.actuators.tokens import DEFAULT_TOKENS, TokenDistribution
     from warmup.actuators.vllm_client import WarmupSpec
 
     settings = load_settings(config)
     dep = load_fleet(settings).get(deployment)
-    model, args, notes = local_launch_spec(dep, profile, settings.state_dir, _parse_kv(engine_arg))
+    model, args, notes = local_launch_spec(dep, profile, settings.state_dir, parse_engine_args(engine_arg))
     if sleep_wake is None:
         sleep_wake = gpu_available()
     if sleep_wake:  # vLLM refuses --enable-sleep-mode on CPU: only ask for it where it can work

@@ -343,3 +343,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def parse_engine_args(items: list[str]) -> dict[str, object]:
+    """``--engine-arg KEY=VALUE`` flags as engine args (true/false and integers typed)."""
+    from warmcast.errors import InputError
+
+    out: dict[str, object] = {}
+    for item in items:
+        if "=" not in item:
+            raise InputError(f"--engine-arg needs KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        low = v.lower()
+        out[k] = True if low == "true" else False if low == "false" else int(v) if v.lstrip("-").isdigit() else v
+    return out

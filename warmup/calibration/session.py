@@ -73,11 +73,10 @@ async def _server_facts(client: VLLMClient, launched_args: Optional[dict[str, An
 async def _launched(dep: Any, profile: Optional[str], settings: Any, overrides: list[str], port: int,
                     echo: Callable[[str], None]) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """One instance of the profile through the local backend, stopped afterwards."""
-    from warmcast.cli.instances import _parse_kv
-    from warmup.actuators.launch import local_launch_spec
+    from warmup.actuators.launch import local_launch_spec, parse_engine_args
     from warmup.actuators.scalers import LocalProcessScaler
 
-    model, args, notes = local_launch_spec(dep, profile, settings.state_dir, _parse_kv(overrides))
+    model, args, notes = local_launch_spec(dep, profile, settings.state_dir, parse_engine_args(overrides))
     for n in notes:
         echo(f"note: {n}")
     backend = LocalProcessScaler(f"{dep.name}-calibrate", model, args, base_port=port or dep.scaler.base_port,

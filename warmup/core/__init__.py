@@ -1,6 +1,6 @@
 """The pure decision core: pre-scaling, tiered warmup and profile switching.
 
-No I/O anywhere in this package (``tests/warmup/test_core_purity.py`` walks the
+No I/O anywhere in this package (``tests/test_layout.py`` walks the
 AST of every module and fails on an I/O import): ``now``, the load, the forecast
 and the policy state come in as values, and decisions plus the new state go out.
 """
