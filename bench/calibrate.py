@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 from warmup.actuators.launch import default_vllm_python_path, write_tiny_llama  # noqa: E402
 from warmup.actuators.local import LocalServer, free_port, one_core_env  # noqa: E402
 from warmup.calibration import loadgen  # noqa: E402
-from warmup.calibration.search import Scenario, quantile  # noqa: E402
+from warmup.calibration.search import Scenario  # noqa: E402
+from warmup.core.stats import quantile  # noqa: E402
 from warmup.calibration.steps import schedule  # noqa: E402
 
 VLLM_PY = default_vllm_python_path()

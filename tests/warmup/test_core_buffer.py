@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from wu_helpers import T0, flat_forecast, fleet
@@ -17,7 +18,8 @@ from warmup.core import (
     decide,
     decide_scale,
 )
-from warmup.core.buffer import buffer_tier, error_quantile, forecast_errors, plan_wakes, stage_buffer
+from warmup.core.buffer import buffer_tier, forecast_errors, plan_wakes, stage_buffer
+from warmup.core.stats import quantile
 
 CFG = ScalingConfig(capacity_rpm=300, min_replicas=1, max_replicas=40, cold_start_min=15, quantile=0.9,
                     target_utilisation=1.0, buffer_level=0.9, buffer_window_min=60, buffer_lead_min=5)
@@ -33,9 +35,13 @@ def test_forecast_errors_pair_up_and_skip_unknown_minutes() -> None:
         forecast_errors([1.0, 2.0], [1.0])
 
 
-def test_error_quantile_matches_linear_interpolation() -> None:
-    assert error_quantile([0.0, 10.0], 0.5) == 5.0
-    assert error_quantile(list(range(101)), 0.9) == pytest.approx(90.0)
+def test_the_one_quantile_rule_is_numpys_default_and_keeps_inf() -> None:
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 7, 100):
+        xs = rng.normal(size=n).tolist()
+        for q in (0.0, 0.1, 0.5, 0.9, 0.95, 0.99, 1.0):
+            assert quantile(xs, q) == pytest.approx(float(np.quantile(xs, q)), rel=1e-12, abs=1e-12)
+    assert quantile([1.0, 2.0, float("inf"), float("inf")], 0.99) == float("inf")
 
 
 def test_buffer_is_zero_when_the_forecast_has_been_high_enough() -> None:

@@ -17,8 +17,9 @@ from warmcast.errors import WarmcastError
 from warmcast.config.slo import SLO
 from warmup.actuators.vllm_client import VLLMClient
 from warmup.calibration import loadgen
+from warmup.core.stats import quantile
 from warmup.calibration.search import (BURST_FACTOR, Scenario, SearchConfig, StepStats, Trial, judge, next_step,
-                                       quantile, recovery_time_s, scaled_rates, scaled_scenarios)
+                                       recovery_time_s, scaled_rates, scaled_scenarios)
 from warmup.calibration.steps import first_errors, schedule, step_stats
 
 Progress = Callable[[str], None]

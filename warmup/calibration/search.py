@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from warmcast.config.slo import SLO
+from warmup.core.stats import quantile
 
 # The matrix on a production GPU (issue 15): prompt lengths and request rates.
 REFERENCE_PROMPTS = {"short": 1024, "medium": 4096, "long": 32768}
@@ -38,16 +39,6 @@ class Quantiles:
         if not xs:
             return Quantiles(math.nan, math.nan, math.nan)
         return Quantiles(*(quantile(xs, q) for q in (0.50, 0.95, 0.99)))
-
-
-def quantile(xs: Sequence[float], q: float) -> float:
-    """The ``q`` quantile of sorted ``xs`` (linear interpolation; inf stays inf)."""
-    pos = q * (len(xs) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(xs) - 1)
-    if pos == lo or xs[hi] == xs[lo]:  # also keeps inf (a failed request) from turning into NaN
-        return xs[lo]
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from typing import Mapping, Optional, Sequence
 
 from warmup.core.config import ScalingConfig
 from warmup.core.inputs import Instance, InstanceState, as_utc
+from warmup.core.stats import quantile
 
 
 def forecast_errors(actual: Sequence[float], forecast: Sequence[float]) -> tuple[float, ...]:
@@ -54,15 +55,6 @@ def lead_errors(cfg: ScalingConfig, planned: Mapping[int, float], actual: Mappin
     return tuple(reversed(out))
 
 
-def error_quantile(errors: Sequence[float], level: float) -> float:
-    """The ``level`` quantile of ``errors`` (linear between order statistics, as numpy's default)."""
-    xs = sorted(errors)
-    pos = level * (len(xs) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (pos - lo) * (xs[hi] - xs[lo])
-
-
 def stage_buffer(cfg: ScalingConfig, errors: Sequence[float], capacity_rpm: float) -> tuple[int, str]:
     """(buffer replicas, why) from the last ``buffer_window_min`` short-lead errors."""
     if cfg.buffer_level is None:
@@ -70,7 +62,7 @@ def stage_buffer(cfg: ScalingConfig, errors: Sequence[float], capacity_rpm: floa
     recent = [e for e in errors[-cfg.buffer_window_min:] if math.isfinite(e)]
     if len(recent) < min(10, cfg.buffer_window_min):
         return 0, f"warm buffer off: {len(recent)} recent forecast errors are too few to size it"
-    gap = error_quantile(recent, cfg.buffer_level)
+    gap = quantile(recent, cfg.buffer_level)
     tag = (f"P{cfg.buffer_level * 100:g} of the last {len(recent)} lead-{cfg.buffer_lead_min} forecast "
            f"errors is {gap:+,.0f} req/min")
     if gap <= 0:

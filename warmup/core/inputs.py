@@ -111,6 +111,12 @@ class ForecastInput:
         """All values finite and non-negative (a broken forecast must not drive scaling)."""
         return all(math.isfinite(v) and v >= 0 for path in self.values for v in path)
 
+    def offset(self, now: datetime) -> int:
+        """The index of ``now``'s minute in the paths: whole minutes since the origin (a tiny
+        tolerance keeps a float just under a minute boundary on it), never negative."""
+        age_min = (as_utc(now) - as_utc(self.origin)).total_seconds() / 60.0
+        return max(0, int(math.floor(age_min + 1e-9)))
+
     def extra_path(self, name: str) -> Optional[tuple[float, ...]]:
         return first_value(self.extra, name, None)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from warmup.core.config import CoreConfig
+from warmup.core.stats import quantile
 
 RECENT = 20  # launches the P90 is taken over: recent enough to follow a new image or node type
 QUANTILE = 0.9  # a high quantile, so one slow launch in ten does not leave the plan short
@@ -26,15 +27,6 @@ class Lead:
 
     def as_doc(self) -> dict[str, Any]:
         return {"cold_start_min": round(self.cold_start_min, 3), "source": self.source, "detail": self.detail}
-
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated quantile (numpy's default method), without numpy: the core imports none."""
-    v = sorted(float(x) for x in values)
-    h = (len(v) - 1) * q
-    lo = math.floor(h)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (h - lo) * (v[hi] - v[lo])
 
 
 def choose(recent_s: Sequence[float], record_min: float | None, yaml_min: float) -> Lead:

@@ -23,7 +23,7 @@ from typing import Optional
 
 from warmup.core.config import CoreConfig
 from warmup.core.inputs import ForecastInput, as_utc
-from warmup.core.prescale import (_EPS, forecast_need, hard_cap, lead_steps, peak_over_lead, planning_path,
+from warmup.core.prescale import (forecast_need, hard_cap, lead_steps, peak_over_lead, planning_path,
                                   reactive_need, replicas_for)
 from warmup.core.reasons import Reason, ReasonCode
 from warmup.core.switching import scheduled_profile
@@ -108,7 +108,7 @@ def plan_replicas(cfg: CoreConfig, fc: Optional[ForecastInput], now: datetime, o
     if no_forecast is not None:
         return (_no_forecast_step(cfg, now, no_forecast, observed_rpm, queue_depth),)
     path = planning_path(cfg.scaling, fc)
-    offset = max(0, int(math.floor((now - as_utc(fc.origin)).total_seconds() / 60.0 + _EPS)))
+    offset = fc.offset(now)
     count = max(1, len(path) - offset - lead_steps(cfg.scaling))
     steps = []
     for i in range(count if minutes is None else min(count, minutes)):

@@ -91,7 +91,7 @@ def forecast_need(cfg: ScalingConfig, fc: Optional[ForecastInput], now: datetime
     if age_s > cfg.max_forecast_age_s:
         return None, Reason(ReasonCode.STALE_FORECAST, f"forecast is {age_s / 60:.0f} min old "
                             f"(limit {cfg.max_forecast_age_s / 60:.0f}): reactive scaling only"), 0.0, 0
-    offset = max(0, int(math.floor(age_s / 60.0 + _EPS)))
+    offset = fc.offset(now)
     path = planning_path(cfg, fc)
     if offset >= len(path):
         return None, Reason(ReasonCode.STALE_FORECAST, "forecast does not reach the present: reactive only"), 0.0, 0

@@ -57,7 +57,7 @@ def mix_profile(cfg: SwitchConfig, fc: Optional[ForecastInput], now: datetime, a
     path = fc.extra_path(cfg.mix_signal) if fc is not None else None
     if not path:
         return fallback, f"no forecast of {cfg.mix_signal}: keep {fallback}"
-    offset = max(0, int(math.floor((as_utc(now) - as_utc(fc.origin)).total_seconds() / 60.0 + 1e-9)))
+    offset = fc.offset(now)
     i = min(len(path) - 1, offset + int(round(ahead_min)))
     seg = [v for v in path[max(offset, i - 9): i + 1] if math.isfinite(v)]
     if not seg:

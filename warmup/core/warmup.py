@@ -49,7 +49,7 @@ def minutes_to_growth(cfg: WarmupConfig, fc: Optional[ForecastInput], now: datet
     """Minutes from now to the first forecast minute (median) ``growth_threshold`` above the current load."""
     if fc is None or not fc.usable() or not math.isfinite(current_rpm):
         return None
-    offset = max(0, int(math.floor((as_utc(now) - as_utc(fc.origin)).total_seconds() / 60.0 + 1e-9)))
+    offset = fc.offset(now)
     path = fc.path(0.5)
     limit = current_rpm * (1.0 + cfg.growth_threshold)
     horizon = int(math.ceil(cfg.ramp_lead_min))
