@@ -82,13 +82,10 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InputError, _input_error)
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(WarmcastError, _unavailable)
-    try:
-        import redis
+    import redis
 
-        app.add_exception_handler(redis.RedisError, lambda r, e: JSONResponse(
-            {"detail": f"Redis unavailable: {type(e).__name__}"}, status_code=503))
-    except ImportError:  # pragma: no cover
-        pass
+    app.add_exception_handler(redis.RedisError, lambda r, e: JSONResponse(
+        {"detail": f"Redis unavailable: {type(e).__name__}"}, status_code=503))
 
 
 class _TooLarge(Exception):

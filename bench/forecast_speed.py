@@ -21,18 +21,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def week_frame(seed: int = 0):
-    try:
-        from warmcast.generate import generate_minute_frame
+    from warmcast.generate import generate_minute_frame
 
-        return generate_minute_frame(days=7, seed=seed)
-    except ImportError:  # generator not installed: a seeded sinusoid + Poisson week
-        import numpy as np
-        import pandas as pd
-
-        idx = pd.date_range("2024-01-01", periods=7 * 1440, freq="min")
-        rng = np.random.default_rng(seed)
-        rate = 300 * (1 + 0.5 * np.sin(2 * np.pi * (np.arange(len(idx)) % 1440 - 480) / 1440))
-        return pd.DataFrame({"requests": rng.poisson(rate).astype(float)}, index=idx)
+    return generate_minute_frame(days=7, seed=seed)
 
 
 def timeit(fn, repeat: int) -> list[float]:

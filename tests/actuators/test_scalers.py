@@ -249,15 +249,14 @@ def test_local_scaler_profile_errors_name_the_problem(tmp_path):
     s = LocalProcessScaler("d", tmp_path, profiles=profiles, profile="day", state_file=tmp_path / "s.json")
     assert s.engine_args == {"block-size": 32} and s.profile_of() == {}
     with pytest.raises(InputError, match=r"no profile 'dusk'.*\['day', 'night'\]"):
-        s.set_profile("dusk", 1.0)
-    with pytest.raises(InputError, match="share 1.5 is outside 0..1"):
-        s.set_profile("night", 1.5)
+        s.set_replicas({"dusk": 1})
     with pytest.raises(InputError, match="no profile 'dusk'"):
-        s.prewarm("dusk", 1)
+        s.set_replicas({"day": 0}, active="dusk")
     with pytest.raises(InputError, match="engine_args or profiles"):
         LocalProcessScaler("d", tmp_path, {"block-size": 32}, profiles=profiles)
-    # No servers: a move is a no-op that still becomes the profile new servers get, kept in the state file.
-    assert s.set_profile("night", 1.0)["on_profile"] == 0 and s.engine_args == {"block-size": 64}
+    # No servers: the active profile is what new servers get, kept in the state file.
+    assert s.set_replicas({"night": 0}, active="night")["replicas"] == {"day": 0, "night": 0}
+    assert s.engine_args == {"block-size": 64}
     again = LocalProcessScaler("d", tmp_path, profiles=profiles, profile="day", state_file=tmp_path / "s.json")
     assert again.profile == "night"
 
@@ -270,20 +269,19 @@ def test_kubernetes_profile_workloads_prewarm_canary_all_and_rollback(fake_k8s):
     s = KubernetesProfileScaler("chat", {"day": "deployment/chat-day", "night": "deployment/chat-night"},
                                 "serving", api_client=api)
     assert s.current() == 4 and s.profile_of() == {}
-    assert s.prewarm("night", 1)["replicas"] == {"day": 4, "night": 1}
-    assert s.set_profile("night", 0.1)["replicas"] == {"day": 4, "night": 1}  # canary: already there
-    out = s.set_profile("night", 1.0)  # move all: night up first, then day down
-    assert out["replicas"] == {"day": 0, "night": 5} and out["on_profile"] == 5
+    assert s.set_replicas({"night": 1}, "pre-warm")["replicas"] == {"day": 4, "night": 1}
+    out = s.set_replicas({"day": 0, "night": 5}, "move all")  # night up first, then day down
+    assert out["replicas"] == {"day": 0, "night": 5}
     patches = [(p.rsplit("/", 2)[-2], b["spec"]["replicas"]) for m, p, _, b in fake.requests
                if m == "PATCH" and p.endswith("/scale")]
     assert patches[-2:] == [("chat-night", 5), ("chat-day", 0)]
     # The planner scales the serving profile; in, it drops the others first.
     assert s.scale_to(7, "forecast").detail["replicas"] == {"day": 0, "night": 7}
-    assert s.set_profile("day", 1.0)["replicas"] == {"day": 7, "night": 0}  # rollback
-    s.prewarm("night", 2)
+    assert s.set_replicas({"day": 7, "night": 0}, "rollback")["replicas"] == {"day": 7, "night": 0}
+    s.set_replicas({"night": 2}, "pre-warm")
     assert s.scale_to(8, "less demand").detail["replicas"] == {"day": 7, "night": 1}
     with pytest.raises(InputError, match="no profile 'dusk'"):
-        s.set_profile("dusk", 1.0)
+        s.set_replicas({"dusk": 1}, "typo")
 
 
 def test_profile_resources_must_match_the_profiles():
@@ -320,7 +318,7 @@ def test_local_scaler_never_binds_two_servers_to_one_core(tmp_path):
 
     try:
         scaler().scale_to(1, "one day server")
-        scaler().prewarm("night", 1)
+        scaler().set_replicas({"night": 1})
         assert slots() == {"day": [0], "night": [1]}
         scaler().set_replicas({"day": 0, "night": 1})   # the move: day stops
         scaler().set_replicas({"day": 1, "night": 1})   # a rollback starts day again

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from warmup.core.prescale import replicas_for
+
 _EPS = 1e-9
 
 
@@ -87,7 +89,7 @@ def _fit(n: float, per: float) -> int:
 
 def hot_stage(rpm: float, hot: PoolShape, limits: SharedLimits) -> tuple[int, int, str]:
     """(instances, wanted, bound): the SLO's need, cut by the first limit in the way."""
-    wanted = max(hot.min_instances, math.ceil(max(rpm, 0.0) / (hot.capacity_rpm * hot.utilisation) - _EPS))
+    wanted = max(hot.min_instances, replicas_for(rpm, hot.capacity_rpm, hot.utilisation))
     caps = [("hot max_instances", hot.max_instances if hot.max_instances is not None else wanted),
             ("hot:cold ratio", _fit(limits.hot_compute_cap, hot.gpu_request)),
             ("memory", _fit(limits.memory_budget_gb, hot.memory_gb))]

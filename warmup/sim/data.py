@@ -102,15 +102,6 @@ def load_log(path: str | Path, **reading: str | None) -> LoadLog:
     p = Path(path)
     if not p.exists():
         raise InputError(f"log file {p} does not exist")
-    try:
-        from warmcast.ingest import load_count_series
-    except ImportError:  # an older foundation without it: read time,requests CSVs directly
-        load_count_series = None
-    if load_count_series is not None:
-        counts = load_count_series(p, **reading)
-    else:
-        df = pd.read_csv(p)
-        if not {"time", "requests"} <= set(df.columns):
-            raise InputError(f"{p}: expected columns time,requests")
-        counts = pd.Series(df["requests"].to_numpy(float), index=pd.to_datetime(df["time"]), name="requests")
-    return from_series(counts, source=str(p))
+    from warmcast.ingest import load_count_series
+
+    return from_series(load_count_series(p, **reading), source=str(p))

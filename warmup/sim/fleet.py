@@ -149,7 +149,7 @@ def serve_minutes(ready: np.ndarray, arrivals: np.ndarray, params: FleetParams,
     return late, queue, mw
 
 
-def _boot_finished(booting: list[int], t: int) -> int:
+def boot_finished(booting: list[int], t: int) -> int:
     """Drop the instances whose ready-minute has come from ``booting`` (in launch order); how many."""
     n_done = 0
     for r in booting:
@@ -160,7 +160,7 @@ def _boot_finished(booting: list[int], t: int) -> int:
     return n_done
 
 
-def _resize(want: int, ready: int, booting: list[int], t: int, boot_minutes: int) -> tuple[int, int]:
+def resize(want: int, ready: int, booting: list[int], t: int, boot_minutes: int) -> tuple[int, int]:
     """(ready, launched) after launching or removing instances to reach ``want``; removals cancel the
     newest booting instances first, then ready ones.  ``booting`` is changed in place."""
     have = ready + len(booting)
@@ -201,14 +201,14 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
     standby = np.zeros(T)
     for t in range(T):
         if booting and booting[0] <= t:
-            ready += _boot_finished(booting, t)
+            ready += boot_finished(booting, t)
         if pool is not None:
             pool.settle(t)
         seen = last if observed is None else float(observed[t])
         obs = Observation(t, seen, q, ready, len(booting), last_wait, pool.asleep if pool is not None else 0)
         want = max(0, int(policy.decide(obs)))
         if pool is None:
-            ready, launched = _resize(want, ready, booting, t, B)
+            ready, launched = resize(want, ready, booting, t, B)
             woke, k_wake = 0, 0
         else:
             ready, launched, woke, k_wake = sleep_resize(pool, policy, want, ready, booting, t, B, k)
@@ -255,7 +255,7 @@ def sleep_resize(pool: SleepPool, policy: Policy, want: int, ready: int, booting
         booting.sort()
         woke = 0  # counted among the booting now, so ``want`` already covers them
     before = ready
-    ready, launched = _resize(want - woke, ready, booting, t, B)
+    ready, launched = resize(want - woke, ready, booting, t, B)
     target = int(policy.asleep_target())
     if want < have:
         pool.absorb(before - ready, target)

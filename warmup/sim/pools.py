@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from warmup.core.prescale import replicas_for
 from warmup.planning.pools import ColdWork, JointInput, PoolShape, SharedLimits, plan_joint
 
 
@@ -169,8 +170,8 @@ def always_on(hot_per_s: np.ndarray, cold_per_s: np.ndarray, cfg: PoolSimConfig)
     """Separate static pools for each pool's busiest minute (known in hindsight)."""
     peak_h = _per_minute(hot_per_s).max()
     peak_c = _per_minute(cold_per_s).max()
-    hot_n = max(1, math.ceil(peak_h / (cfg.hot.capacity_rpm * cfg.hot.utilisation)))
-    cold_n = max(1, math.ceil(peak_c / (cfg.cold.capacity_rpm * cfg.reactive_cold_utilisation)))
+    hot_n = max(1, replicas_for(peak_h, cfg.hot.capacity_rpm, cfg.hot.utilisation))
+    cold_n = max(1, replicas_for(peak_c, cfg.cold.capacity_rpm, cfg.reactive_cold_utilisation))
     return lambda obs: (hot_n, cold_n)
 
 
@@ -191,7 +192,7 @@ def reactive(hot_per_s: np.ndarray, cold_per_s: np.ndarray, cfg: PoolSimConfig) 
     cold_raw: list[int] = []
 
     def decide(obs: Observed) -> tuple[int, int]:
-        hot_n = max(1, math.ceil(_hot_estimate(obs, cfg, first_h) / (cfg.hot.capacity_rpm * cfg.hot.utilisation)))
+        hot_n = max(1, replicas_for(_hot_estimate(obs, cfg, first_h), cfg.hot.capacity_rpm, cfg.hot.utilisation))
         rate = obs.cold_rpm[-1] if obs.cold_rpm else first_c
         need = rate / (cfg.cold.capacity_rpm * cfg.reactive_cold_utilisation) + \
             obs.cold_backlog / (cfg.cold.capacity_rpm * cfg.deadline_min / 2)

@@ -21,7 +21,7 @@ import numpy as np
 
 from warmup.core import CoreConfig, Instance, InstanceState
 from warmup.core.switching import IN_SWITCH
-from warmup.sim.fleet import FleetParams, FleetRun, Observation, serve_minute
+from warmup.sim.fleet import FleetParams, FleetRun, Observation, boot_finished, resize, serve_minute
 from warmup.sim.policies import CorePolicy
 
 
@@ -33,24 +33,12 @@ class Pool:
     booting: list[int] = field(default_factory=list)
 
     def advance(self, t: int) -> None:
-        done = sum(1 for r in self.booting if r <= t)
-        self.ready += done
-        del self.booting[:done]
+        self.ready += boot_finished(self.booting, t)
 
     def resize(self, want: int, t: int, boot_minutes: int) -> int:
         """Launch or remove (booting newest first, then ready) to reach ``want``; launches made."""
-        have = self.ready + len(self.booting)
-        if want > have:
-            if boot_minutes <= 0:
-                self.ready += want - have
-            else:
-                self.booting.extend([t + boot_minutes] * (want - have))
-            return want - have
-        cut = min(have - want, len(self.booting))
-        if cut:
-            del self.booting[len(self.booting) - cut:]
-        self.ready -= have - want - cut
-        return 0
+        self.ready, launched = resize(want, self.ready, self.booting, t, boot_minutes)
+        return launched
 
     @property
     def provisioned(self) -> int:

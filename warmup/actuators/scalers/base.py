@@ -83,12 +83,3 @@ def check_profile(deployment: str, profile: str, known: Any) -> None:
     if profile not in known:
         raise InputError(f"{deployment}: no profile {profile!r}; this scaler has {sorted(known)}")
 
-
-def profile_target(deployment: str, profile: str, known: Any, share: float, total: int) -> int:
-    """How many of ``total`` replicas ``share`` of capacity on ``profile`` means (rounded up);
-    an error naming the problem for a profile not in ``known`` or a share outside 0..1."""
-    check_profile(deployment, profile, known)
-    if not 0.0 <= share <= 1.0:
-        raise InputError(f"{deployment}: profile share {share} is outside 0..1")
-    return int(math.ceil(share * total - 1e-9))
-

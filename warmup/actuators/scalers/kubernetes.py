@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from warmcast.errors import InputError, WarmcastError
-from warmup.actuators.scalers.base import Scaler, check_profile, profile_target
+from warmup.actuators.scalers.base import Scaler, check_profile
 
 MERGE = "application/merge-patch+json"
 
@@ -144,10 +144,9 @@ class KubernetesScaler(Scaler):
 class KubernetesProfileScaler(Scaler):
     """One Kubernetes workload per profile (``scaler.profile_resources``): replicas are the sum.
 
-    A profile switch moves replicas between the workloads: :meth:`prewarm` adds to the target's,
-    :meth:`set_profile` gives the target ``ceil(share * total)`` and takes them from the others
-    (raising the target first, so capacity never dips), and a rollback is ``set_profile`` of the
-    previous profile with share 1.  The planner's ``scale_to`` changes the workload serving the
+    A profile switch moves replicas between the workloads: :meth:`set_replicas` sets each
+    workload's count that the switch's phase gives (raising before cutting, so capacity never
+    dips; a rollback is the same call with the old side restored).  The planner's ``scale_to`` changes the workload serving the
     most replicas (the active profile; the first profile on a tie), scaling in the others first.
     """
 
@@ -191,20 +190,6 @@ class KubernetesProfileScaler(Scaler):
                 drop -= d
         return self._set(want, reason, forecast)
 
-    def set_profile(self, profile: str, share: float) -> dict[str, Any]:
-        have = self.replicas()
-        total = sum(have.values())
-        target = max(have.get(profile, 0), profile_target(self.deployment, profile, self.parts, share, total))
-        want = dict(have)
-        want[profile] = target
-        excess = sum(want.values()) - total
-        for p in sorted((p for p in want if p != profile), key=lambda p: -want[p]):
-            d = min(excess, want[p])
-            want[p] -= d
-            excess -= d
-        out = self._set(want, f"profile switch: {share:.0%} of capacity on {profile}", None)
-        return {"profile": profile, "on_profile": target, "of": total, "restarted": [], **out}
-
     def set_replicas(self, want: Mapping[str, int], reason: str) -> dict[str, Any]:
         """Replicas per profile (a switch's split): raises first, then cuts, so the target's pods
         are asked for before any old one goes; the core cuts the old only as targets are ready."""
@@ -219,13 +204,6 @@ class KubernetesProfileScaler(Scaler):
 
     def observe_launches(self, now: float | None = None) -> list[float]:
         return [x for s in self.parts.values() for x in s.observe_launches(now)]
-
-    def prewarm(self, profile: str, n: int) -> dict[str, Any]:
-        check_profile(self.deployment, profile, self.parts)
-        have = self.replicas()
-        want = {**have, profile: have[profile] + max(0, int(n))}
-        out = self._set(want, f"pre-warm {n} {profile} replica(s) ahead of a switch", None)
-        return {"started": [f"{self.parts[profile].kind}/{self.parts[profile].name} +{n}"], **out}
 
     def profile_of(self) -> dict[str, str]:
         return {}  # pods are not addressed one by one here; Prometheus signals carry no profile

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from warmcast.errors import InputError
-from warmup.actuators.scalers.base import Scaler, check_profile, profile_target
+from warmup.actuators.scalers.base import Scaler, check_profile
 
 log = logging.getLogger(__name__)
 
@@ -24,10 +24,9 @@ class LocalProcessScaler(Scaler):
     first.
 
     Profiles: ``profiles`` maps each profile name to its engine args (``engine_args``
-    alone is one unnamed profile).  New servers get ``profile``; :meth:`set_profile`
-    restarts a share of the servers on another profile's args (a canary, all, or a
-    rollback) and :meth:`prewarm` starts extra servers on one.  Which server runs which
-    profile is kept in the state file with the servers.
+    alone is one unnamed profile).  New servers get ``profile``; :meth:`set_replicas`
+    sets the servers per profile that a switch's phase gives (new ones start before surplus
+    ones stop).  Which server runs which profile is kept in the state file with the servers.
     """
 
     backend = "local"
@@ -149,28 +148,6 @@ class LocalProcessScaler(Scaler):
         """Each server's URL and the profile it runs."""
         return {s.url: s.profile for s in self.servers}
 
-    def set_profile(self, profile: str, share: float) -> dict[str, Any]:
-        """Run ``profile`` on ``ceil(share * servers)`` of the servers, restarting the others'
-        processes on its args, on the same ports (a canary, everything, or a rollback); with
-        ``share`` 1 new servers get it too.  Returns what moved."""
-        reaped = self._reap()
-        want = profile_target(self.deployment, profile, self.profiles, share, len(self.servers))
-        have = sum(1 for s in self.servers if s.profile == profile)
-        restarted = []
-        for i, old in enumerate(self.servers):
-            if have >= want:
-                break
-            if old.profile != profile:
-                old.stop()
-                self.servers[i] = self._server(old.port, profile, slot=old.slot).start()
-                restarted.append(old.url)
-                have += 1
-        if share >= 1.0:
-            self.profile = profile
-        self._save()
-        return {"profile": profile, "on_profile": have, "of": len(self.servers), "restarted": restarted,
-                "reaped": reaped}
-
     def set_replicas(self, want: Mapping[str, int], reason: str = "", active: str | None = None) -> dict[str, Any]:
         """Servers per profile (a switch's split): new servers start first, then surplus ones stop,
         a profile's not-yet-healthy servers before its healthy ones; ``active`` becomes the profile
@@ -217,11 +194,6 @@ class LocalProcessScaler(Scaler):
             if s.check_healthy():
                 out[s.profile] = out.get(s.profile, 0) + 1
         return out
-
-    def prewarm(self, profile: str, n: int) -> dict[str, Any]:
-        """Start ``n`` more servers on ``profile`` (ahead of a switch to it)."""
-        check_profile(self.deployment, profile, self.profiles)
-        return self._grow_or_shrink(len(self.servers) + max(0, int(n)), profile)
 
     def _env_for(self, slot: int) -> dict[str, str]:
         from warmup.actuators.local import one_core_env
