@@ -37,7 +37,7 @@ DEFAULT_TRACES = [
 
 def run_trace(path: Path, test_start: str, out: Path, quick: bool) -> dict:
     from forecaster.backtest import run_backtest, table, write_outputs
-    from warmcast.cli.forecast import ALL_MODELS, make_models
+    from forecaster.catalogue import ALL_MODELS, make_models
     from warmcast.ingest import load_minute_frame
 
     frame = load_minute_frame(path)

@@ -1,8 +1,8 @@
 """Load forecasting: an LSTM with calibrated quantiles, strong baselines, fallback,
 rolling backtest and a versioned model registry.
 
-* :mod:`forecaster.base` -- the one model protocol (:class:`Forecast`, ``fit`` /
-  ``predict``) and helpers.
+* :mod:`forecaster.base` -- the one model protocol (``fit`` / ``predict``) and helpers; the
+  :class:`Forecast` value lives in :mod:`warmcast.forecast`. :mod:`forecaster.catalogue` -- models by name.
 * :mod:`forecaster.lstm` -- :class:`LSTMForecaster` (``predict``, ``predict_many``,
   ``predict_origins``): a package of config, features, network, training, artifact.
 * :mod:`forecaster.baselines` -- persistence, seasonal naive (day/week),

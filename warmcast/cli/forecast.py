@@ -7,30 +7,11 @@ from typing import Optional
 
 import typer
 
+from forecaster.catalogue import ALL_MODELS, make_models
 from warmcast.errors import InputError
 from warmcast.cli.log_options import LogReading, log_options
 
 ConfigOpt = typer.Option(None, "--config", help="YAML settings file (else WARMCAST_* env vars).")
-ALL_MODELS = ("lstm", "persistence", "seasonal_naive_day", "seasonal_naive_week", "holt_winters", "uc_fourier")
-
-
-def make_models(names: list[str], quick: bool = False, progress: bool = True) -> list:
-    from forecaster.base import DAY, WEEK
-    from forecaster.baselines import HoltWinters, Persistence, SeasonalNaive, UCFourier
-    from forecaster.lstm import LSTMConfig, LSTMForecaster
-
-    factories = {
-        "lstm": lambda: LSTMForecaster(LSTMConfig.tiny(epochs=4) if quick else LSTMConfig(), progress=progress),
-        "persistence": Persistence,
-        "seasonal_naive_day": lambda: SeasonalNaive(DAY),
-        "seasonal_naive_week": lambda: SeasonalNaive(WEEK),
-        "holt_winters": HoltWinters,
-        "uc_fourier": UCFourier,
-    }
-    unknown = [n for n in names if n not in factories]
-    if unknown:
-        raise InputError(f"unknown model(s) {unknown}; choose from {list(factories)}")
-    return [factories[n]() for n in names]
 
 
 @log_options

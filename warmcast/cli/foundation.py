@@ -157,7 +157,7 @@ def setup_vllm() -> None:
     which measure-coldstart and the local scaler launch. Does nothing when it already imports vllm."""
     import subprocess
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "setup-vllm.sh"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "setup-vllm.sh"
     if not script.is_file():
         raise InputError(f"{script} not found: run this from a git checkout of warmcast (pip install -e .)")
     code = subprocess.call(["bash", str(script)])

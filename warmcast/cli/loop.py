@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import typer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout, where the children start
 ConfigOpt = typer.Option(None, "--config", help="YAML settings file (else WARMCAST_* env vars).")
 
 
@@ -204,7 +204,7 @@ def _kick_off(settings, options) -> None:
     from workers.app import make_celery
 
     app = make_celery(settings, options)
-    for kind, delay in (("scrape", 0), ("forecast", 2), ("plan", 10), ("switch", 12)):
+    for kind, delay in (("scrape", 0), ("forecast", 2), ("plan", 10)):
         app.send_task("warmcast.fanout", kwargs={"kind": kind}, countdown=delay, expires=120, queue=options.queue)
 
 
