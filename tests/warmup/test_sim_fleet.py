@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from warmup.sim.fleet import FleetParams, Observation, run_online, run_plan, serve_minutes, serve_step, summarise
-from warmup.sim.policies import QueueKEDA, ReactiveHPA, oracle_need, oracle_plan
+from warmup.sim.autoscalers import HPARules, QueueKEDA, ReactiveHPA
+from warmup.sim.policies import oracle_need, oracle_plan
 
 P = FleetParams(capacity_rpm=60.0, cold_start_min=3)   # 1 request/s per instance
 
@@ -102,19 +103,46 @@ def test_summary_counts_gpu_hours_and_shortfalls() -> None:
     assert row["minutes_short"] == 1 and row["scale_actions"] == 1
 
 
-def test_reactive_hpa_scales_up_at_once_and_down_after_stabilisation() -> None:
+def _obs(t: int, rpm: float, prov: int, queue: float = 0.0) -> Observation:
+    return Observation(t, rpm, queue, prov, 0, 0.0)
+
+
+def test_reactive_hpa_holds_within_the_documented_10_percent_tolerance() -> None:
+    hpa = ReactiveHPA(capacity_rpm=60.0, target_utilisation=0.5)       # 30 rpm per pod
+    assert hpa.decide(_obs(0, 10 * 30 * 1.09, 10)) == 10                # usage ratio 1.09: no change
+    assert hpa.decide(_obs(1, 10 * 30 * 1.2, 10)) == 12                 # 1.2: ceil(360 / 30)
+
+
+def test_reactive_hpa_scale_up_is_limited_to_100_percent_or_4_pods_per_15_s() -> None:
+    hpa = ReactiveHPA(capacity_rpm=60.0, target_utilisation=0.5)
+    assert hpa.decide(_obs(0, 3000.0, 2)) == 48      # 2 -> 6 -> 12 -> 24 -> 48 over the minute's four syncs
+    assert hpa.decide(_obs(1, 3000.0, 48)) == 100    # 48 -> 96 -> 100: the recommendation
+
+
+def test_reactive_hpa_scales_down_to_the_highest_of_the_stabilisation_window() -> None:
     hpa = ReactiveHPA(capacity_rpm=60.0, target_utilisation=0.5, stabilisation_min=3)
-    obs = lambda t, rpm, prov: Observation(t, rpm, 0.0, prov, 0, 0.0)
-    assert hpa.decide(obs(0, 300.0, 2)) == 10
-    assert hpa.decide(obs(1, 60.0, 10)) == 10      # recent high holds
-    assert hpa.decide(obs(2, 60.0, 10)) == 10
-    assert hpa.decide(obs(3, 60.0, 10)) == 2       # the 300 rpm minute left the 3-minute window
+    assert hpa.decide(_obs(0, 300.0, 10)) == 10
+    assert hpa.decide(_obs(1, 60.0, 10)) == 10      # the 300 rpm minute holds
+    assert hpa.decide(_obs(2, 60.0, 10)) == 10
+    assert hpa.decide(_obs(3, 60.0, 10)) == 2       # it left the 3-minute window
 
 
-def test_queue_keda_adds_on_backlog_and_scales_in_after_cooldown() -> None:
-    k = QueueKEDA(capacity_rpm=60.0, target_waiting=5, drain_min=1.0, cooldown_min=2)
-    assert k.decide(Observation(0, 60.0, 120.0, 2, 0, 0.0)) == 3      # 60 rpm + 120 queued over 1 min -> 3
-    assert k.decide(Observation(1, 60.0, 120.0, 2, 1, 0.0)) == 3      # booting ones count: no more
-    assert k.decide(Observation(2, 60.0, 0.0, 3, 0, 0.0)) == 3        # queue empty for 1 minute
-    assert k.decide(Observation(3, 60.0, 0.0, 3, 0, 0.0)) == 2        # 2 minutes: to 60 / (60 * 0.8) -> 2
-    assert k.decide(Observation(4, 60.0, 3.0, 2, 0, 0.0)) == 2        # a small queue: hold
+def test_hpa_rules_respect_bounds() -> None:
+    rules = HPARules(min_replicas=2, max_replicas=20)
+    assert rules.scale(10, 500) == 20 and rules.scale(20, 0) == 20     # the window still holds 500
+    assert HPARules(min_replicas=2, down_window_min=1).scale(10, 0) == 2
+
+
+def test_queue_keda_scales_on_waiting_requests_per_replica_through_the_hpa() -> None:
+    k = QueueKEDA(capacity_rpm=60.0, target_waiting=5, stabilisation_min=2)
+    assert k.decide(_obs(0, 60.0, 2, queue=120.0)) == 24     # ceil(120 / 5), reached within the minute
+    assert k.decide(_obs(1, 60.0, 24, queue=0.0)) == 24      # the queue drained: the window holds 24
+    assert k.decide(_obs(2, 60.0, 24, queue=0.0)) == 1       # then down to min_replicas: no queue, no need
+    assert k.decide(_obs(3, 60.0, 1, queue=5.4)) == 1        # 5.4 per replica: within the tolerance
+
+
+def test_queue_keda_activates_from_zero_and_returns_to_zero_after_its_cooldown() -> None:
+    k = QueueKEDA(capacity_rpm=60.0, target_waiting=5, min_replicas=0, cooldown_min=3, stabilisation_min=1)
+    assert k.decide(_obs(0, 0.0, 0, queue=0.0)) == 0
+    assert k.decide(_obs(1, 30.0, 0, queue=12.0)) == 3       # activation: ceil(12 / 5)
+    assert [k.decide(_obs(t, 0.0, 3)) for t in (2, 3, 4)] == [1, 1, 0]   # idle 3 minutes: to zero

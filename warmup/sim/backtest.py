@@ -20,7 +20,8 @@ from warmup.sim.fleet import FleetParams, FleetRun, Observation, run_online, run
 from warmup.sim.forecasts import ForecastBundle, make_forecaster, online_forecasts
 from warmup.sim.latency import LatencyCurve
 from warmup.sim.switches import ProfilePolicy, run_profiles, uses_profiles
-from warmup.sim.policies import CorePolicy, QueueKEDA, ReactiveHPA, StaticPeak, oracle_need, oracle_plan
+from warmup.sim.autoscalers import QueueKEDA, ReactiveHPA
+from warmup.sim.policies import CorePolicy, StaticPeak, oracle_need, oracle_plan
 
 POLICIES = ("static", "reactive", "queue", "predictive", "oracle")
 
@@ -256,10 +257,10 @@ def run_policy(name: str, split: Split, cfg: FleetBacktestConfig, bundle: Option
             info = {"target_utilisation": u, "stabilisation_min": cfg.reactive_stabilisation_min}
             pol = _with_knobs(pol, knobs, info)
         elif name == "queue":
-            pol = QueueKEDA(cfg.capacity_rpm, cfg.queue_target_waiting, drain_min=max(1.0, cfg.cold_start_min),
-                            min_replicas=cfg.min_replicas, max_replicas=cfg.max_replicas)
-            info = {"target_waiting_per_replica": cfg.queue_target_waiting, "drain_min": pol.drain_min,
-                    "cooldown_min": pol.cooldown_min, "scale_in_utilisation": pol.scale_in_utilisation}
+            pol = QueueKEDA(cfg.capacity_rpm, cfg.queue_target_waiting, min_replicas=cfg.min_replicas,
+                            max_replicas=cfg.max_replicas)
+            info = {"target_waiting_per_replica": cfg.queue_target_waiting,
+                    "stabilisation_min": pol.stabilisation_min, "cooldown_min": pol.cooldown_min}
             pol = _with_knobs(pol, knobs, info)
         elif name == "predictive":
             pol, info = _predictive(split, cfg, bundle, quantile, knobs)

@@ -1,13 +1,8 @@
 """The policies the fleet simulator compares.
 
 - ``static``: the peak of the test part, provisioned all the time (sized with hindsight).
-- ``reactive``: like the Kubernetes HPA on a request-rate (utilisation) metric:
-  desired = ceil(load / (capacity * target)), scale up at once, scale down to the
-  highest recommendation of the last 5 minutes (the HPA's stabilisation window).
-- ``queue``: like KEDA on ``vllm:num_requests_waiting``: add replicas only when
-  requests wait (enough for the arrivals plus draining the backlog over the cold
-  start, booting ones counted), scale in after the queue has been empty for the 5-minute cooldown, to
-  what the load needs at 80% utilisation.
+- ``reactive`` and ``queue``: the Kubernetes HPA on the request rate and KEDA on the waiting
+  queue, with their documented rules (``warmup/sim/autoscalers.py``).
 - ``predictive``: this project's decision core (:func:`warmup.core.decide`) fed
   with online forecasts (each from data strictly before its minute).
 - ``oracle``: perfect foresight, the physical limit: each minute exactly
@@ -18,8 +13,7 @@
 from __future__ import annotations
 
 import math
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Optional
 
@@ -37,7 +31,6 @@ from warmup.core import (
     WarmupAction,
     decide,
     plan_replicas,
-    replicas_for,
 )
 from warmup.sim.errors import ForecastErrors
 from warmup.sim.fleet import Observation
@@ -50,71 +43,6 @@ class StaticPeak:
 
     def decide(self, obs: Observation) -> int:
         return self.replicas
-
-
-@dataclass
-class ReactiveHPA:
-    capacity_rpm: float
-    target_utilisation: float = 0.8
-    stabilisation_min: int = 5
-    min_replicas: int = 1
-    max_replicas: int = 10_000
-    name: str = "reactive"
-    _recent: deque = field(default_factory=deque, repr=False)
-
-    def recommend(self, obs: Observation) -> int:
-        load = obs.last_minute_rpm if math.isfinite(obs.last_minute_rpm) else 0.0
-        return replicas_for(load, self.capacity_rpm, self.target_utilisation)
-
-    def decide(self, obs: Observation) -> int:
-        rec = self.recommend(obs)
-        self._recent.append(rec)
-        while len(self._recent) > max(1, self.stabilisation_min):
-            self._recent.popleft()
-        cur = obs.provisioned
-        want = rec if rec >= cur else min(cur, max(self._recent))
-        return max(self.min_replicas, min(self.max_replicas, want))
-
-
-@dataclass
-class QueueKEDA:
-    """KEDA-style scaling on the waiting queue (``vllm:num_requests_waiting``).
-
-    Scale-up only when requests wait (more than ``target_waiting`` per ready replica):
-    to enough replicas, booting ones included, for the last minute's arrivals plus
-    draining the backlog within ``drain_min`` (default: the cold start, since replicas
-    launched now cannot drain anything sooner; a shorter drain time overshoots by
-    tens of replicas while a backlog grows during the cold start).  Scale-in only after the queue has been
-    empty for ``cooldown_min`` minutes, to what the load needs at
-    ``scale_in_utilisation``.
-    """
-
-    capacity_rpm: float
-    target_waiting: float = 5.0
-    drain_min: float = 15.0
-    cooldown_min: int = 5
-    scale_in_utilisation: float = 0.8
-    min_replicas: int = 1
-    max_replicas: int = 10_000
-    name: str = "queue"
-    _empty_for: int = 0
-
-    def _clamp(self, n: int) -> int:
-        return max(self.min_replicas, min(self.max_replicas, n))
-
-    def decide(self, obs: Observation) -> int:
-        cur = obs.provisioned
-        load = obs.last_minute_rpm if math.isfinite(obs.last_minute_rpm) else 0.0
-        if obs.queue_depth > self.target_waiting * max(obs.ready, 1):
-            self._empty_for = 0
-            need = replicas_for(load + obs.queue_depth / self.drain_min, self.capacity_rpm, 1.0)
-            return self._clamp(max(cur, need))
-        self._empty_for = self._empty_for + 1 if obs.queue_depth <= 0.5 else 0
-        if self._empty_for >= self.cooldown_min:
-            need = replicas_for(load, self.capacity_rpm, self.scale_in_utilisation)
-            if need < cur:
-                return self._clamp(need)
-        return self._clamp(cur)
 
 
 def fleet_capacity(cfg: CoreConfig, state: PolicyState) -> float:

@@ -37,8 +37,8 @@ PREDICTIVE_STAGE2 = [{"target_utilisation": u, "stabilisation_s": s, "reactive_u
                      for u, s, r in product((1.0, 0.9), (300.0, 900.0), (1.0, 0.9)) if (u, s, r) != (1.0, 300.0, 1.0)]
 REACTIVE_GRID = [{"target_utilisation": u, "stabilisation_min": s}
                  for s in (5, 15) for u in (0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)]
-QUEUE_GRID = [{"target_waiting": w, "scale_in_utilisation": u}
-              for u in (0.5, 0.6, 0.7, 0.8) for w in (0.5, 1.0, 2.0, 5.0, 10.0)]
+QUEUE_GRID = [{"target_waiting": w, "stabilisation_min": s}
+              for s in (5, 15) for w in (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)]
 GRIDS = {"predictive": PREDICTIVE_STAGE1, "predictive_stage2": PREDICTIVE_STAGE2, "reactive": REACTIVE_GRID,
          "queue": QUEUE_GRID}
 

@@ -1,0 +1,121 @@
+"""The reactive baselines, as the real autoscalers behave by their documentation (issue 26).
+
+``reactive`` is the Kubernetes HorizontalPodAutoscaler (autoscaling/v2) on a request-rate metric
+with an ``AverageValue`` target of ``capacity_rpm * target_utilisation`` per pod; ``queue`` is KEDA
+with a Prometheus trigger on ``vllm:num_requests_waiting`` (``AverageValue`` ``target_waiting`` per
+replica), which KEDA hands to an HPA of its own. Both scale through the HPA's rules:
+
+- a sync every 15 s (``--horizontal-pod-autoscaler-sync-period``);
+- no change while the usage ratio ``metric / (target * replicas)`` is within 10% of 1
+  (``--horizontal-pod-autoscaler-tolerance``);
+- scale-up limited per 15 s period to the larger of +100% and +4 pods (the default ``scaleUp``
+  policies, ``selectPolicy: Max``) with no stabilisation window;
+- scale-down to the highest recommendation of the last 300 s (the default ``scaleDown``
+  stabilisation window; its rate policy, 100% per 15 s, never binds).
+
+KEDA adds, for a ScaledObject whose ``minReplicaCount`` is 0, activation from zero at its first
+poll that sees the queue above the activation threshold (0), and scaling to zero after
+``cooldownPeriod`` (300 s) without activity. Its ``pollingInterval`` (30 s) is finer than the
+simulator's minute, so each minute's decision reads the queue at the minute's start.
+
+The simulator decides once a minute: the four syncs of a minute see the same metric, so the
+minute's scale-up limit is the 15 s limit applied four times (2 pods can become 48 in a minute).
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from warmup.core import replicas_for
+from warmup.sim.fleet import Observation
+
+SYNC_S = 15.0
+TOLERANCE = 0.1
+
+
+@dataclass
+class HPARules:
+    """The HPA's scaling rules (defaults from the Kubernetes documentation), once a minute."""
+
+    tolerance: float = TOLERANCE
+    up_percent: float = 100.0
+    up_pods: int = 4
+    down_window_min: int = 5          # scaleDown.stabilizationWindowSeconds 300
+    min_replicas: int = 1
+    max_replicas: int = 10_000
+    _recent: deque = field(default_factory=deque, repr=False)
+
+    def recommend(self, current: int, metric: float, per_pod_target: float) -> int:
+        """The replicas the metric asks for; the current count while within the tolerance."""
+        if current > 0 and abs(metric / (per_pod_target * current) - 1.0) <= self.tolerance:
+            return current
+        return int(math.ceil(metric / per_pod_target - 1e-9)) if metric > 0 else 0
+
+    def scale(self, current: int, recommendation: int) -> int:
+        """One minute of syncs: up at most +100%/+4 pods per 15 s; down to the window's highest."""
+        self._recent.append(recommendation)
+        while len(self._recent) > max(1, self.down_window_min):
+            self._recent.popleft()
+        want = max(self.min_replicas, min(self.max_replicas, recommendation))
+        if want > current:
+            n = current
+            for _ in range(int(60 / SYNC_S)):
+                n = min(want, max(math.ceil(n * (1 + self.up_percent / 100)), n + self.up_pods))
+            return n
+        stable = max(self.min_replicas, min(self.max_replicas, max(self._recent)))
+        return min(current, stable)
+
+
+@dataclass
+class ReactiveHPA:
+    """The HPA on the last minute's request rate, ``target_utilisation`` of capacity per pod."""
+
+    capacity_rpm: float
+    target_utilisation: float = 0.8
+    stabilisation_min: int = 5
+    min_replicas: int = 1
+    max_replicas: int = 10_000
+    name: str = "reactive"
+    _rules: HPARules | None = field(default=None, repr=False)
+
+    def recommend(self, obs: Observation) -> int:
+        """Replicas for the last minute's load at the target (the fleet it would start from)."""
+        load = obs.last_minute_rpm if math.isfinite(obs.last_minute_rpm) else 0.0
+        return replicas_for(load, self.capacity_rpm, self.target_utilisation)
+
+    def decide(self, obs: Observation) -> int:
+        if self._rules is None:
+            self._rules = HPARules(down_window_min=self.stabilisation_min, min_replicas=self.min_replicas,
+                                   max_replicas=self.max_replicas)
+        load = obs.last_minute_rpm if math.isfinite(obs.last_minute_rpm) else 0.0
+        rec = self._rules.recommend(obs.provisioned, load, self.capacity_rpm * self.target_utilisation)
+        return self._rules.scale(obs.provisioned, rec)
+
+
+@dataclass
+class QueueKEDA:
+    """KEDA on the waiting queue: ``target_waiting`` requests per replica through the HPA's rules;
+    with ``min_replicas`` 0, activation from zero and scale to zero after ``cooldown_min``."""
+
+    capacity_rpm: float
+    target_waiting: float = 5.0
+    stabilisation_min: int = 5
+    cooldown_min: int = 5             # cooldownPeriod 300 s (scale to zero only)
+    min_replicas: int = 1
+    max_replicas: int = 10_000
+    name: str = "queue"
+    _idle_for: int = 0
+    _rules: HPARules | None = field(default=None, repr=False)
+
+    def decide(self, obs: Observation) -> int:
+        if self._rules is None:
+            self._rules = HPARules(down_window_min=self.stabilisation_min, min_replicas=max(1, self.min_replicas),
+                                   max_replicas=self.max_replicas)
+        queue = max(0.0, obs.queue_depth)
+        self._idle_for = self._idle_for + 1 if queue <= 0 else 0
+        if obs.provisioned == 0:  # KEDA's activation: the HPA does not scale from zero
+            return self._rules.scale(0, max(1, self._rules.recommend(0, queue, self.target_waiting))) if queue > 0 else 0
+        if self.min_replicas == 0 and self._idle_for >= self.cooldown_min:
+            return 0
+        return self._rules.scale(obs.provisioned, self._rules.recommend(obs.provisioned, queue, self.target_waiting))
