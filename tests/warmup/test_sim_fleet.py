@@ -146,3 +146,28 @@ def test_queue_keda_activates_from_zero_and_returns_to_zero_after_its_cooldown()
     assert k.decide(_obs(0, 0.0, 0, queue=0.0)) == 0
     assert k.decide(_obs(1, 30.0, 0, queue=12.0)) == 3       # activation: ceil(12 / 5)
     assert [k.decide(_obs(t, 0.0, 3)) for t in (2, 3, 4)] == [1, 1, 0]   # idle 3 minutes: to zero
+
+
+class _WarmingFleet:
+    """A fixed fleet whose warmup sends 120 requests per minute from minute 2 to 4 (a policy as the
+    simulator calls it: ``decide`` and ``warmup_load``)."""
+
+    name = "warming"
+
+    def decide(self, obs: Observation) -> int:
+        return 2
+
+    def warmup_load(self, t: int) -> float:
+        return 120.0 if 2 <= t < 5 else 0.0
+
+
+def test_warmup_requests_take_serving_capacity() -> None:
+    # Issue 26: warmup requests used to cost no capacity. Two instances of 60 req/min carry 90 req/min;
+    # while a warmup sends 120 req/min of its own, they serve none of the traffic and a backlog builds.
+    from warmup.sim.fleet import run_online
+
+    params = FleetParams(capacity_rpm=60.0, cold_start_min=1.0, wait_threshold_s=5.0)
+    arrivals = np.full((8, 1), 90.0)
+    run = run_online(_WarmingFleet(), arrivals, 90.0, params, initial_ready=2)
+    assert run.queue[1] == 0 and run.queue[2] == pytest.approx(90.0) and run.queue[4] == pytest.approx(270.0)
+    assert run.late[2:5].sum() > 0 and run.queue[5] == pytest.approx(240.0)   # draining at 30 req/min after

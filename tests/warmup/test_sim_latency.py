@@ -8,7 +8,8 @@ import pytest
 
 from warmcast.config.slo import SLO
 from warmup.sim.fleet import FleetParams, run_plan, summarise
-from warmup.sim.latency import LatencyCurve, curve_from_calibration, estimate_ttft_p99_ms, slo_attainment, ttft_bound
+from warmup.sim.latency import (LatencyCurve, curve_from_calibration, estimate_ttft_p99_ms, share_slower_than,
+                                slo_attainment, ttft_bound)
 
 
 def _doc(**slo) -> dict:
@@ -65,3 +66,31 @@ def test_the_report_row_gives_attainment_beside_the_late_share():
     assert row["slo_attainment"] == pytest.approx(3 / 6) and row["slo_minutes_over"] == 3
     assert row["slo_attainment_requests"] == pytest.approx(180 / 480, abs=1e-6)
     assert "slo_attainment" not in summarise(run, demand, FleetParams(capacity_rpm=60.0))
+
+
+def test_the_tail_model_passes_through_the_measured_percentiles():
+    assert share_slower_than(100.0, 300.0, 600.0, 100.0) == pytest.approx(0.5)
+    assert share_slower_than(100.0, 300.0, 600.0, 300.0) == pytest.approx(0.05)
+    assert share_slower_than(100.0, 300.0, 600.0, 600.0) == pytest.approx(0.01)
+    assert share_slower_than(100.0, 300.0, 600.0, 900.0) == pytest.approx(0.002)   # the P95->P99 decay again
+    assert 0.05 < share_slower_than(100.0, 300.0, 600.0, 200.0) < 0.5
+
+
+def test_requests_are_late_below_saturation_where_the_curve_says_so():
+    # Issue 26: lateness used to exist only above 100% utilisation. Two instances of 60 req/min at
+    # 90% load never queue, but the calibration measured a TTFT P99 of 8 s at that load: against a
+    # 5 s wait about 2% of the requests are late (between the P95 and the P99).
+    doc = {"profile": "p", "capacity": {"scenario": "s", "rps": 1.0},
+           "scenarios": {"s": {"curve": [{"rate_rps": r, "passed": True, "ttft_ms": {"p50": 500.0 * r, "p95": 4000.0 * r,
+                                                                                       "p99": 8000.0 * r}}
+                                          for r in (0.5, 0.9, 1.0)]}}}
+    c = curve_from_calibration(doc, 10_000.0, "test")
+    demand = np.full(10, 108.0)                                   # 0.9 req/s per instance
+    params = FleetParams(capacity_rpm=60.0, wait_threshold_s=5.0)
+    run = run_plan("plan", np.full(10, 2), np.full(10, 2), demand[:, None], params)
+    assert run.late.sum() == 0 and run.queue.max() == 0            # no queue: the old model's 0 late
+    row = summarise(run, demand, params, latency=c)
+    p95, p99 = 3600.0, 7200.0
+    assert row["late_share"] == pytest.approx(share_slower_than(450.0, p95, p99, 5000.0))
+    assert 0.01 < row["late_share"] < 0.05 and row["late_from_latency"] == pytest.approx(row["late_requests"])
+    assert summarise(run, demand, params)["late_share"] == 0.0     # without a curve: the queue only

@@ -11,10 +11,12 @@ Each minute:
 4. the minute's arrivals are served by the ready instances through one FIFO queue.
 
 The queue is a fluid FIFO at the log's resolution: within a step arrivals come at a
-constant rate, the ready instances serve ``ready * capacity_rpm / 60`` requests/s,
-and a request waits for the backlog ahead of it.  A request is *late* when that
-wait is over ``wait_threshold_s`` (5 s); lateness is counted exactly for the
-linear backlog inside each step.
+constant rate, the ready instances serve ``ready * capacity_rpm / 60`` requests/s
+(less what warmup requests take), and a request waits for the backlog ahead of it.
+A request is *late* when that wait is over ``wait_threshold_s`` (5 s); lateness is
+counted exactly for the linear backlog inside each step.  Below saturation, where a
+calibration's latency curve is given, a request is also late when the curve's time to
+first token at the minute's load per instance exceeds the wait (``summarise``).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from typing import Optional, Protocol
 
 import numpy as np
 
-from warmup.sim.latency import LatencyCurve, estimate_ttft_p99_ms, slo_attainment
+from warmup.sim.latency import LatencyCurve, estimate_ttft_p99_ms, late_below_saturation, slo_attainment
 from warmup.sim.sleep import SleepPool
 
 
@@ -196,6 +198,7 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
     rows = arrivals.tolist()
     minute_sums = arrivals.sum(axis=1).tolist()
     cap_fn = getattr(policy, "capacity_now", None)
+    warm_fn = getattr(policy, "warmup_load", None)  # requests/min its warmups send (they take capacity)
     caps = np.full(T, params.capacity_rpm)
     pool = make_pool(policy, params)
     standby = np.zeros(T)
@@ -218,13 +221,7 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
         rdy[t] = ready
         c = float(cap_fn()) if cap_fn is not None else params.capacity_rpm
         caps[t] = c
-        mu = ready * c / 60.0
-        if woke:  # woken instances serve from step k_wake of this minute
-            q, lt0, mx0 = serve_minute(q, rows[t][:k_wake], (ready - woke) * c / 60.0, dt, w)
-            q, lt, mx = serve_minute(q, rows[t][k_wake:], mu, dt, w)
-            lt, mx = lt + lt0, max(mx, mx0)
-        else:
-            q, lt, mx = serve_minute(q, rows[t], mu, dt, w)
+        q, lt, mx = serve_tick(q, rows[t], ready, woke, k_wake, c, float(warm_fn(t)) if warm_fn else 0.0, dt, w)
         late[t] = lt
         queue[t] = q
         mw[t] = mx
@@ -234,6 +231,18 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
                     queue=queue, max_wait=mw, launches=launches + (pool.launches if pool is not None else 0),
                     capacity=caps if cap_fn is not None and np.any(caps != params.capacity_rpm) else None,
                     standby=standby if pool is not None else None, wakes=pool.wakes if pool is not None else 0)
+
+
+def serve_tick(q: float, steps: list, ready: int, woke: int, k_wake: int, capacity_rpm: float, warmup_rpm: float,
+               dt: float, w: float) -> tuple[float, float, float]:
+    """One minute served by the ready instances, less the capacity warmup requests take; instances
+    woken this minute serve from step ``k_wake``."""
+    mu = max(0.0, ready * capacity_rpm - warmup_rpm) / 60.0
+    if not woke:
+        return serve_minute(q, steps, mu, dt, w)
+    q, lt0, mx0 = serve_minute(q, steps[:k_wake], max(0.0, (ready - woke) * capacity_rpm - warmup_rpm) / 60.0, dt, w)
+    q, lt, mx = serve_minute(q, steps[k_wake:], mu, dt, w)
+    return q, lt + lt0, max(mx, mx0)
 
 
 def make_pool(policy: Policy, params: FleetParams) -> Optional[SleepPool]:
@@ -292,7 +301,9 @@ def switch_columns(run: FleetRun, gpus_per_replica: int) -> dict:
 
 def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu_hours: Optional[float] = None,
               capacity_per_minute: Optional[np.ndarray] = None, latency: Optional[LatencyCurve] = None) -> dict:
-    """The report row of one policy; with a calibration's ``latency`` curve, its SLO attainment too."""
+    """The report row of one policy. With a calibration's ``latency`` curve, a request is also late when
+    the curve says its time to first token at the minute's load exceeds the wait (below saturation
+    too), and the row gives the SLO attainment; without one, only the fleet's queue makes requests late."""
     total = float(demand.sum())
     held = float(run.provisioned.sum()) + (float(run.standby.sum()) if run.standby is not None else 0.0)
     gpu_hours = held * params.gpus_per_replica / 60.0
@@ -300,23 +311,26 @@ def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu
         per = run.capacity if run.capacity is not None else params.capacity_rpm
         capacity_per_minute = run.ready * per
     cap = capacity_per_minute
-    changes = int(np.count_nonzero(np.diff(run.provisioned)))
+    slow = (np.zeros(len(demand)) if latency is None
+            else late_below_saturation(latency, demand, cap, run.late, params.wait_threshold_s))
+    late = run.late + slow
     row = {
         "gpu_hours": round(gpu_hours, 3),
         "gpu_hours_vs_oracle": round(gpu_hours / oracle_gpu_hours, 4) if oracle_gpu_hours else None,
         "requests": int(round(total)),
-        "late_requests": round(float(run.late.sum()), 1),
-        "late_share": float(run.late.sum() / total) if total > 0 else 0.0,
-        "late_pct": round(100.0 * float(run.late.sum() / total), 4) if total > 0 else 0.0,
-        **({} if latency is None else  # beside the late share: the TTFT the curve predicts for each minute
-           slo_attainment(estimate_ttft_p99_ms(latency, demand, cap, run.max_wait), demand, latency.bound_ms)),
+        "late_requests": round(float(late.sum()), 1),
+        "late_share": float(late.sum() / total) if total > 0 else 0.0,
+        "late_pct": round(100.0 * float(late.sum() / total), 4) if total > 0 else 0.0,
+        **({} if latency is None else {  # the TTFT the curve predicts for each minute, and what it made late
+            **slo_attainment(estimate_ttft_p99_ms(latency, demand, cap, run.max_wait), demand, latency.bound_ms),
+            "late_from_latency": round(float(slow.sum()), 1)}),
         "minutes_short": int(np.count_nonzero(demand > cap + 1e-9)),
-        "minutes_with_late": int(np.count_nonzero(run.late > 0.5)),
+        "minutes_with_late": int(np.count_nonzero(late > 0.5)),
         "max_wait_s": _finite(float(np.max(run.max_wait))) if len(run.max_wait) else 0.0,
-        "scale_actions": changes,
+        "scale_actions": int(np.count_nonzero(np.diff(run.provisioned))),
         "launches": int(run.launches),
         "wakes": int(run.wakes),
-        "late_episodes": late_episodes(run.late),
+        "late_episodes": late_episodes(late),
         "warmups": int(run.warmups),
         "profile_switches": int(run.profile_switches),
         "mean_replicas": round(float(run.provisioned.mean()), 3),

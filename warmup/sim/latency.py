@@ -34,6 +34,7 @@ class LatencyCurve:
     bound_source: str                          # where the bound comes from, for the report
     profile: Optional[str] = None              # the profile the calibration measured
     scenario: str = ""
+    shape: tuple[tuple[float, float], ...] = ()  # (TTFT P50, P95 ms) at each point's rate, where measured
 
     def describe(self) -> dict[str, Any]:
         return {"profile": self.profile, "scenario": self.scenario, "capacity_rps": self.capacity_rps,
@@ -61,15 +62,18 @@ def curve_from_calibration(doc: Mapping[str, Any], bound_ms: float, bound_source
     name = cap.get("scenario", "")
     curve = ((doc.get("scenarios") or {}).get(name) or {}).get("curve") or ()
     rps = float(cap.get("rps") or float(cap["rpm"]) / 60.0)
-    worst: dict[float, float] = {}
+    worst: dict[float, tuple[float, float, float]] = {}
     for p in curve:
-        p99 = (p.get("ttft_ms") or {}).get("p99")
-        if p.get("passed") and p99 is not None and float(p["rate_rps"]) <= rps + 1e-9:
-            r = float(p["rate_rps"])
-            worst[r] = max(worst.get(r, -math.inf), float(p99))
+        q = p.get("ttft_ms") or {}
+        if p.get("passed") and q.get("p99") is not None and float(p["rate_rps"]) <= rps + 1e-9:
+            r, p99 = float(p["rate_rps"]), float(q["p99"])
+            if r not in worst or p99 > worst[r][2]:
+                worst[r] = (float(q.get("p50") or p99), float(q.get("p95") or p99), p99)
     if not worst:
         raise ValueError(f"the calibration's scenario {name!r} has no passing step with a TTFT P99")
-    return LatencyCurve(tuple(sorted(worst.items())), rps, bound_ms, bound_source, doc.get("profile"), name)
+    rates = sorted(worst)
+    return LatencyCurve(tuple((r, worst[r][2]) for r in rates), rps, bound_ms, bound_source, doc.get("profile"), name,
+                        shape=tuple(worst[r][:2] for r in rates))
 
 
 def estimate_ttft_p99_ms(curve: LatencyCurve, demand: np.ndarray, ready_capacity_rpm: np.ndarray,
@@ -101,3 +105,36 @@ def slo_attainment(estimate_ms: np.ndarray, demand: np.ndarray, bound_ms: float)
     return {"slo_attainment": round(float((within & busy).sum()) / minutes, 6) if minutes else None,
             "slo_attainment_requests": round(float(demand[within].sum()) / total, 6) if total > 0 else None,
             "slo_minutes_over": int((~within & busy).sum())}
+
+
+def share_slower_than(p50: float, p95: float, p99: float, wait_ms: float) -> float:
+    """The share of requests whose TTFT exceeds ``wait_ms``, from three measured percentiles: the
+    survival is log-linear between them (1 at 0 ms, 0.5 at P50, 0.05 at P95, 0.01 at P99), and past
+    P99 it keeps the P95-to-P99 decay (a stated model: the calibration measures no more of the tail)."""
+    knots = ((0.0, 1.0), (p50, 0.5), (p95, 0.05), (p99, 0.01))
+    for (x0, s0), (x1, s1) in zip(knots, knots[1:]):
+        if wait_ms < x1:
+            f = (wait_ms - x0) / (x1 - x0) if x1 > x0 else 1.0
+            return float(math.exp(math.log(s0) + f * (math.log(s1) - math.log(s0))))
+    return 0.01 * 0.2 ** ((wait_ms - p99) / (p99 - p95)) if p99 > p95 else 0.0
+
+
+def late_below_saturation(curve: LatencyCurve, demand: np.ndarray, ready_capacity_rpm: np.ndarray,
+                          queue_late: np.ndarray, wait_s: float) -> np.ndarray:
+    """Per minute: the requests the queue did not already make late whose TTFT, read from the curve at
+    the minute's load per ready instance, still exceeds ``wait_s`` (past the curve's last rate its last
+    point: the queue counts the overload itself)."""
+    if not curve.shape:
+        return np.zeros(len(demand))
+    rates = [r for r, _ in curve.points]
+    cols = [np.array([s[0] for s in curve.shape]), np.array([s[1] for s in curve.shape]),
+            np.array([p for _, p in curve.points])]
+    demand = np.asarray(demand, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(demand > 0, demand / np.asarray(ready_capacity_rpm, float) * curve.capacity_rps, 0.0)
+    out = np.zeros(len(demand))
+    for t in np.flatnonzero(demand > 0):
+        r = min(float(rate[t]), rates[-1]) if math.isfinite(rate[t]) else rates[-1]
+        p50, p95, p99 = (float(np.interp(r, rates, c)) for c in cols)
+        out[t] = max(0.0, demand[t] - queue_late[t]) * share_slower_than(p50, p95, p99, 1000.0 * wait_s)
+    return out

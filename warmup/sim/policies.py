@@ -29,6 +29,7 @@ from warmup.core import (
     SwitchPhase,
     TickInput,
     WarmupAction,
+    WarmupDecision,
     decide,
     plan_replicas,
 )
@@ -81,6 +82,7 @@ class CorePolicy:
         self.events: list[tuple[int, str, str]] = []
         self.warmups = 0
         self.switches = 0
+        self._warm_rpm: dict[int, float] = {}
         self._inst_cache: dict[tuple[int, int, int], tuple[Instance, ...]] = {}
         self.errors = ForecastErrors(cfg.scaling, self.levels, self._fc, times)
         self._asleep_target = 0
@@ -96,9 +98,21 @@ class CorePolicy:
         self.events = []
         self.warmups = 0
         self.switches = 0
+        self._warm_rpm = {}
         self.errors.reset()
         self._asleep_target = 0
         self.last = None
+
+    def warmup_load(self, t: int) -> float:
+        """Requests per minute the warmups running in minute ``t`` send: they take serving capacity."""
+        return self._warm_rpm.get(t, 0.0)
+
+    def _take_warmup(self, t: int, w: WarmupDecision) -> None:
+        """Spread a started warmup's requests (per instance, times its instances) over its minutes."""
+        minutes = max(1, math.ceil(w.duration_s / 60.0 - 1e-9))
+        per_minute = w.requests_per_instance * max(1, len(w.instances)) / minutes
+        for m in range(t, t + minutes):
+            self._warm_rpm[m] = self._warm_rpm.get(m, 0.0) + per_minute
 
     def asleep_target(self) -> int:
         """Instances the last decision keeps asleep (the fleet's asleep tier reads it)."""
@@ -136,6 +150,7 @@ class CorePolicy:
         if out.warmup.action is WarmupAction.START:
             self.warmups += 1
             self.events.append((t, "warmup", out.warmup.reason.text))
+            self._take_warmup(t, out.warmup)
         if out.switch.action.value == "move_all":
             self.switches += 1
             self.events.append((t, "switch", out.switch.reason.text))
