@@ -23,9 +23,11 @@ from api.ondemand import utcnow
 from api.staleness import freshness
 from api.routes import READ_ERR
 from api.schemas import KedaOut
+from forecaster.base import per_minute_rate
 from warmcast.state import forecast_from_dict
 
 KEDA_TTL_S = 5.0
+LEAD_MINUTES = 30  # /metrics exports the next 30 minutes, as its HELP says
 _BEARER = {"security": [{"HTTPBearer": []}]}  # hot routes check the token by hand; the schema still says so
 
 
@@ -77,8 +79,8 @@ class ForecastCollector:
         # The label is "level", not "quantile": Prometheus reserves "quantile" for summaries
         # (quantiles of observed values, with _sum and _count); these are quantiles of a forecast.
         q = GaugeMetricFamily("warmcast_forecast_requests_per_minute",
-                              "Forecast requests/min by deployment, quantile level and lead (minutes after origin, "
-                              "1-based)", labels=["deployment", "level", "lead"])
+                              "Forecast requests/min (a coarse series' bins divided by their width) by "
+                              "deployment, quantile level and lead (minutes after origin, 1-based)", labels=["deployment", "level", "lead"])
         mean = GaugeMetricFamily("warmcast_forecast_mean_requests_per_minute", "Forecast mean requests/min",
                                  labels=["deployment", "lead"])
         age = GaugeMetricFamily("warmcast_forecast_age_seconds", "Seconds since the forecast was made",
@@ -131,11 +133,13 @@ class ForecastCollector:
             desired.add_metric([dep], planned)
         if not doc:
             return
-        fc = forecast_from_dict(doc)
+        # per minute whatever the series' bins (issue 32: a 10-minute series exported its per-bin values
+        # under this per-minute name, and an HPA reading them over-scaled tenfold); leads in minutes
+        fc = per_minute_rate(forecast_from_dict(doc))
         for level, path in sorted(fc.quantiles.items()):
-            for i, v in enumerate(path):
+            for i, v in enumerate(path[:LEAD_MINUTES]):
                 q.add_metric([dep, f"{level:g}", str(i + 1)], float(v))
-        for i, v in enumerate(fc.mean):
+        for i, v in enumerate(fc.mean[:LEAD_MINUTES]):
             mean.add_metric([dep, str(i + 1)], float(v))
 
 
