@@ -233,10 +233,10 @@ def autoscaler_values(ctx: ApiContext, dep: Deployment, quantile: float, lead_mi
                       utilisation: float) -> dict[str, Any]:
     """What KEDA/HPA act on: desired replicas now and peak forecast demand over the lead (the core's plan)."""
     doc = latest_forecast(ctx, dep.name, 30, (quantile,))
-    # Minutes since the forecast was made (wall clock), not since its origin (data time):
-    # the two agree live, and a replayed or historic log still reads the right lead.
     stored_plan = ctx.state.get("plan", dep.name)
     check_fresh(dep.name, doc, stored_plan, ctx.config.plan_max_age_s, utcnow())  # a stopped loop: 503
+    # Minutes since the forecast was made (wall clock), not since its origin (data time):
+    # the two agree live, and a replayed or historic log still reads the right lead.
     age = forecast_age_s(doc) or 0.0
     now = pd.Timestamp(doc["origin"]) + pd.Timedelta(minutes=max(0, int(age // 60)))
     cfg, plan, lead = _core_plan(ctx, dep, doc, quantile, utilisation, lead_min, now)

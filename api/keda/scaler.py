@@ -24,9 +24,9 @@ import grpc
 
 from api import service
 from api.deps import ApiContext
-from api.staleness import StalePlan
 from api.keda.vendor import externalscaler_pb2 as pb
 from api.keda.vendor import externalscaler_pb2_grpc as pb_grpc
+from api.staleness import StalePlan
 from warmcast.errors import InputError, NotFoundError, WarmcastError
 
 METRICS = ("desiredReplicas", "forecastDemandRpm")

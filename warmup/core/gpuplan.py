@@ -130,7 +130,8 @@ def cheapest_mix(demand: float, options: tuple[GpuOption, ...], utilisation: flo
 
 def _most_capacity(options: tuple[GpuOption, ...], utilisation: float, max_gpus: int | None,
                    max_instances: int | None = None) -> _Mix:
-    """When no mix within the limits meets demand: every allowed instance, cheapest per request first."""
+    """When no mix within the limits meets demand: every allowed instance, cheapest per request first
+    (largest first when the fleet's instance count is what runs out)."""
     counts = [0] * len(options)
     left, fleet = max_gpus, max_instances
     # short of instances, the biggest come first (each slot of the fleet should carry the most); else the cheapest
