@@ -19,11 +19,15 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from api import query, service
 from api.deps import ApiContext, check_read, configured_deployment
 from api.hot import Rendered
+from api.ondemand import utcnow
+from api.staleness import freshness
 from api.routes import READ_ERR
 from api.schemas import KedaOut
+from forecaster.base import per_minute_rate
 from warmcast.state import forecast_from_dict
 
 KEDA_TTL_S = 5.0
+LEAD_MINUTES = 30  # /metrics exports the next 30 minutes, as its HELP says
 _BEARER = {"security": [{"HTTPBearer": []}]}  # hot routes check the token by hand; the schema still says so
 
 
@@ -75,8 +79,8 @@ class ForecastCollector:
         # The label is "level", not "quantile": Prometheus reserves "quantile" for summaries
         # (quantiles of observed values, with _sum and _count); these are quantiles of a forecast.
         q = GaugeMetricFamily("warmcast_forecast_requests_per_minute",
-                              "Forecast requests/min by deployment, quantile level and lead (minutes after origin, "
-                              "1-based)", labels=["deployment", "level", "lead"])
+                              "Forecast requests/min (a coarse series' bins divided by their width) by "
+                              "deployment, quantile level and lead (minutes after origin, 1-based)", labels=["deployment", "level", "lead"])
         mean = GaugeMetricFamily("warmcast_forecast_mean_requests_per_minute", "Forecast mean requests/min",
                                  labels=["deployment", "lead"])
         age = GaugeMetricFamily("warmcast_forecast_age_seconds", "Seconds since the forecast was made",
@@ -89,6 +93,11 @@ class ForecastCollector:
                                  "load per instance (smoothed; 1 = as calibrated)", labels=["deployment", "profile"])
         drift = GaugeMetricFamily("warmcast_calibration_drift", "1 while the correction is more than 15% off 1: "
                                   "recalibrate", labels=["deployment", "profile"])
+        stale = GaugeMetricFamily("warmcast_plan_stale", "1 while the workers' plan or forecast is older than "
+                                  "WARMCAST_API_PLAN_MAX_AGE_S: its plan and forecast gauges are then left out",
+                                  labels=["deployment"])
+        plan_age = GaugeMetricFamily("warmcast_plan_age_seconds", "Seconds since the workers stored the plan",
+                                     labels=["deployment"])
         try:
             names = self.ctx.known_names()
         except Exception:  # noqa: BLE001 - a scrape must answer even with Redis down
@@ -97,30 +106,41 @@ class ForecastCollector:
             return
         up.add_metric([], 1)
         for dep in names:
-            self._one(dep, q, mean, age, desired, paused)
+            self._one(dep, q, mean, age, desired, paused, stale, plan_age)
             d = self.ctx.state.get("calibration-drift", dep)  # written by the workers' signals step
             if d and d.get("factor") is not None:
                 corr.add_metric([dep, d["profile"]], float(d["factor"]))
                 drift.add_metric([dep, d["profile"]], 1.0 if d.get("drifted") else 0.0)
-        yield from (q, mean, age, desired, paused, up, corr, drift)
+        yield from (q, mean, age, desired, paused, stale, plan_age, up, corr, drift)
 
-    def _one(self, dep, q, mean, age, desired, paused) -> None:
+    def _one(self, dep, q, mean, age, desired, paused, stale, plan_age) -> None:
         doc = service.cached_or_stored(self.ctx, dep)
         paused.add_metric([dep], 1.0 if self.ctx.state.paused(dep) else 0.0)
-        planned = service.plan_desired(self.ctx.state.get("plan", dep))
+        # a deployment no longer configured keeps no plan gauges: nothing plans for it any more
+        plan = self.ctx.state.get("plan", dep) if self.ctx.configured(dep) is not None else None
+        fresh = freshness(doc, plan, self.ctx.config.plan_max_age_s, utcnow())
+        if fresh.plan_age_s is not None:
+            plan_age.add_metric([dep], fresh.plan_age_s)
+        if doc and fresh.forecast_age_s is not None:
+            age.add_metric([dep, str(doc.get("model", ""))], fresh.forecast_age_s)
+        is_stale = fresh.stale(dep) is not None
+        if plan is not None or doc:
+            stale.add_metric([dep], 1.0 if is_stale else 0.0)
+        if is_stale:
+            return  # an autoscaler reading these would act on a stopped loop's numbers
+        planned = service.plan_desired(plan)
         if planned is not None:
             desired.add_metric([dep], planned)
         if not doc:
             return
-        fc = forecast_from_dict(doc)
+        # per minute whatever the series' bins (issue 32: a 10-minute series exported its per-bin values
+        # under this per-minute name, and an HPA reading them over-scaled tenfold); leads in minutes
+        fc = per_minute_rate(forecast_from_dict(doc))
         for level, path in sorted(fc.quantiles.items()):
-            for i, v in enumerate(path):
+            for i, v in enumerate(path[:LEAD_MINUTES]):
                 q.add_metric([dep, f"{level:g}", str(i + 1)], float(v))
-        for i, v in enumerate(fc.mean):
+        for i, v in enumerate(fc.mean[:LEAD_MINUTES]):
             mean.add_metric([dep, str(i + 1)], float(v))
-        a = service.forecast_age_s(doc)
-        if a is not None:
-            age.add_metric([dep, str(doc.get("model", ""))], a)
 
 
 def metrics_router(ctx: ApiContext) -> APIRouter:

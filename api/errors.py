@@ -15,6 +15,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from api.staleness import StalePlan
 from warmcast.errors import InputError, NotFoundError, WarmcastError
 
 
@@ -55,6 +56,11 @@ def _unavailable(request: Request, err: WarmcastError) -> JSONResponse:
     return JSONResponse({"detail": str(err)}, status_code=503)
 
 
+def _stale(request: Request, err: StalePlan) -> JSONResponse:
+    # 503: KEDA's metrics-api scaler counts a failure and applies its fallback replicas
+    return JSONResponse(err.body(), status_code=503)
+
+
 def _late(request: Request, err: DeadlineExceeded) -> JSONResponse:
     return JSONResponse({"detail": str(err)}, status_code=503, headers={"Retry-After": str(err.retry_after_s)})
 
@@ -79,6 +85,7 @@ def _invalid(request: Request, err: RequestValidationError) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(DeadlineExceeded, _late)
+    app.add_exception_handler(StalePlan, _stale)
     app.add_exception_handler(InputError, _input_error)
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(WarmcastError, _unavailable)

@@ -160,7 +160,9 @@ def get_capacity(
     start: Optional[str] = Query(None, max_length=40, description="first hour (default: the hour after the data)"),
     lookback: int = Query(4, ge=1, le=12, description="weeks (or days) of history per hour slot"),
 ) -> CapacityOut:
+    from forecaster.base import per_minute_rate
     from warmup.planning.capacity import CapacityRequest, capacity_plan
+    from warmup.planning.gpu_report import per_minute_series
 
     conf = ctx.configured(dep)
     cap, core, cap_notes = service.capacity_basis(ctx, conf, capacity_per_instance)
@@ -170,7 +172,7 @@ def get_capacity(
     hist = pd.Series(dtype=float)
     if days:
         first = pd.Timestamp(0) + pd.Timedelta(days=days[-1] - 7 * lookback - 1)
-        hist = ctx.store.series(dep, start=first)
+        hist = per_minute_series(ctx.store, dep, first)  # requests/min, whatever the stored bins
     begin = _ts(start, "start")
     if begin is None:
         begin = (hist.index[-1] + pd.Timedelta(minutes=1)).ceil("h").strftime(TS) if len(hist) else \
@@ -180,7 +182,7 @@ def get_capacity(
     if fc_doc:
         from warmcast.state import forecast_from_dict
 
-        fc = forecast_from_dict(fc_doc)
+        fc = per_minute_rate(forecast_from_dict(fc_doc))
         fi, fp, f50 = fc.index, fc.quantile(quantile), fc.quantile(0.5)
     req = CapacityRequest(start=pd.Timestamp(begin), span=span, quantile=quantile, utilisation=utilisation,
                           capacity_per_instance=cap, gpus_per_replica=conf.gpus_per_replica if conf else 1,

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from api import ondemand
 from api.deps import ApiContext
 from api.ondemand import TS, shape, utcnow
+from api.staleness import StalePlan, check_fresh
 from forecaster.base import per_minute_rate
 from warmup.calibration.store import load_capacities
 from warmcast.config.deployments import Deployment
@@ -232,13 +233,15 @@ def autoscaler_values(ctx: ApiContext, dep: Deployment, quantile: float, lead_mi
                       utilisation: float) -> dict[str, Any]:
     """What KEDA/HPA act on: desired replicas now and peak forecast demand over the lead (the core's plan)."""
     doc = latest_forecast(ctx, dep.name, 30, (quantile,))
+    stored_plan = ctx.state.get("plan", dep.name)
+    check_fresh(dep.name, doc, stored_plan, ctx.config.plan_max_age_s, utcnow())  # a stopped loop: 503
     # Minutes since the forecast was made (wall clock), not since its origin (data time):
     # the two agree live, and a replayed or historic log still reads the right lead.
     age = forecast_age_s(doc) or 0.0
     now = pd.Timestamp(doc["origin"]) + pd.Timedelta(minutes=max(0, int(age // 60)))
     cfg, plan, lead = _core_plan(ctx, dep, doc, quantile, utilisation, lead_min, now)
     first = plan[0]
-    planned = plan_desired(ctx.state.get("plan", dep.name))
+    planned = plan_desired(stored_plan)
     desired = first.desired if planned is None else planned
     peak_at = pd.Timestamp(first.time.replace(tzinfo=None)) + pd.Timedelta(minutes=first.peak_in_min)
     return {
@@ -262,7 +265,7 @@ def demand_target(ctx: ApiContext, dep: Deployment, quantile: float, lead_min: i
     no forecast yet, the profile of the core's plan without one (the schedule's, at wall time)."""
     try:
         cap = float(autoscaler_values(ctx, dep, quantile, lead_min, utilisation)["capacityPerInstanceRpm"])
-    except NotFoundError:
+    except (NotFoundError, StalePlan):  # the target is the configuration's; only the values go stale
         cfg = live_core_config(ctx.redis, ctx.settings.key_prefix, dep)
         cap = plan_replicas(cfg, None, utcnow().tz_localize("UTC").to_pydatetime())[0].capacity_rpm
     return cap * utilisation

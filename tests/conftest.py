@@ -49,6 +49,15 @@ def pytest_make_collect_report(collector):
     _skip_fails_on_ci(outcome.get_result())
 
 
+def traces_line() -> str:
+    """Whether the real traces are there, and what happens to the tests that read them (issue 32: a bare
+    clone has no ../shared; the reason surfaced only test by test)."""
+    if DATA.is_dir():
+        return f"real traces: {DATA}"
+    fate = "they FAIL (env CI is set)" if ON_CI else "they are skipped (env CI is unset)"
+    return f"real traces: not found at {DATA}: the tests that read them need ../shared/data beside the checkout; {fate}"
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     for rep in terminalreporter.stats.get("rerun", []):  # a rerun that passed still says why it failed first
         crash = getattr(getattr(rep.longrepr, "reprcrash", None), "message", None) or rep.longreprtext[-1500:]
@@ -56,6 +65,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
     skipped = len(terminalreporter.stats.get("skipped", []))
     allowed = "GPU tests only, CI is set" if ON_CI else "CI is unset"
     terminalreporter.write_line(f"skipped: {skipped} ({allowed}; the short summary above says why)")
+    terminalreporter.write_line(traces_line())
 
 
 @pytest.fixture(scope="session")

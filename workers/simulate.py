@@ -9,12 +9,23 @@ simulated fleet receives minute by minute from now on.
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from warmup.core import replicas_for
 from workers.context import Ctx
+
+
+def simulation_settings(settings: Any) -> Any:
+    """The settings a simulated run works under: a key prefix (``<prefix>:sim``) and models directory of its
+    own, so its synthetic minutes (dated now) never land in the history of a deployment of the same name (issue
+    32: ``run --simulate`` overwrote the quickstart's ``demo``; retention then dropped its 2024 days)."""
+    models = Path(settings.models_dir)
+    return settings.model_copy(update={"key_prefix": f"{settings.key_prefix}:sim",
+                                       "models_dir": models.with_name(models.name + "-sim")})
 
 
 def synthetic_minutes(now: float, days_before: int = 7, days_after: int = 7, mean_rpm: float = 600.0,

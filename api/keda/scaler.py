@@ -26,6 +26,7 @@ from api import service
 from api.deps import ApiContext
 from api.keda.vendor import externalscaler_pb2 as pb
 from api.keda.vendor import externalscaler_pb2_grpc as pb_grpc
+from api.staleness import StalePlan
 from warmcast.errors import InputError, NotFoundError, WarmcastError
 
 METRICS = ("desiredReplicas", "forecastDemandRpm")
@@ -130,7 +131,7 @@ class WarmcastScaler(pb_grpc.ExternalScalerServicer):
     async def _value(self, q: Query, context: grpc.aio.ServicerContext) -> float:
         try:
             return await asyncio.get_running_loop().run_in_executor(self.pool, q.value, self.ctx)
-        except NotFoundError as err:  # e.g. no load and no forecast yet
+        except (NotFoundError, StalePlan) as err:  # no forecast yet, or a stopped loop's: KEDA applies its fallback
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
         except Exception as err:  # noqa: BLE001 - Redis down, deadline passed and the like: KEDA retries
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{type(err).__name__}: {err}")

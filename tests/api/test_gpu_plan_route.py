@@ -50,9 +50,11 @@ def test_day_plan_for_the_hot_pool_matches_the_hand_computed_mix(client, pools_s
     assert w["slots"][0]["instances"] == {"A100-80G": 1, "A10G": 1} and w["total_cost"] == pytest.approx(24 * 1.35)
 
 
-def test_thirty_minutes_ahead_from_the_stored_forecast(client, pools_seeded):
+def test_thirty_minutes_ahead_from_the_stored_forecast(client, pools_seeded, state):
+    # P90 peak 180 rpm: within chat-pools' max_replicas 16 (the 1,080 rpm of the fixture's forecast is not)
+    state.put_forecast("chat-pools", stored_forecast(level=100), trained_at="2024-01-07 23:00:00")
     body = client.get(URL.format("chat-pools"), params={"horizon": "30m"}).json()
-    fc = stored_forecast()
+    fc = stored_forecast(level=100)
     peak = float(fc.quantile(0.9)[:30].max())
     assert len(body["slots"]) == 1 and body["slots"][0]["demand_rpm"] == pytest.approx(peak, rel=1e-3)
     s = body["slots"][0]
@@ -60,6 +62,13 @@ def test_thirty_minutes_ahead_from_the_stored_forecast(client, pools_seeded):
     assert s["capacity_rpm"] >= peak and body["utilisation"] == 0.8
     assert s["cost"] == pytest.approx(0.5 * sum(n * cost[t] for t, n in s["instances"].items()))  # half an hour
     assert body["saving_vs_all_a100"] > 0 and "stored forecast" in body["method"]
+
+
+def test_thirty_minutes_ahead_stays_within_max_replicas_and_says_so(client, pools_seeded):
+    """Issue 32: the plan ignored max_replicas (73 instances for a max of 40)."""
+    s = client.get(URL.format("chat-pools"), params={"horizon": "30m"}).json()["slots"][0]
+    assert sum(s["instances"].values()) <= 16 and s["capacity_rpm"] < 1080
+    assert "SLO NOT MET" in s["reason"] and "max_replicas (16)" in s["reason"]
 
 
 @pytest.mark.parametrize("dep, params, code, text", [

@@ -36,3 +36,13 @@ def test_prometheus_manifests_use_exported_metric_names(client, seeded):
     exported = client.get("/metrics").text
     assert 'warmcast_forecast_requests_per_minute{deployment="demo",lead="15",level="0.9"}' in exported
     assert "warmcast_forecast_requests_per_minute" in text
+
+
+def test_both_scaledobjects_fall_back_when_warmcast_answers_errors():
+    """Issue 32 item 3: a stale plan is answered as an error; KEDA's ``fallback`` is what then runs."""
+    for name in ("scaledobject-metrics-api.yaml", "scaledobject-external.yaml"):
+        so = [d for d in _docs(name) if d["kind"] == "ScaledObject"][0]["spec"]
+        fb = so.get("fallback") or {}
+        assert fb.get("failureThreshold", 0) >= 1, name
+        assert so["minReplicaCount"] <= fb.get("replicas", -1) <= so["maxReplicaCount"], name
+        assert so["triggers"][0]["metricType"] == "AverageValue", name  # KEDA's fallback needs it

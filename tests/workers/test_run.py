@@ -30,7 +30,8 @@ def test_run_simulate_makes_forecasts_and_decisions_then_stops_on_ctrl_c(tmp_pat
         from workers.options import WorkerOptions
         import redis
 
-        ctx = Ctx(load_settings(redis_url=redis_server_url, key_prefix=key_prefix, state_dir=tmp_path / "state"),
+        ctx = Ctx(load_settings(redis_url=redis_server_url, key_prefix=f"{key_prefix}:sim",
+                                state_dir=tmp_path / "state"),
                   WorkerOptions(simulate=True), redis.Redis.from_url(redis_server_url))
         text = lambda: (tmp_path / "run.out").read_text()  # noqa: E731
         wait_for(lambda: ctx.state.get_forecast("demo"), 60, f"a forecast of the demo deployment\n{text()}")
@@ -53,6 +54,30 @@ def test_run_simulate_makes_forecasts_and_decisions_then_stops_on_ctrl_c(tmp_pat
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_run_simulate_leaves_the_quickstart_history_alone(tmp_path, redis_server_url, redis_client, key_prefix, snap):
+    """Issue 32 item 6: the simulated run wrote its synthetic minutes (dated now) into ``demo``; retention then
+    dropped the quickstart's 2024 days.  It now works under ``<prefix>:sim``: the quickstart's keys are as they
+    were, and the simulated history is under its own prefix."""
+    import pandas as pd
+
+    from warmcast.store import LoadStore
+
+    quick = pd.date_range("2024-01-01", periods=3 * 1440, freq="min")
+    LoadStore(redis_client, key_prefix).upsert_frame("demo", pd.DataFrame({"requests": 500.0}, index=quick))
+    before = {k: v for k, v in snap().items() if not k.startswith(f"{key_prefix}:sim:".encode())}
+    env = {**os.environ, "WARMCAST_REDIS_URL": redis_server_url, "WARMCAST_KEY_PREFIX": key_prefix,
+           "WARMCAST_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(ROOT)}
+    env.pop("WARMCAST_DEPLOYMENTS_FILE", None)
+    res = subprocess.run([sys.executable, "-m", "warmcast.cli", "run", "--simulate", "--no-api", "--metrics-port", "0",
+                          "--duration", "3"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    after = {k: v for k, v in snap().items() if not k.startswith(f"{key_prefix}:sim:".encode())}
+    assert after == before
+    assert LoadStore(redis_client, key_prefix).series("demo").index[0] == quick[0]
+    assert len(LoadStore(redis_client, f"{key_prefix}:sim").series("demo")) >= 7 * 1440
+    assert f"key prefix '{key_prefix}:sim'" in res.stdout
 
 
 def _ok(url: str) -> bool:

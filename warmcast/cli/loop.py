@@ -161,6 +161,10 @@ def run(
 
     settings = load_settings(config)
     url = redis_url(settings)  # starts the embedded redis-server when no URL is set; stopped at exit
+    if simulate:
+        from workers.simulate import simulation_settings
+
+        settings = simulation_settings(settings)
     options = load_options(simulate=simulate)
     ctx = Ctx(settings, options)
     deps = [d.name for d in ctx.deployments()]
@@ -169,14 +173,10 @@ def run(
     typer.echo(f"warmcast run: Redis {url}, key prefix {settings.key_prefix!r}, deployments {deps}"
                + ("  [forecast-only: nothing is applied]" if settings.dry_run else ""))
     if simulate:
-        from workers.simulate import seed_deployment
-
-        for d in deps:
-            info = seed_deployment(ctx, d, mean_rpm=mean_rpm)
-            typer.echo(f"  {d}: simulated fleet of {info['replicas']} instance(s), {info['history_minutes']:,} "
-                       f"minutes of synthetic history (mean {info['mean_rpm']:,.0f} req/min), live traffic replayed")
+        _seed_simulation(ctx, deps, mean_rpm)
     env = {**os.environ, "WARMCAST_REDIS_URL": url, "WARMCAST_KEY_PREFIX": settings.key_prefix,
            "WARMCAST_STATE_DIR": str(settings.state_dir), "WARMCAST_WORKERS_SIMULATE": "1" if simulate else "0",
+           "WARMCAST_MODELS_DIR": str(settings.models_dir),
            "WARMCAST_WORKERS_METRICS_PORT": str(metrics_port), "PYTHONPATH": str(ROOT)}
     if settings.deployments_file:
         env["WARMCAST_DEPLOYMENTS_FILE"] = str(settings.deployments_file)
@@ -197,6 +197,17 @@ def run(
         say(f"  loop metrics: http://127.0.0.1:{metrics_port}/metrics")
     say(f"  logs: {log_dir}/{{worker,beat,api}}.log   (Ctrl-C stops everything)")
     _supervise(kids, stop, ctx, deps, duration, status_every)
+
+
+def _seed_simulation(ctx, deps: list[str], mean_rpm: Optional[float]) -> None:
+    from workers.simulate import seed_deployment
+
+    typer.echo(f"  simulated: its history, state and models are kept apart (key prefix {ctx.prefix!r}, "
+               f"{ctx.settings.models_dir}); what you ingested under the plain prefix is left as it was")
+    for d in deps:
+        info = seed_deployment(ctx, d, mean_rpm=mean_rpm)
+        typer.echo(f"  {d}: simulated fleet of {info['replicas']} instance(s), {info['history_minutes']:,} "
+                   f"minutes of synthetic history (mean {info['mean_rpm']:,.0f} req/min), live traffic replayed")
 
 
 def _kick_off(settings, options) -> None:

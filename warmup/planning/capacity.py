@@ -22,6 +22,7 @@ forecast): no clock, no I/O.  Method, so a planner can check it by hand:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal, Optional, Sequence
@@ -30,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from warmcast.errors import InputError
+from warmcast.resolution import resolution_of
 from warmup.core import CoreConfig, replicas_for
 from warmup.core.plan import stage_profile
 
@@ -153,6 +155,23 @@ def _forecast_hours(fc_index: pd.DatetimeIndex | None, fc_path: Sequence[float] 
     return {pd.Timestamp(h): float(v) for h, v in s.groupby(s.index.floor("h")).max().items()}
 
 
+def _days_covered(history: pd.Series, hist: pd.Series) -> float:
+    """Days from the first bin's start to the last bin's end (a bin is a minute, or the series' width)."""
+    if not len(hist):
+        return 0.0
+    width = pd.Timedelta(minutes=resolution_of(history))
+    return (hist.index[-1] + width - hist.index[0]).total_seconds() / 86400
+
+
+def _history_notes(minutes: int, observed_days: float, weekly: bool) -> list[str]:
+    if minutes == 0:
+        return ["no stored history: only the forecast (if any) and min_replicas inform the plan"]
+    if weekly:
+        return []
+    # floored, never rounded up: "14.0 days ... needs 14" read as a contradiction (issue 32)
+    return [f"{math.floor(observed_days * 10) / 10:.1f} days of history: weekly pattern not used (needs 14 days)"]
+
+
 def capacity_plan(history: pd.Series, req: CapacityRequest,
                   forecast_index: pd.DatetimeIndex | None = None,
                   forecast_path: Sequence[float] | None = None,
@@ -165,17 +184,13 @@ def capacity_plan(history: pd.Series, req: CapacityRequest,
     hist = hist[np.isfinite(hist.to_numpy())]
     start = pd.Timestamp(req.start).floor("h")
     n_hours = 24 if req.span == "day" else 168
-    observed_days = (hist.index[-1] - hist.index[0]).total_seconds() / 86400 if len(hist) else 0.0
+    observed_days = _days_covered(history, hist)
     weekly = observed_days >= 14
     period = pd.Timedelta(days=7 if weekly else 1)
     method = (f"same hour of the {'week' if weekly else 'day'} over the last {req.lookback_periods} "
               f"{'weeks' if weekly else 'days'} (recency half-life {req.half_life:g}), "
               f"P{round(req.quantile * 100)} of per-minute load")
-    notes: list[str] = []
-    if len(hist) == 0:
-        notes.append("no stored history: only the forecast (if any) and min_replicas inform the plan")
-    elif not weekly:
-        notes.append(f"{observed_days:.1f} days of history: weekly pattern not used (needs 14 days)")
+    notes = _history_notes(len(hist), observed_days, weekly)
     fc_q = _forecast_hours(forecast_index, forecast_path)
     fc_50 = _forecast_hours(forecast_index, forecast_p50)
     hours = []

@@ -14,7 +14,9 @@ import pandas as pd
 
 from warmcast.config.deployments import Deployment
 from warmcast.errors import InputError, NotFoundError
+from forecaster.base import per_minute_rate
 from warmcast.config.pools import pool_series_name
+from warmcast.resolution import with_resolution
 from warmup.planning.capacity import CapacityRequest, capacity_plan
 from warmup.planning.gpuplan import GpuPlan, MixRequest, plan_gpu_mix, what_if
 from warmup.planning.gpu_catalogue import deployment_options
@@ -55,7 +57,14 @@ def stored_inputs(store: Any, state: Any, dep: Deployment, pool: str | None,
                             + (" (warmcast pools ingest LOG --deployment ...)" if pool else ""))
     start = pd.Timestamp(0) + pd.Timedelta(days=days[-1] - lookback_days)
     doc = None if pool else state.get_forecast(dep.name)  # the forecaster forecasts whole deployments
-    return store.series(name, start=start), (forecast_from_dict(doc) if doc else None)
+    return per_minute_series(store, name, start), (per_minute_rate(forecast_from_dict(doc)) if doc else None)
+
+
+def per_minute_series(store: Any, name: str, start: pd.Timestamp) -> pd.Series:
+    """The stored load from ``start`` in requests/min: a coarse series' bins divided by their width (issue 32:
+    plans read 10-minute counts as rates and planned ten times the demand), marked with their resolution."""
+    res = store.resolution(name)
+    return with_resolution(store.series(name, start=start) / res, res)
 
 
 def profile_and_utilisation(dep: Deployment, ask: PlanAsk) -> tuple[str, float]:
@@ -99,7 +108,8 @@ def build(dep: Deployment, history: pd.Series, forecast, ask: PlanAsk) -> dict[s
     labels, demand, method, notes = (day_demand(history, ask.quantile, forecast) if ask.horizon == "24h"
                                      else ahead_demand(forecast, ask.quantile))
     req = MixRequest(tuple(demand), tuple(labels), tuple(options), util,
-                     slot_hours=1.0 if ask.horizon == "24h" else 0.5, max_gpus=dep.gpu.max_gpus if dep.gpu else None)
+                     slot_hours=1.0 if ask.horizon == "24h" else 0.5, max_gpus=dep.gpu.max_gpus if dep.gpu else None,
+                     max_instances=dep.max_replicas if ask.pool is None else None)  # a pool has its own limits
     changes = {k: v for k, v in (("growth", ask.what_if_growth), ("types", ask.what_if_types),
                                  ("utilisation", ask.what_if_utilisation)) if v is not None}
     try:
@@ -139,6 +149,9 @@ def text(doc: dict[str, Any]) -> str:
     for s in doc["slots"]:
         lines.append(f"  {s['start']:16} {s['demand_rpm']:>10.1f} " +
                      " ".join(f"{s['instances'].get(t, 0):>9}" for t in types) + f" {s['cost']:>7.2f}  {s['bound']}")
+    short = [s for s in doc["slots"] if s["reason"].startswith("SLO NOT MET")]
+    if short:  # a limit (max_replicas, max_gpus, a type's max_instances) holds the plan below demand
+        lines.append(f"  {len(short)} slot(s) short of demand, first {short[0]['start']}: {short[0]['reason']}")
     lines.append(_totals("plan", doc))
     if doc["what_if"]:
         w = doc["what_if"]

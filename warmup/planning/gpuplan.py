@@ -26,6 +26,7 @@ class MixRequest:
     slot_hours: float = 1.0
     max_gpus: int | None = None        # all types together, per slot
     growth: float = 1.0                # what-if: demand multiplier ("+30%" = 1.3)
+    max_instances: int | None = None   # all types together, per slot: the deployment's max_replicas
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def _limits_of(opt: GpuOption, budget_gpus: int | None) -> int | None:
 
 
 def cheapest_mix(demand: float, options: tuple[GpuOption, ...], utilisation: float,
-                 max_gpus: int | None, limited: bool = True) -> _Mix | None:
+                 max_gpus: int | None, limited: bool = True, max_instances: int | None = None) -> _Mix | None:
     """Exact search for the lowest-cost counts whose capacity at ``utilisation`` covers ``demand``.
 
     Options are tried cheapest per request first; a branch stops once its cost plus the
@@ -114,8 +115,9 @@ def cheapest_mix(demand: float, options: tuple[GpuOption, ...], utilisation: flo
             return True
         room = None if max_gpus is None or not limited else (max_gpus - used) // max(gpus[k], 1)
         cap = options[order[k]].max_instances if limited else None
+        fleet = None if max_instances is None or not limited else max_instances - sum(counts)
         top = math.ceil(left / eff[k] - _EPS)
-        top = min(x for x in (top, room, cap) if x is not None)
+        top = min(x for x in (top, room, cap, fleet) if x is not None)
         for n in range(top, -1, -1):  # many of the cheapest first: finds a good incumbent early
             # fewer of this type only raises the bound (the rest costs at least as much per request)
             if walk(k + 1, max(left - n * eff[k], 0.0), counts + [n], cost + n * unit[k], used + n * gpus[k]):
@@ -126,17 +128,25 @@ def cheapest_mix(demand: float, options: tuple[GpuOption, ...], utilisation: flo
     return best[0]
 
 
-def _most_capacity(options: tuple[GpuOption, ...], utilisation: float, max_gpus: int | None) -> _Mix:
-    """When no mix within the limits meets demand: every allowed instance, cheapest per request first."""
+def _most_capacity(options: tuple[GpuOption, ...], utilisation: float, max_gpus: int | None,
+                   max_instances: int | None = None) -> _Mix:
+    """When no mix within the limits meets demand: every allowed instance, cheapest per request first
+    (largest first when the fleet's instance count is what runs out)."""
     counts = [0] * len(options)
-    left = max_gpus
-    for i in sorted(range(len(options)), key=lambda j: options[j].cost_per_instance_hour / options[j].capacity_rpm):
+    left, fleet = max_gpus, max_instances
+    # short of instances, the biggest come first (each slot of the fleet should carry the most); else the cheapest
+    key = ((lambda j: -options[j].capacity_rpm) if fleet is not None
+           else (lambda j: options[j].cost_per_instance_hour / options[j].capacity_rpm))
+    for i in sorted(range(len(options)), key=key):
         o = options[i]
         n = _limits_of(o, left)
+        if fleet is not None:
+            n = fleet if n is None else min(n, fleet)
         if n is None:  # unbounded type: cannot happen when infeasible
             continue
         counts[i] = n
         left = None if left is None else left - n * o.gpus_per_instance
+        fleet = None if fleet is None else fleet - n
     return _mix_of(counts, options, utilisation)
 
 
@@ -152,13 +162,17 @@ def _binding(demand: float, mix: _Mix, req: MixRequest) -> str:
     for i, o in enumerate(req.options):
         if o.max_instances is not None:
             opts = req.options[:i] + (replace(o, max_instances=None),) + req.options[i + 1:]
-            alt = cheapest_mix(demand, opts, req.utilisation, req.max_gpus)
+            alt = cheapest_mix(demand, opts, req.utilisation, req.max_gpus, max_instances=req.max_instances)
             if alt is not None and alt.cost < mix.cost - _EPS:
                 tight.append(f"max_instances of {o.gpu.name}")
     if req.max_gpus is not None:
-        alt = cheapest_mix(demand, req.options, req.utilisation, None)
+        alt = cheapest_mix(demand, req.options, req.utilisation, None, max_instances=req.max_instances)
         if alt is not None and alt.cost < mix.cost - _EPS:
             tight.append("max_gpus")
+    if req.max_instances is not None:
+        alt = cheapest_mix(demand, req.options, req.utilisation, req.max_gpus)
+        if alt is not None and alt.cost < mix.cost - _EPS:
+            tight.append(f"max_replicas ({req.max_instances})")
     return ", ".join(tight) or "limits together"
 
 
@@ -168,9 +182,9 @@ def plan_slot(label: str, demand: float, req: MixRequest) -> SlotPlan:
     if demand <= _EPS:
         return SlotPlan(label, demand, dict.fromkeys(names, 0), 0.0, 0.0, 0, "no demand", "no demand: no instances")
     free = cheapest_mix(demand, req.options, req.utilisation, req.max_gpus, limited=False)
-    mix = cheapest_mix(demand, req.options, req.utilisation, req.max_gpus)
+    mix = cheapest_mix(demand, req.options, req.utilisation, req.max_gpus, max_instances=req.max_instances)
     if mix is None:
-        mix = _most_capacity(req.options, req.utilisation, req.max_gpus)
+        mix = _most_capacity(req.options, req.utilisation, req.max_gpus, req.max_instances)
         bound = _binding(demand, _Mix(mix.counts, math.inf, mix.gpus, mix.capacity), req)
         why = f"SLO NOT MET: demand {demand:.0f} rpm > {mix.capacity:.0f} rpm allowed by {bound}"
     elif free is not None and mix.cost > free.cost + _EPS:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from warmcast.config.deployments import Deployment
 from warmcast.errors import InputError
+from warmcast.resolution import resolution_of
 from warmup.planning.gpus import memory_need_gb
 from warmup.planning.pools import ColdWork, JointInput, PoolShape, SharedLimits, plan_joint
 from warmup.planning.gpu_catalogue import load_catalogue, profile_context
@@ -41,8 +42,18 @@ def shapes(dep: Deployment) -> tuple[PoolShape, PoolShape, SharedLimits]:
                                                      lim.hot_cold_ratio)
 
 
+def _minutes(hist: pd.Series) -> pd.Series:
+    """A coarse series' per-minute rates on every minute of their bins: a step finer than the bins (5-minute
+    steps on 10-minute bins) must not find every other step empty."""
+    res = resolution_of(hist)
+    if res == 1 or not len(hist):
+        return hist
+    idx = pd.date_range(hist.index[0], hist.index[-1] + pd.Timedelta(minutes=res - 1), freq="min")
+    return hist.reindex(idx, method="ffill", limit=res - 1)
+
+
 def _by_time_of_day(hist: pd.Series, step_min: int, how: str, q: float) -> pd.Series:
-    h = hist.dropna()
+    h = _minutes(hist).dropna()
     slot = (h.index.hour * 60 + h.index.minute) // step_min
     grouped = h.groupby(slot)
     out = grouped.quantile(q) if how == "quantile" else grouped.mean()

@@ -349,7 +349,8 @@ def assemble(log: LoadLog, cfg: FleetBacktestConfig, split: Split, bundle: Optio
         "cold_start_min": cfg.cold_start_min,
         "wait_threshold_s": cfg.wait_threshold_s,
         "test_start": str(split.times[0]),
-        "test_end": str(split.times[-1]),
+        "test_end": str(split.times[-1] + pd.Timedelta(minutes=1)),  # exclusive, as --test-end takes it
+        "test_last_minute": str(split.times[-1]),
         "test_minutes": split.minutes,
         "requests": int(round(float(split.demand.sum()))),
         "oracle_gpu_hours": round(oracle_gpu, 3),

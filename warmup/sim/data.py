@@ -76,7 +76,8 @@ def from_series(counts: pd.Series, source: str = "") -> LoadLog:
     else:
         step = 60
     start = idx[0].floor("min")
-    end = idx[-1].floor("min")
+    # The last row covers its whole bin: a 10-minute count's last value is ten minutes, not one.
+    end = idx[-1].floor("min") + pd.Timedelta(seconds=max(native - 60.0, 0.0)).floor("min")
     grid = pd.date_range(start, end + pd.Timedelta(seconds=60 - step), freq=f"{step}s")
     if native <= 60:
         binned = s.groupby(s.index.floor(f"{step}s")).sum(min_count=1).reindex(grid)
