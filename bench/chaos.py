@@ -11,8 +11,12 @@ fleet, under a fresh key prefix, and stops all of them at the end.
 Faults, in order:
 - worker kill -9 between apply and audit (the fault-injection pause), a second worker standing by
 - Redis restart (SIGTERM, append-only file, same port)
+- Redis restart EMPTY (kill -9, a fresh data directory) and a Sentinel failover of a second loop
+  on ``sentinel://`` URLs (bench/chaos_redis.py)
 - a second beat for 15 s
 - bad ingest rows: a 2200-dated row (CLI and the observations route), two rows a year apart
+- an access log rotated under `ingest --follow` (copytruncate, truncate-and-regrow, rename), an
+  observation POSTed at now+2 h, two first ingests at different resolutions racing (bench/chaos_ingest.py)
 - hostile API requests: a far-future capacity query, NaN in a JSON body
 - a truncated parquet and a CSV named .parquet ingested into the deployment that holds load
 - the gRPC external scaler asked after 10 s idle
@@ -33,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # bench/ itself must not be on the path: bench/api.py would hide the api package.
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
-from bench import chaosapi  # noqa: E402
+from bench import chaos_ingest, chaos_redis, chaosapi  # noqa: E402
 from bench.chaosrig import Rig, Row  # noqa: E402
 from warmcast.runtime import wait_until  # noqa: E402
 
@@ -168,8 +172,9 @@ def fault_grpc_idle(rig: Rig) -> Row:
 
 
 # The API faults come last: the SIGTERM one restarts the API, and the idle gRPC row counts from its start.
-FAULTS = (fault_worker_kill, fault_redis_restart, fault_second_beat, fault_ingest_2200, fault_ingest_span,
-          fault_ingest_bad_parquet, fault_hostile_api, fault_grpc_idle, *chaosapi.FAULTS)
+FAULTS = (fault_worker_kill, fault_redis_restart, *chaos_redis.FAULTS, fault_second_beat, fault_ingest_2200,
+          fault_ingest_span, fault_ingest_bad_parquet, *chaos_ingest.FAULTS, fault_hostile_api, fault_grpc_idle,
+          *chaosapi.FAULTS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,15 +43,18 @@ class Row:
     lost: str
     double: str
     note: str = ""
+    lines_lost: str = "-"  # log lines written and not counted (the --follow rows)
+    n5xx: str = "-"        # API answers >= 500 in the row
+    tracebacks: str = "-"  # "Traceback" in the rig's process logs while the row ran
 
     @staticmethod
     def table(rows: list["Row"]) -> str:
-        out = ["| fault | recovered | seconds to recover | data lost | double actions | note |",
-               "|---|---|---|---|---|---|"]
+        out = ["| fault | recovered | seconds to recover | data lost | double actions | lines lost | 5xx | "
+               "tracebacks | note |", "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             secs = "-" if r.seconds is None else f"{r.seconds:.1f}"
             out.append(f"| {r.fault} | {'yes' if r.recovered else 'no'} | {secs} | {r.lost} | {r.double} | "
-                       f"{r.note.replace('|', '/')} |")
+                       f"{r.lines_lost} | {r.n5xx} | {r.tracebacks} | {r.note.replace('|', '/')} |")
         return "\n".join(out)
 
 
@@ -111,9 +114,9 @@ class Rig:
                                   "-c", "4", "-Q", "warmcast", "--without-gossip", "--without-mingle",
                                   "--without-heartbeat", "-n", f"{name}-{self.prefix}@%h"], extra_env)
 
-    def beat(self, name: str) -> subprocess.Popen:
+    def beat(self, name: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
         return self._spawn(name, [PY, "-m", "celery", "-A", "workers.app:celery_app", "beat", "-s",
-                                  str(self.tmp / f"{name}.db")])
+                                  str(self.tmp / f"{name}.db")], extra_env)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         p = self.procs[name]
@@ -125,6 +128,14 @@ class Rig:
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=5)
+
+    def log_marks(self) -> dict[Path, int]:
+        """Where each process log ends now, to count what is written after."""
+        return {p.log: p.log.stat().st_size for p in self.procs.values() if p.log.exists()}
+
+    def tracebacks_since(self, marks: dict[Path, int]) -> int:
+        return sum(p.log.read_text(errors="replace")[marks.get(p.log, 0):].count("Traceback")
+                   for p in self.procs.values() if p.log.exists())
 
     def dead(self) -> list[str]:
         return [n for n, p in self.procs.items() if n not in self.killed and p.poll() is not None]

