@@ -3,6 +3,7 @@ warmup state), the short lease every decision takes around read-decide-write of 
 whether a decision may be applied now."""
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from typing import Any, ContextManager
@@ -12,6 +13,8 @@ from warmup.core import PolicyState
 from workers.context import Ctx
 from workers.locks import Lease, lease
 from workers.serde import policy_state_from_json, to_json
+
+log = logging.getLogger(__name__)
 
 
 def load(state: StateStore, dep: str) -> tuple[PolicyState, dict[str, Any]]:
@@ -23,6 +26,26 @@ def load(state: StateStore, dep: str) -> tuple[PolicyState, dict[str, Any]]:
 def document(ps: PolicyState, old: dict[str, Any], **extra: Any) -> dict[str, Any]:
     """The document to store for ``ps``, keeping the other keys of ``old`` (manual profile ...)."""
     return {**old, **extra, "state": to_json(ps), "updated": time.time()}
+
+
+def note_lost_state(ctx: Ctx, dep: str, pdoc: dict[str, Any]) -> None:
+    """Audit a policy state that this worker had seen and Redis no longer has (restarted empty, a
+    failover to an empty replica, a flush): the decision goes on from the defaults and says so. Every
+    job that reads and stores the policy state calls it (the tick, the scrape's warmup fast path), so
+    whichever comes first after the loss writes the audit entry."""
+    seen = ("policy-seen", dep)
+    if pdoc:
+        ctx.cache[seen] = True
+    elif ctx.cache.pop(seen, False):
+        ctx.state.audit(dep, "state", "policy state lost", "the deployment's policy state (cooldowns, stabilisation "
+                        "history, switch machine, warmup) was gone from Redis; this decision starts from the defaults "
+                        "and stores them again", False, "re-created")
+        log.warning("%s: policy state missing from Redis; re-created from the defaults", dep)
+
+
+def note_stored(ctx: Ctx, dep: str) -> None:
+    """This worker has seen ``dep``'s policy state stored (so its absence later is a loss)."""
+    ctx.cache[("policy-seen", dep)] = True
 
 
 def without_scale_action(old: PolicyState, new: PolicyState) -> PolicyState:

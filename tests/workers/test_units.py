@@ -475,3 +475,19 @@ def test_a_five_minute_series_is_forecast_in_its_bins_and_planned_as_its_rate(ct
     err = {k.decode(): v.decode() for k, v in ctx.r.hgetall(f"{ctx.prefix}:forecast-error:simdep").items()}
     assert int(err["leads_observed"]) == 1
     assert float(err["lead1_abs_error"]) == pytest.approx(abs(540.0 - doc["mean"][0]), abs=1e-3)
+
+
+def test_a_lost_policy_state_is_audited_whichever_job_reads_it_first(ctx):
+    """Issue 31: after Redis came back empty the scrape's warmup fast path stored the default policy
+    state before the next tick, and the tick then found a document and audited nothing (the chaos
+    bench's 'Redis restarted empty' row)."""
+    from workers.steps import warmup as warmup_step
+
+    seed_steady(ctx, "simdep", 350.0)
+    plan.step(ctx, "simdep", tick="T1", run_id="task-a")
+    ctx.r.delete(ctx.state.key("policy", "simdep"))      # the loss: this key alone, as an empty Redis would lack it
+    assert ctx.state.get("policy", "simdep") is None
+    warmup_step.step(ctx, "simdep")                        # the fast path reads it first
+    plan.step(ctx, "simdep", tick="T2", run_id="task-b")
+    lost = ctx.state.audit_log("simdep", kind="state")
+    assert [e["decision"] for e in lost] == ["policy state lost"], lost

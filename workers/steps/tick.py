@@ -95,7 +95,7 @@ def _decide(ctx: Ctx, dep: str, tick: str, run_id: str, held: Lease, now: dateti
     g = tick_inputs.gather(ctx, dep, now)  # every read first, then the core alone
     with policy.locked(ctx, dep):
         ps, pdoc = policy.load(ctx.state, dep)
-        _note_lost_state(ctx, dep, pdoc)
+        policy.note_lost_state(ctx, dep, pdoc)
         cfg, pdoc = with_manual_request(ctx, dep, g.cfg, pdoc)
         active = ps.switch.active_profile or cfg.switch.default_profile
         out = decide(cfg, g.tick_input(active, bool(pdoc.get("manual_profile"))), ps)
@@ -110,22 +110,9 @@ def _decide(ctx: Ctx, dep: str, tick: str, run_id: str, held: Lease, now: dateti
             tick_inputs.record_forecast(pipe, ctx, dep, cfg, g.fc)
 
         held.transaction(write)
-        ctx.cache[("policy-seen", dep)] = True
+        policy.note_stored(ctx, dep)
     _fault("fault_pause_after_decide_s", ctx)
     return journal
-
-
-def _note_lost_state(ctx: Ctx, dep: str, pdoc: dict[str, Any]) -> None:
-    """Audit a policy state that this worker had seen and Redis no longer has (restarted empty, a
-    failover to an empty replica, a flush): the tick goes on from the defaults and says so."""
-    seen = ("policy-seen", dep)
-    if pdoc:
-        ctx.cache[seen] = True
-    elif ctx.cache.pop(seen, False):
-        ctx.state.audit(dep, "state", "policy state lost", "the deployment's policy state (cooldowns, stabilisation "
-                        "history, switch machine, warmup) was gone from Redis; this tick starts from the defaults "
-                        "and stores them again", False, "re-created")
-        log.warning("%s: policy state missing from Redis; re-created from the defaults", dep)
 
 
 def _journal(tick: str, run_id: str, now: datetime, out: TickOutput, blocked: str | None,

@@ -37,11 +37,13 @@ def step(ctx: Ctx, deployment: str, *, signals_doc: dict[str, Any] | None = None
     now = datetime.now(timezone.utc)
     with policy.locked(ctx, deployment):
         ps, pdoc = policy.load(ctx.state, deployment)
+        policy.note_lost_state(ctx, deployment, pdoc)
         cap = planning_capacity(cfg, ps, ps.switch.active_profile or cfg.switch.default_profile)
         p99 = None if sig.get("p99_s") is None else signals.value(sig, "p99_s")
         wd, wstate = decide_warmup(cfg.warmup, now, signals.instances_of(sig), signals.value(sig, "observed_rpm", 0.0),
                                    signals.value(sig, "queue_depth", 0.0), p99, fc, ps.warmup, cap)
         ctx.state.put("policy", deployment, policy.document(replace(ps, warmup=wstate), pdoc))
+        policy.note_stored(ctx, deployment)
     blocked = policy.why_not_applied(ctx, deployment)
     targets = new_targets(ctx, deployment, wd)
     outcome = None
