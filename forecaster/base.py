@@ -13,7 +13,6 @@ horizon is 6 steps at 5 minutes, a day 288), and a forecast carries its ``step_m
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np

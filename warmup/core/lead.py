@@ -6,7 +6,6 @@ choose the lead by one rule from the same inputs (the I/O that reads them is
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 

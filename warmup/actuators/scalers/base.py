@@ -8,7 +8,6 @@ webhook does not stop the control loop (bad arguments still raise).
 from __future__ import annotations
 
 import logging
-import math
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
