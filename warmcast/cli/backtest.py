@@ -84,20 +84,15 @@ def _quantile(flag: Optional[float], core: Any) -> float:
 
 def _capacities(deployment: Optional[Path], name: Optional[str], capacity_rpm: Optional[float],
                 calibration: Optional[Path], stored: bool, stored_policy: bool = False) -> tuple[Any, Any, Any]:
-    """(the deployment or None, its core config planning with the calibrated capacities, the
-    :class:`warmup.sim.fleet_capacity.FleetCapacity`); says which capacities it is."""
-    from warmup.core.adapters import core_config
-    from warmup.sim.fleet_capacity import read_calibration, resolve, stored_calibrations
+    """(the deployment or None, its core config, the capacities); says which capacities it is."""
+    from warmup.sim.fleet_capacity import for_backtest
 
     dep = _deployment(deployment, name) if deployment is not None else None
     if (stored or stored_policy) and dep is None:
         raise InputError("--stored-calibrations and --stored-policy need --deployment (both are stored per deployment)")
-    caps = resolve(dep, capacity_rpm, read_calibration(calibration) if calibration is not None else None,
-                   stored_calibrations(dep) if stored else None)
+    overrides = (_stored_policy(dep) or {}) if stored_policy else None
+    core, caps = for_backtest(dep, capacity_rpm, calibration, stored, overrides)
     typer.echo(caps.describe() + (f"; {caps.note}" if caps.note and (calibration is not None or stored) else ""))
-    ov = (_stored_policy(dep) or {}) if stored_policy else {}
-    core = (core_config(dep, capacities=caps.profiles, scaling=ov.get("scaling"), switch=ov.get("switch"))
-            if dep is not None else None)
     return dep, core, caps
 
 
@@ -120,24 +115,18 @@ def _write_and_report(result: Any, out: Path, plot: bool) -> None:
 
 
 def _tiers_and_risk(data: Any, cfg: Any, dep: Any, flags: SLOFlags) -> Any:
-    """The config with the deployment's asleep tier, and each policy's knobs tuned for the SLO on the
-    days before the test start when the SLO flags ask for it."""
-    from dataclasses import replace
-
+    """The configuration with the deployment's asleep tier and SLO, tuned for the SLO when the flags ask."""
     from warmcast.config.slo import SLO
-    from warmup.sim.risk import tune
+    from warmup.sim.risk import for_deployment
 
-    if dep is not None and dep.sleep is not None:  # the simulated fleet gets the asleep tier too
-        cfg = replace(cfg, wake_s=dep.sleep.wake_s, sleep_cost_share=dep.sleep.cost_share)
-    if not flags.wanted:   # the deployment's own SLO judges the test part (late = its wait)
-        return cfg if dep is None else replace(cfg, slo=dep.slo, wait_threshold_s=dep.slo.late_wait_s)
-    slo = dep.slo if dep is not None else SLO()
-    slo = slo.model_copy(update={k: v for k, v in (("late_share", flags.late_share), ("late_wait_s", flags.wait_s))
-                                 if v is not None})
-    policies = tuple(p for p in ("predictive", "reactive", "queue") if p in cfg.policies)
-    tuning = tune(data, cfg, slo, flags.validation_days, policies, progress=True)
-    typer.echo(tuning.report())
-    return replace(cfg, knobs=tuning.knobs(), wait_threshold_s=slo.late_wait_s, tuning=tuning, slo=slo)
+    slo = None
+    if flags.wanted:
+        slo = (dep.slo if dep is not None else SLO()).model_copy(update={
+            k: v for k, v in (("late_share", flags.late_share), ("late_wait_s", flags.wait_s)) if v is not None})
+    cfg, tuning = for_deployment(data, cfg, dep, slo, flags.validation_days, progress=True)
+    if tuning is not None:
+        typer.echo(tuning.report())
+    return cfg
 
 
 def _test_window(test_start: str, test_end: Optional[str]) -> tuple[Any, Any]:

@@ -100,3 +100,20 @@ def _curve(doc: dict[str, Any], dep_slo: Any) -> tuple[Optional[LatencyCurve], s
         return curve_from_calibration(doc, bound, source), ""
     except (ValueError, KeyError, TypeError) as err:
         return None, f"no latency curve in the calibration ({err}): no SLO attainment"
+
+
+def for_backtest(dep: Any, capacity_rpm: Optional[float], calibration: Optional[Path], stored: bool,
+                 overrides: Optional[dict[str, Any]] = None) -> tuple[Any, FleetCapacity]:
+    """(the deployment's core config planning with the resolved capacities, or None without a
+    deployment; the capacities): ``calibration`` a calibration.json, ``stored`` the deployment's
+    calibrations in Redis, ``overrides`` a stored policy-config (``scaling``/``switch``)."""
+    from warmup.core.adapters import core_config
+
+    if stored and dep is None:
+        raise InputError("--stored-calibrations and --stored-policy need --deployment (both are stored per deployment)")
+    caps = resolve(dep, capacity_rpm, read_calibration(calibration) if calibration is not None else None,
+                   stored_calibrations(dep) if stored else None)
+    ov = overrides or {}
+    core = (core_config(dep, capacities=caps.profiles, scaling=ov.get("scaling"), switch=ov.get("switch"))
+            if dep is not None else None)
+    return core, caps

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import product
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import pandas as pd
 
@@ -135,3 +135,17 @@ def hindsight(split: Split, cfg: FleetBacktestConfig, bundle: Optional[ForecastB
               grids: Optional[dict] = None) -> dict[str, Choice]:
     """The same choice made on the test part itself (hindsight: an upper bound, not a setting to use)."""
     return {p: choose(p, split, cfg, bundle, slo, oracle_gpu, "test (hindsight)", grids) for p in policies}
+
+
+def for_deployment(data: LoadLog, cfg: FleetBacktestConfig, dep: Any, slo: Optional[SLO], validation_days: float,
+                   progress: bool = False) -> tuple[FleetBacktestConfig, Optional[Tuning]]:
+    """The backtest configuration with the deployment's asleep tier and SLO; with ``slo`` (the
+    deployment's, changed by the caller's flags), each policy's knobs tuned for it on the days
+    before the test start. Without ``slo`` the deployment's own SLO judges the test part."""
+    if dep is not None and dep.sleep is not None:  # the simulated fleet gets the asleep tier too
+        cfg = replace(cfg, wake_s=dep.sleep.wake_s, sleep_cost_share=dep.sleep.cost_share)
+    if slo is None:
+        return (cfg if dep is None else replace(cfg, slo=dep.slo, wait_threshold_s=dep.slo.late_wait_s)), None
+    policies = tuple(p for p in ("predictive", "reactive", "queue") if p in cfg.policies)
+    tuning = tune(data, cfg, slo, validation_days, policies, progress=progress)
+    return replace(cfg, knobs=tuning.knobs(), wait_threshold_s=slo.late_wait_s, tuning=tuning, slo=slo), tuning
