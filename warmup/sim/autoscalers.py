@@ -14,8 +14,10 @@ replica), which KEDA hands to an HPA of its own. Both scale through the HPA's ru
   stabilisation window; its rate policy, 100% per 15 s, never binds).
 
 KEDA adds, for a ScaledObject whose ``minReplicaCount`` is 0, activation from zero at its first
-poll that sees the queue above the activation threshold (0), and scaling to zero after
-``cooldownPeriod`` (300 s) without activity. Its ``pollingInterval`` (30 s) is finer than the
+poll that sees the queue above the activation threshold (0), scaling to zero after
+``cooldownPeriod`` (300 s) without activity, and ``maxReplicaCount`` 100 unless set lower.
+A trigger on the waiting queue alone asks for no replicas while nothing waits: the fleet falls to
+its minimum once the window has passed, and rises again only after a backlog has formed. Its ``pollingInterval`` (30 s) is finer than the
 simulator's minute, so each minute's decision reads the queue at the minute's start.
 
 The simulator decides once a minute: the four syncs of a minute see the same metric, so the
@@ -32,6 +34,7 @@ from warmup.sim.fleet import Observation
 
 SYNC_S = 15.0
 TOLERANCE = 0.1
+KEDA_MAX_REPLICAS = 100   # a ScaledObject's maxReplicaCount when it sets none (the fleet's bound when lower)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from warmup.sim.fleet import FleetParams, FleetRun, Observation, run_online, run
 from warmup.sim.forecasts import ForecastBundle, make_forecaster, online_forecasts
 from warmup.sim.latency import LatencyCurve
 from warmup.sim.switches import ProfilePolicy, run_profiles, uses_profiles
-from warmup.sim.autoscalers import QueueKEDA, ReactiveHPA
+from warmup.sim.autoscalers import KEDA_MAX_REPLICAS, QueueKEDA, ReactiveHPA
 from warmup.sim.policies import CorePolicy, StaticPeak, oracle_need, oracle_plan
 
 POLICIES = ("static", "reactive", "queue", "predictive", "oracle")
@@ -258,8 +258,8 @@ def run_policy(name: str, split: Split, cfg: FleetBacktestConfig, bundle: Option
             pol = _with_knobs(pol, knobs, info)
         elif name == "queue":
             pol = QueueKEDA(cfg.capacity_rpm, cfg.queue_target_waiting, min_replicas=cfg.min_replicas,
-                            max_replicas=cfg.max_replicas)
-            info = {"target_waiting_per_replica": cfg.queue_target_waiting,
+                            max_replicas=min(cfg.max_replicas, KEDA_MAX_REPLICAS))
+            info = {"target_waiting_per_replica": cfg.queue_target_waiting, "max_replicas": pol.max_replicas,
                     "stabilisation_min": pol.stabilisation_min, "cooldown_min": pol.cooldown_min}
             pol = _with_knobs(pol, knobs, info)
         elif name == "predictive":
