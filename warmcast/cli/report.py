@@ -18,7 +18,7 @@ def shadow(
                               "90m) or a time (UTC)."),
     until: Optional[str] = typer.Option(None, "--until", help="End of the window (UTC; default: now)."),
     out: Path = typer.Option(..., "--out", help="Directory for report.json, minutes.csv, shadow.png."),
-    forecaster: str = typer.Option("lstm", "--forecaster", help="The model warmcast's fleet is re-simulated with "
+    forecaster: str = typer.Option("seasonal_naive", "--forecaster", help="The model warmcast's fleet is re-simulated with "
                                    "(as backtest fleet): lstm, uc_fourier, holt_winters, seasonal_naive, "
                                    "persistence or sim_seasonal_profile."),
     no_plot: bool = typer.Option(False, "--no-plot"),
