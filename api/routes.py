@@ -240,6 +240,19 @@ def get_dashboard(dep: Dep, ctx: Ctx, minutes: int = Query(240, ge=10, le=10080)
     return dashboard_data(ctx, dep, minutes)
 
 
+@read.get("/deployments/{deployment}/shadow", responses=READ_ERR,
+          summary="Shadow mode: the fleet the current autoscaler ran beside warmcast's plan")
+def get_shadow(dep: ConfDep, ctx: Ctx,
+               since: str = Query("1d", max_length=40, description="a duration back from until (7d, 12h, 90m) "
+                                  "or a time (UTC)"),
+               until: Optional[str] = Query(None, max_length=40, description="end of the window (UTC; default now)"),
+               forecaster: str = Query("seasonal_naive", pattern=r"^[a-z_0-9]{1,40}$",
+                                       description="the model warmcast's fleet is re-simulated with")) -> dict[str, Any]:
+    from api.shadow import shadow_data
+
+    return shadow_data(ctx, dep.name, since, until, forecaster)
+
+
 # --------------------------------------------------------------------------- writes
 
 @write.post("/deployments/{deployment}/observations", response_model=ObservationsOut, responses=WRITE_ERR,

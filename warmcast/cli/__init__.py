@@ -36,7 +36,7 @@ def _main(show_version: bool = typer.Option(False, "--version", callback=_versio
 # program runs, and each imports its package's heavy parts (torch, statsmodels) only inside
 # the command that needs them, so ``warmcast --help`` stays fast.
 _COMMAND_MODULES = ("foundation", "forecast", "backtest", "pools", "advise", "alerts",
-                    "instances", "calibrate", "loop", "replay", "api")
+                    "instances", "calibrate", "loop", "replay", "report", "api")
 
 
 def _register_all() -> None:

@@ -32,7 +32,7 @@ from typing import Any, Optional
 from warmcast.errors import InputError
 from warmcast.state import StateStore
 from warmup.core import CoreConfig, ForecastInput, PolicyState, TickOutput, decide, plan_replicas, planning_capacity
-from workers import apply_tick, audit, metrics, policy
+from workers import apply_tick, audit, metrics, policy, shadow
 from workers.context import Ctx
 from workers.locks import Lease, lease
 from workers.serde import policy_state_from_json, to_json
@@ -168,6 +168,7 @@ def _finish(ctx: Ctx, dep: str, journal: dict[str, Any], held: Lease, recovered:
     journal = {**journal, "status": "applied", "outcome": done.scale, "actual": done.actual,
                "finished_at": time.time()}
     audit.tick(ctx, dep, journal, done, held.transaction)
+    shadow.record(ctx, dep, journal)   # forecast-only mode: the fleet's minute beside the decision (issue 30)
     sw = journal["switch"]
     return TickOutcome(dep, journal["tick"], "applied", int(journal["decision"]["desired"]), done.actual,
                        done.scale, recovered, journal["warmup"]["action"], sw["action"], journal["phase"],

@@ -1,0 +1,120 @@
+"""Shadow mode end to end (issue 30): a simulated fleet scaled by the simulator's reactive (HPA-like)
+policy, the "current autoscaler", carries six hours of the Azure 2024 conversation trace while the
+workers' own tick runs in forecast-only mode beside it on real Redis, minute by minute with the clock
+injected (``workers/shadow_replay.py``, the replay driver; no Celery timing).  Then ``warmcast report
+shadow`` (the CLI, a real process) reads the shadow records: its actual instance-hours and late
+requests are the simulated fleet's, and its warmcast-side figures are `warmcast backtest fleet`'s
+on the same arrivals.  Bad input (no records, not forecast-only, a gap) gets a message naming it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from warmcast.config.settings import load_settings
+from warmcast.state import StateStore
+from warmcast.store import LoadStore
+from warmup.sim import load_log
+from workers import shadow
+from workers.shadow_replay import run_shadow
+
+DEPLOYMENTS = """deployments:
+  - name: chat
+    cold_start_min: 10
+    min_replicas: 2
+    max_replicas: 40
+    profiles:
+      day: {capacity_rpm: 300}
+"""
+START, END = "2024-05-15 04:00", "2024-05-15 10:00"     # the morning ramp: the reactive fleet runs short
+FIGURES = ["gpu_hours", "late_requests", "late_share", "minutes_short", "minutes_with_late", "launches",
+           "scale_actions", "mean_replicas", "max_replicas", "requests"]
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "warmcast.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.fixture
+def env(tmp_path, redis_server_url, key_prefix) -> dict[str, str]:
+    deps = tmp_path / "deployments.yaml"
+    deps.write_text(DEPLOYMENTS)
+    return {**os.environ, "WARMCAST_REDIS_URL": redis_server_url, "WARMCAST_KEY_PREFIX": key_prefix,
+            "WARMCAST_DEPLOYMENTS_FILE": str(deps), "WARMCAST_STATE_DIR": str(tmp_path / "state"),
+            "WARMCAST_DRY_RUN": "true"}
+
+
+def _shadow_day(env, redis_client, trace):
+    """The history before the window in the load store (as ingest keeps it), then the shadowed replay."""
+    data = load_log(trace)
+    ts, te = pd.Timestamp(START), pd.Timestamp(END)
+    before = data.frame()[data.frame().index < ts]
+    LoadStore(redis_client, env["WARMCAST_KEY_PREFIX"]).upsert_frame("chat", before, now_ns=ts.value)
+    settings = load_settings(redis_url=env["WARMCAST_REDIS_URL"], key_prefix=env["WARMCAST_KEY_PREFIX"],
+                             deployments_file=env["WARMCAST_DEPLOYMENTS_FILE"], state_dir=env["WARMCAST_STATE_DIR"],
+                             dry_run=True)
+    # an HPA run hot (target 100% of capacity): every rise in load finds it short for a cold start
+    return run_shadow(settings, "chat", data, ts, te, "seasonal_naive", client=redis_client, utilisation=1.0)
+
+
+def test_shadow_report_matches_the_simulated_fleet_and_the_backtest(env, tmp_path, redis_client, key_prefix,
+                                                                    shared_data):
+    trace = shared_data / "azure2024_conversation_per_minute.csv"
+    run = _shadow_day(env, redis_client, trace)
+    minutes = len(run.provisioned)
+    assert minutes == 360
+    rep = _cli(env, "report", "shadow", "-d", "chat", "--since", START, "--until", END, "--forecaster",
+               "seasonal_naive", "--out", str(tmp_path / "shadow"))
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    doc = json.loads((tmp_path / "shadow" / "report.json").read_text())
+    # the records' minutes: the tick at minute t describes minute t - 1, so the last one closes 09:58
+    assert doc["minutes"] == minutes - 1 and doc["compared"]["last_minute"] == "2024-05-15 09:58"
+    assert doc["actual"]["instance_hours"] == round(float(run.provisioned[:-1].sum()) / 60.0, 3)
+    assert doc["actual"]["late_requests"] == round(float(run.late[:-1].sum()), 1)
+    assert doc["actual"]["late_requests"] > 0 and doc["short_actual_covered_by_warmcast"]["minutes"] > 0
+
+    bt = _cli(env, "backtest", "fleet", "--log", str(trace), "--deployment", env["WARMCAST_DEPLOYMENTS_FILE"],
+              "--name", "chat", "--stored-calibrations", "--stored-policy", "--policies", "predictive",
+              "--test-start", START, "--test-end", "2024-05-15 09:59", "--forecaster", "seasonal_naive",
+              "--no-plot", "--out", str(tmp_path / "bt"))
+    assert bt.returncode == 0, bt.stderr[-3000:]
+    row = json.loads((tmp_path / "bt" / "report.json").read_text())["policies"]["predictive"]
+    assert {k: doc["warmcast_backtest_row"][k] for k in FIGURES} == {k: row[k] for k in FIGURES}
+    assert doc["warmcast"]["instance_hours"] == row["gpu_hours"]          # one GPU per instance here
+    assert doc["warmcast"]["late_requests"] == row["late_requests"]
+    assert doc["instance_hours_saved"] != 0
+
+    # evidence: every claimed minute names the scale audit entry of warmcast's decision at its start
+    audit = {e["id"]: e for e in StateStore(redis_client, key_prefix).audit_log("chat", "scale", limit=2000)}
+    shown = doc["short_actual_covered_by_warmcast"]["shown"]
+    for c in shown:
+        e = audit[c["audit_id"]]
+        assert e["inputs"]["tick"][:16].replace("T", " ") == c["minute"] and e["applied"] is False
+        assert c["warmcast_ready"] * doc["capacity_rpm"] >= c["arrivals"] > c["actual_ready"] * doc["capacity_rpm"]
+    csv = pd.read_csv(tmp_path / "shadow" / "minutes.csv")
+    assert len(csv) == minutes - 1 and (csv["actual_provisioned"].to_numpy() == run.provisioned[:-1]).all()
+    assert (tmp_path / "shadow" / "shadow.png").stat().st_size > 20_000
+    assert any("shaped by it" in x for x in doc["limits"]) and "limits:" in rep.stdout
+    _bad_input(env, tmp_path, redis_client, key_prefix)
+
+
+def _bad_input(env, tmp_path, redis_client, key_prefix) -> None:
+    """No records in the window, a deployment not in forecast-only mode, a gap: each named, nothing written."""
+    none = _cli(env, "report", "shadow", "-d", "chat", "--since", "2024-05-10 00:00", "--until", "2024-05-11 00:00",
+                "--out", str(tmp_path / "r1"))
+    assert none.returncode == 2 and "no shadow records for deployment 'chat' between 2024-05-10 00:00" in none.stderr
+    assert "it holds shadow records on 2024-05-15" in none.stderr, none.stderr
+    live = _cli({**env, "WARMCAST_DRY_RUN": "false"}, "report", "shadow", "-d", "chat", "--since", "1d",
+                "--until", "2024-05-11 00:00", "--out", str(tmp_path / "r2"))
+    assert live.returncode == 2 and "is not in forecast-only mode (dry_run is false" in live.stderr, live.stderr
+    redis_client.hdel(shadow.key(key_prefix, "chat", "2024-05-15"), "2024-05-15 05:00", "2024-05-15 05:01")
+    gap = _cli(env, "report", "shadow", "-d", "chat", "--since", START, "--until", END, "--out", str(tmp_path / "r3"),
+               "--forecaster", "seasonal_naive")
+    assert gap.returncode == 2 and "2 minute(s) missing (2024-05-15 05:00..05:01)" in gap.stderr, gap.stderr
+    assert not any((tmp_path / d).exists() for d in ("r1", "r2", "r3"))
