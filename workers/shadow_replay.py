@@ -16,7 +16,7 @@ import pandas as pd
 from warmcast.config.settings import Settings
 from warmup.core import CoreConfig
 from warmup.sim.fleet import FleetRun, Observation, run_online
-from warmup.sim.policies import ReactiveHPA
+from warmup.sim.autoscalers import ReactiveHPA
 from workers.context import Ctx
 from workers.options import WorkerOptions
 from workers.replay import ReplayPolicy, deployment_config, minute_times
