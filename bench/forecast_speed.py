@@ -5,12 +5,14 @@
 Runs on the synthetic generator's week (``warmcast.generate``), torch limited to
 2 threads (the size of this project's machines).  Each LSTM figure is printed
 beside a baseline's: UnobservedComponents (fit once, then a Kalman-filter update
-per forecast) and seasonal naive.  Targets: training <= 120 s, one forecast
-<= 5 ms, 1,000 deployments in one call <= 1 s.
+per forecast) and seasonal naive.  Targets (issue 32): training <= 60 s and at most 3x
+UnobservedComponents' fit, one forecast <= 5 ms, 1,000 deployments in one call <= 0.5 s.
+The load average is printed before and after: run it on a quiet machine (under 1.5).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -48,6 +50,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="tiny LSTM config (smoke test)")
     args = ap.parse_args()
     torch.set_num_threads(2)
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     frame = week_frame()
     print(f"history: {len(frame):,} minutes ({len(frame) / DAY:.0f} days), columns {list(frame.columns)}; "
           f"torch threads {torch.get_num_threads()}")
@@ -62,8 +65,8 @@ def main() -> int:
     t = time.perf_counter()
     uc.fit(frame.iloc[:-200])
     t_uc = time.perf_counter() - t
-    rows.append(("train on one week", f"{t_lstm:.1f} s", f"{t_uc:.1f} s (uc_fourier fit)", "<= 120 s",
-                 t_lstm <= 120))
+    rows.append(("train on one week", f"{t_lstm:.1f} s ({t_lstm / t_uc:.1f}x uc)", f"{t_uc:.1f} s (uc_fourier fit)",
+                 "<= 60 s and <= 3x uc", t_lstm <= 60 and t_lstm <= 3 * t_uc))
 
     # online use: one forecast per minute on a history that grows by one minute each call
     ends = range(len(frame) - 200, len(frame))
@@ -86,12 +89,13 @@ def main() -> int:
     sn = SeasonalNaive(DAY).fit(frame)
     t_sn = min(timeit(lambda: [sn.predict(h) for h in histories.values()], 1))
     rows.append((f"{n:,} deployments, one call", f"{t_many:.3f} s", f"{t_sn:.3f} s (seasonal naive, a loop)",
-                 "<= 1 s", t_many <= 1))
+                 "<= 0.5 s", t_many <= 0.5))
 
     w = [max(len(str(r[i])) for r in rows) for i in range(4)]
     print(f"{'':{w[0]}}  {'lstm':{w[1]}}  {'baseline':{w[2]}}  target")
     for r in rows:
         print(f"{r[0]:{w[0]}}  {r[1]:{w[1]}}  {r[2]:{w[2]}}  {r[3]}  {'PASS' if r[4] else 'FAIL'}")
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 
