@@ -35,7 +35,7 @@ def fleet(
     target_utilisation: float = typer.Option(1.0, "--target-utilisation", min=0.05, max=1.5,
                                              help="Predictive: utilisation on the forecast quantile."),
     reactive_utilisation: float = typer.Option(0.8, "--reactive-utilisation", min=0.05, max=1.5,
-                                               help="Reactive (HPA-like) target utilisation."),
+                                               help="Reactive (the HPA's documented rules) target utilisation."),
     queue_target: float = typer.Option(5.0, "--queue-target", min=0.1, help="Queue policy: waiting requests per "
                                        "replica that trigger a scale-up."),
     forecaster: str = typer.Option("lstm", "--forecaster", help="lstm, uc_fourier, holt_winters, seasonal_naive, "

@@ -6,7 +6,7 @@ before the test start, each minute deciding from data strictly before it); the c
 (GPU-hours) whose late share over the validation days met the SLO wins.  Where none met it, the
 one with the lowest late share wins and the choice says so.  The same procedure, on the same
 days, tunes the predictive policy (forecast quantile, warm buffer, target utilisation, scale-in
-stabilisation), the reactive (HPA-like) target utilisation and the queue (KEDA-like) target, so
+stabilisation), the reactive (HPA) target utilisation and the queue (KEDA) target and window, so
 the comparison on the test part is fair.  ``hindsight`` runs the same choice on the test part
 itself: an upper bound, labelled as such, never the policy's setting.
 """
