@@ -21,6 +21,7 @@ from api.deps import ApiConfig, ApiContext, WriteGuard, build_context
 from api.errors import BodyLimitMiddleware, install_error_handlers
 from api.hot import HOT_TTL_S, Rendered
 from api.schemas import HealthOut
+from api.shutdown import ShutdownMiddleware
 from warmcast.config.settings import Settings
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -35,7 +36,8 @@ def create_app(settings: Settings | None = None, config: ApiConfig | None = None
     app.state.ctx = ctx
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_body=ctx.config.max_body_bytes, max_upload=ctx.config.max_upload_bytes)
-    app.add_middleware(WriteGuard, ctx=ctx)  # added last = runs first: no token, no body read
+    app.add_middleware(WriteGuard, ctx=ctx)  # no token, no body read
+    app.add_middleware(ShutdownMiddleware)  # added last = runs first: a request cut by SIGTERM gets 503
 
     from api.advice import router as advice_router
     from api.alerts import history as alert_history, receiver as alert_receiver

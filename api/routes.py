@@ -1,6 +1,7 @@
 """Versioned routes for planners and operators (``/v1``)."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import uuid
@@ -363,8 +364,10 @@ def post_whatif_upload(
         e = err.errors()[0]
         raise FieldError(("body", *(str(p) for p in e["loc"])), e["msg"]) from None
     target = _upload_dir(ctx) / f"{uuid.uuid4().hex}{suffix}"
-    with open(target, "wb") as out:
+    part = target.with_name(target.name + ".part")  # renamed into place whole: a stopped copy leaves no log
+    with open(part, "wb") as out:
         shutil.copyfileobj(file.file, out, length=1 << 20)
+    os.replace(part, target)
     return submit_whatif(ctx, dep, body, log_path=str(target), source=f"upload {target.name}")
 
 

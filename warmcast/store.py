@@ -9,7 +9,9 @@ Layout (``P`` is the key prefix, ``D`` the deployment):
 - ``P:deployments`` set of deployment names with stored load.
 - ``P:load:D:resolution`` minutes per bin, for a series coarser than a minute (absent: 1).
   A 5-minute series keeps one field per bin (its start minute) and reads back in 5-minute
-  bins; a write at another resolution than the one stored is refused whole.
+  bins; a write at another resolution than the one stored is refused whole.  The check is made
+  under WATCH of this key and the days set, in the write's own transaction: of two first
+  writes at different resolutions, one stores and the other is refused.
 
 Writes are idempotent upserts (a minute's value is replaced, never added to) and
 go out in one MULTI/EXEC transaction, so a failed ingest leaves what was stored
@@ -30,6 +32,8 @@ from warmcast.ingest.accumulate import SIGNALS, regular
 from warmcast.ingest.window import NS_PER_DAY, NS_PER_MIN, TimeWindow
 from warmcast.resolution import with_resolution
 
+
+_READ_CLAIM = "return {redis.call('GET', KEYS[1]), redis.call('ZCARD', KEYS[2])}"
 
 
 class LoadStore:
@@ -53,9 +57,13 @@ class LoadStore:
         raw = self.r.get(self._resolution_key(check_deployment_name(deployment)))
         return int(raw) if raw else 1
 
-    def _check_resolution(self, dep: str, minutes: int) -> None:
-        stored = self.resolution(dep)
-        if stored != minutes and self.days(dep):
+    def _check_resolution(self, pipe, dep: str, minutes: int) -> None:
+        """Refuse ``minutes`` unless it is the deployment's resolution or nothing is stored yet. Read
+        through ``pipe`` while it WATCHes both keys, so the claim and the write are one transaction."""
+        # one script reads both, so a write landing between two reads cannot mix them
+        raw, n_days = pipe.eval(_READ_CLAIM, 2, self._resolution_key(dep), self._days_key(dep))
+        stored = int(raw) if raw else 1
+        if stored != minutes and n_days:
             raise InputError(f"deployment {dep!r} stores {stored}-minute bins; this series has {minutes}-minute "
                              "bins, and one deployment holds one resolution: ingest it under another "
                              "deployment name (or delete this one first); nothing was stored")
@@ -77,11 +85,20 @@ class LoadStore:
         frame = _validate_frame(frame)
         if frame.empty:
             return 0
-        self._check_resolution(dep, resolution_min)
         minutes = frame.index.as_unit("ns").asi8 // NS_PER_MIN
         self.window(dep, now_ns).check_minutes(minutes[np.isfinite(frame.to_numpy(float)).any(axis=1)])
+
+        def write(pipe) -> None:  # rerun by redis-py whenever a watched key changed before EXEC
+            self._check_resolution(pipe, dep, resolution_min)
+            pipe.multi()
+            self._queue_frame(pipe, dep, frame, minutes, resolution_min)
+
+        self.r.transaction(write, self._resolution_key(dep), self._days_key(dep))
+        self.apply_retention(dep)
+        return int(len(frame))
+
+    def _queue_frame(self, pipe, dep: str, frame: pd.DataFrame, minutes: np.ndarray, resolution_min: int) -> None:
         days = minutes // 1440
-        pipe = self.r.pipeline(transaction=True)
         for signal in (c for c in SIGNALS if c in frame.columns):
             self._queue_signal(pipe, dep, signal, frame[signal].to_numpy(float), minutes, days)
         pipe.zadd(self._days_key(dep), {str(int(d)): int(d) for d in np.unique(days)})
@@ -90,9 +107,6 @@ class LoadStore:
             pipe.set(self._resolution_key(dep), int(resolution_min))
         else:  # a deployment whose coarse days retention dropped may start again per minute
             pipe.delete(self._resolution_key(dep))
-        pipe.execute()
-        self.apply_retention(dep)
-        return int(len(frame))
 
     def _queue_signal(self, pipe, dep: str, signal: str, values: np.ndarray,
                       minutes: np.ndarray, days: np.ndarray) -> None:

@@ -34,6 +34,9 @@ class GpuSpec(Strict):
         bad = [k for k, v in {**self.capacity_rpm, **self.max_instances}.items() if not v > 0]
         if bad:
             raise ValueError(f"capacity_rpm and max_instances must be > 0; not for {bad}")
+        if self.max_gpus is not None and self.max_gpus < self.gpus_per_instance:
+            raise ValueError(f"max_gpus {self.max_gpus} < gpus_per_instance {self.gpus_per_instance}: "
+                             "not one instance fits; raise max_gpus or lower gpus_per_instance")
         return self
 
 
@@ -92,6 +95,22 @@ class PoolsSpec(Strict):
         used = {r.pool for r in self.attribution.rules} | {self.attribution.default}
         if used - names:
             raise ValueError(f"pools.attribution names unknown pool(s) {sorted(used - names)}; use hot or cold")
+        return self
+
+    @model_validator(mode="after")
+    def _one_instance_fits(self) -> "PoolsSpec":
+        # The planner gives hot at most r/(1+r) of the GPUs and cold what is left: a pool whose
+        # single instance asks for more than that can never run, whatever the demand.
+        lim = self.limits
+        hot_cap = lim.physical_gpus * lim.hot_cold_ratio / (1.0 + lim.hot_cold_ratio)
+        if self.hot.gpu_request > hot_cap + 1e-9:
+            raise ValueError(f"pools.hot.gpu_request {self.hot.gpu_request:g} > the hot share of limits.physical_gpus "
+                             f"({lim.physical_gpus} x {lim.hot_cold_ratio:g}/(1+{lim.hot_cold_ratio:g}) = "
+                             f"{hot_cap:g}): hot can never run an instance; raise physical_gpus or hot_cold_ratio, "
+                             "or lower gpu_request")
+        if self.cold.gpu_request > lim.physical_gpus:
+            raise ValueError(f"pools.cold.gpu_request {self.cold.gpu_request:g} > limits.physical_gpus "
+                             f"{lim.physical_gpus}: cold can never run an instance")
         return self
 
 

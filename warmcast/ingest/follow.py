@@ -15,8 +15,15 @@ Where the follower is lives in Redis (``P:follow:D``): the file's inode, the byt
 number of the first unread line, the counts of minutes still open and the last minute written.
 It is saved after each poll's write, so a follower killed at any moment resumes from the last
 save, reads again at most one poll's lines and writes the same minutes again (a write sets a
-minute, it never adds): nothing is lost or counted twice.  A rotated log (new inode, or a file
-shorter than the offset) is read from its start.
+minute, it never adds): nothing is lost or counted twice.
+
+Rotation (``warmcast.ingest.rotation``): the state also keeps a fingerprint of the file's first
+bytes.  When the file at the path is no longer the one being read (another inode, shorter than
+the offset, or other first bytes: a truncation regrown past the offset), the old file is read to
+its end first (still open, or found beside the path by inode, or by its first bytes for the copy
+``copytruncate`` made), then the new file from its start.  While the path is missing (deleted,
+or renamed with no new file yet) the old file is read as it grows and the follower waits.
+A line longer than ``MAX_LINE_BYTES`` is skipped and named, never held in memory whole.
 """
 from __future__ import annotations
 
@@ -33,7 +40,8 @@ import pandas as pd
 from warmcast.errors import InputError
 from warmcast.ingest.formats import Preset
 from warmcast.ingest.parse import parse_chunk
-from warmcast.ingest.readers import BOM, Chunk, _json_columns
+from warmcast.ingest.readers import BOM, MAX_LINE_BYTES, Chunk, _json_columns, line_too_long
+from warmcast.ingest.rotation import FP_BYTES as FP_MAX, find_rotated, fingerprint, is_same_file
 from warmcast.ingest.window import NS_PER_MIN
 
 MAX_READ_BYTES = 32 << 20  # one poll's read; a backlog is caught up over several polls
@@ -46,6 +54,9 @@ class FollowState:
     line: int = 1     # its line number, for errors
     written: int | None = None  # the last minute written (minutes since the epoch)
     open: dict[int, list[float]] = field(default_factory=dict)  # minute -> [requests, input, output]
+    fp: str = ""      # hash of the file's first fp_len bytes (warmcast.ingest.rotation)
+    fp_len: int = 0
+    skipping: bool = False  # inside a line over MAX_LINE_BYTES: discard up to its newline
 
 
 @dataclass
@@ -74,6 +85,7 @@ class Follower:
         self.path, self.dep, self.store, self.preset, self.tz = Path(path), deployment, store, preset, tz
         self.grace_s = grace_s
         self.key = f"{store.prefix}:follow:{deployment}"
+        self._fh: Any = None  # the file being read (state's inode), kept open so a renamed or deleted one is finished
 
     def state(self) -> FollowState:
         raw = self.store.r.get(self.key)
@@ -81,7 +93,8 @@ class Follower:
             return FollowState()
         d = json.loads(raw)
         return FollowState(d["inode"], d["offset"], d["line"], d["written"],
-                           {int(k): v for k, v in d["open"].items()})
+                           {int(k): v for k, v in d["open"].items()},
+                           d.get("fp", ""), d.get("fp_len", 0), d.get("skipping", False))
 
     def _save(self, st: FollowState) -> None:
         self.store.r.set(self.key, json.dumps(asdict(st)))
@@ -90,28 +103,86 @@ class Follower:
         """Read what was appended, write the minutes now complete, save where it got to."""
         now_s = time.time() if now_s is None else now_s
         st, rep = self.state(), PollReport()
-        data = self._read(st, rep)
-        if data is None:  # no file (a rotation under way): minutes stay open, none is written as zero
+        here = self._open_path()
+        stale = bool(st.inode) and not (here is not None and is_same_file(here, st.inode, st.offset, st.fp,
+                                                                          st.fp_len))
+        if stale and not self._finish_old(st, rep, switching=here is not None):
+            if here is not None:
+                here.close()
+            self._save(st)  # no file at the path (a rotation under way): minutes stay open, none written as zero
             return rep
-        if data:
-            self._fold(st, rep, data)
+        if here is None:
+            return rep
+        if stale or not st.inode:
+            self._switch(st, rep, here)
+        elif self._fh is None or os.fstat(self._fh.fileno()).st_ino != st.inode:
+            if self._fh is not None:
+                self._fh.close()
+            self._fh = here  # a follower (re)started on the file it was reading
+        else:
+            here.close()
+        self._read(st, rep)
         self._write_complete(st, rep, now_s)
         self._save(st)
         return rep
 
-    def _read(self, st: FollowState, rep: PollReport) -> bytes | None:
+    def _open_path(self) -> Any:
         try:
-            info = os.stat(self.path)
+            return open(self.path, "rb")
         except FileNotFoundError:
             return None
-        if info.st_ino != st.inode or info.st_size < st.offset:
-            rep.rotated = st.inode != 0
-            st.inode, st.offset, st.line = info.st_ino, 0, 1
-        with open(self.path, "rb") as fh:
-            fh.seek(st.offset)
-            data = fh.read(MAX_READ_BYTES)
+
+    def _old_file(self, st: FollowState) -> Any:
+        """The file read so far, wherever it is now: still open here, or renamed or copied beside the path."""
+        if self._fh is not None and is_same_file(self._fh, st.inode, st.offset, st.fp, st.fp_len):
+            return self._fh
+        if self._fh is not None:
+            self._fh.close()
+        self._fh = find_rotated(self.path, st.inode, st.offset, st.fp, st.fp_len)
+        return self._fh
+
+    def _finish_old(self, st: FollowState, rep: PollReport, switching: bool) -> bool:
+        """Read the rotated file on from the offset; True once it is done and the path's file may be read.
+        When a new file is at the path its writer has moved on, so an unterminated last line is whole."""
+        old = self._old_file(st)
+        if old is None:
+            return switching
+        old.seek(st.offset)
+        data = old.read(MAX_READ_BYTES)
+        done = switching and len(data) < MAX_READ_BYTES
+        if done and data and not data.endswith(b"\n"):
+            data += b"\n"
+        self._consume(st, rep, data)
+        return done
+
+    def _switch(self, st: FollowState, rep: PollReport, fh: Any) -> None:
+        rep.rotated = st.inode != 0
+        if self._fh is not None:
+            self._fh.close()
+        self._fh = fh
+        st.inode, st.offset, st.line, st.fp, st.fp_len, st.skipping = os.fstat(fh.fileno()).st_ino, 0, 1, "", 0, False
+
+    def _read(self, st: FollowState, rep: PollReport) -> None:
+        self._fh.seek(st.offset)
+        self._consume(st, rep, self._fh.read(MAX_READ_BYTES))
+        if st.fp_len < min(st.offset, FP_MAX):
+            st.fp, st.fp_len = fingerprint(self._fh, st.offset)
+
+    def _consume(self, st: FollowState, rep: PollReport, data: bytes) -> None:
+        """Fold the whole lines of ``data`` (read at st.offset); a line still being written waits, a line
+        over MAX_LINE_BYTES is skipped (st moves past what of it was read) and named in the report."""
+        if st.skipping:
+            nl = data.find(b"\n")
+            st.offset += len(data) if nl < 0 else nl + 1
+            if nl < 0:
+                return
+            st.skipping, st.line, data = False, st.line + 1, data[nl + 1:]
         end = data.rfind(b"\n")
-        return data[:end + 1] if end >= 0 else b""  # a line still being written waits
+        self._fold(st, rep, data[:end + 1])
+        tail = len(data) - (end + 1)
+        if tail > MAX_LINE_BYTES:  # the line being written is already too long: never held whole
+            rep.bad.append(line_too_long(self.path, st.line))
+            st.offset, st.skipping = st.offset + tail, True
 
     def _fold(self, st: FollowState, rep: PollReport, data: bytes) -> None:
         raw = data.split(b"\n")[:-1]
@@ -121,6 +192,8 @@ class Follower:
         st.offset += len(data)
         st.line += len(raw)
         rows = [(first + i, text) for i, text in enumerate(raw) if text.strip()]
+        rep.bad += [line_too_long(self.path, n) for n, text in rows if len(text) > MAX_LINE_BYTES]
+        rows = [(n, text) for n, text in rows if len(text) <= MAX_LINE_BYTES]
         rep.lines += len(rows)
         if not rows:
             return

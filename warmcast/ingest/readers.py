@@ -20,6 +20,26 @@ from warmcast.ingest.formats import file_kind, open_parquet, peek_columns
 
 CSV_BLOCK_BYTES = 16 << 20
 BOM = b"\xef\xbb\xbf"
+# The longest line read (without its line end).  One request's record is far shorter; a longer
+# line is refused, never parsed whole (issue 31: a 25 MB line once aborted the process).
+MAX_LINE_BYTES = 1 << 20
+
+
+def line_too_long(path: Path, line: int) -> str:
+    return (f"{path}:{line}: line longer than {MAX_LINE_BYTES:,} bytes (the limit, "
+            "warmcast.ingest.readers.MAX_LINE_BYTES): not one request's record")
+
+
+def check_line_lengths(block: bytes, path: Path, line: int) -> None:
+    """Refuse ``block`` (whole lines, the first being file line ``line``) if a line is over the limit."""
+    data = np.frombuffer(block, np.uint8)
+    ends = np.flatnonzero(data == 10)
+    starts = np.concatenate([[0], ends + 1])
+    stops = np.concatenate([ends, [len(block)]])
+    lengths = stops - starts - ((stops > starts) & (data[np.maximum(stops - 1, 0)] == 13))  # a CR ends a line too
+    over = np.flatnonzero(lengths > MAX_LINE_BYTES)
+    if len(over):
+        raise InputError(line_too_long(path, line + int(over[0])) + "; nothing was stored")
 
 
 @dataclass
@@ -70,7 +90,8 @@ def _iter_csv(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
     with open(path, "rb") as fh:
         fh.readline()
         while block := fh.read(CSV_BLOCK_BYTES):
-            block += fh.readline()  # finish the last line of the block
+            block += fh.readline(MAX_LINE_BYTES + 2)  # finish the last line of the block (if it is not too long)
+            check_line_lengths(block, path, line)
             try:
                 table = pv.read_csv(io.BytesIO(block), read_options=read, parse_options=parse,
                                     convert_options=opts)
@@ -102,7 +123,7 @@ def _iter_jsonl(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]
     line = 1
     with open(path, "rb") as fh:
         while True:
-            raw = [ln for _, ln in zip(range(chunk_rows), fh)]
+            raw = _jsonl_lines(fh, path, line, chunk_rows)
             if not raw:
                 return
             if line == 1 and raw[0].startswith(BOM):
@@ -111,6 +132,16 @@ def _iter_jsonl(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]
             numbers = np.array([n for n, _ in rows], np.int64)
             yield Chunk(_json_columns(path, [t for _, t in rows], cols), line, numbers)
             line += len(raw)
+
+
+def _jsonl_lines(fh, path: Path, line: int, chunk_rows: int) -> list[bytes]:
+    """Up to ``chunk_rows`` lines, none read past the limit (a longer one is refused)."""
+    raw = []
+    while len(raw) < chunk_rows and (text := fh.readline(MAX_LINE_BYTES + 2)):
+        if len(text.rstrip(b"\r\n")) > MAX_LINE_BYTES:
+            raise InputError(line_too_long(path, line + len(raw)) + "; nothing was stored")
+        raw.append(text)
+    return raw
 
 
 def _json_record(text: bytes) -> dict:
