@@ -108,3 +108,25 @@ def test_max_gpus_below_one_instance_is_refused_by_every_loader(tmp_path):
     with pytest.raises(InputError, match=r"max_gpus 2 < gpus_per_instance 4: not one instance fits"):
         load_deployments(bad)
     _fails_with(bad, "max_gpus 2 < gpus_per_instance 4")
+
+
+def test_a_gpu_fraction_too_small_for_its_instance_is_named(tmp_path):
+    # the batch profile's 16k context needs 2 x 30 GB; gpu_request 0.5 of an 80 GB A100 holds 40
+    bad = _variant(tmp_path, ("model_memory_gb: 18 ", "model_memory_gb: 30 "),
+                   ("queue: 64\n", "queue: 64\n        gpu_request: 0.5\n"))
+    msg = _fails_with(bad, "deployment chat-pools: pools.cold: gpu_request 0.5 gives an instance 40 GB of a 80 GB GPU "
+                           "but it needs 60.0 GB; raise gpu_request to at least 0.75")
+    assert "pools.hot" not in msg  # 30 GB at 8k fits the hot pool's 0.8 x 80 GB
+    load_deployments(bad)  # a catalogue check: the loaders are unchanged
+
+
+def test_a_cold_queue_no_allowed_fleet_serves_within_its_deadline_is_named(tmp_path):
+    # batch serves 60 requests/min at utilisation 1.0: 1,800 per instance in 30 min; 40,000 need 23
+    bad = _variant(tmp_path, ("queue: 64\n", "queue: 40000\n        max_instances: 10\n"))
+    msg = _fails_with(bad, "deployment chat-pools: pools.cold: a full queue of 40000 needs 23 instance(s) to be "
+                           "served within slo.deadline_min 30 (1800 requests each), more than max_replicas 16",
+                      "more than the GPUs (limits.physical_gpus / pools.cold.gpu_request) 16",
+                      "more than pools.cold.max_instances 10")
+    assert "pools.hot" not in msg
+    ok = _variant(tmp_path, ("queue: 64\n", "queue: 28800\n"))  # 16 instances drain it exactly
+    assert _check(ok).returncode == 0

@@ -1,11 +1,14 @@
 """What `warmcast deployments check` adds to loading a deployments file: the checks that need the
 GPU catalogue (a file the loaders of the worker, beat and API never read), each a contradiction
 that no demand can make right: an unknown GPU type, a profile no allowed type can hold, a pool
-instance larger than the pools' memory budget, a minimum the GPU limits cannot place.
+instance larger than the pools' memory budget or than its GPU fraction's memory, a minimum the
+GPU limits cannot place, a full cold queue that no allowed fleet serves within its deadline.
 
 Edge module: it reads the catalogue (shipped, plus the deployment's ``gpu.catalogue``).
 """
 from __future__ import annotations
+
+import math
 
 from warmcast.config.deployments import Deployment
 from warmup.planning.gpu_catalogue import deployment_options, load_catalogue
@@ -59,13 +62,48 @@ def oversized_pools(dep: Deployment) -> list[str]:
             for name, shape in (("hot", hot), ("cold", cold)) if shape.memory_gb > limits.memory_budget_gb]
 
 
+def undersized_fractions(dep: Deployment) -> list[str]:
+    """Pools whose instance asks for a fraction of a GPU (gpu_request) too small to hold its memory:
+    the instances sharing a GPU could not fit on it together."""
+    hot, cold, limits = shapes(dep)
+    out = []
+    for name, shape in (("hot", hot), ("cold", cold)):
+        share = shape.gpu_request * limits.gpu_memory_gb
+        if shape.memory_gb > share + 1e-9:
+            out.append(f"deployment {dep.name}: pools.{name}: gpu_request {shape.gpu_request:g} gives an instance "
+                       f"{share:g} GB of a {limits.gpu_memory_gb:g} GB GPU but it needs {shape.memory_gb:.1f} GB; "
+                       f"raise gpu_request to at least {math.ceil(100 * shape.memory_gb / limits.gpu_memory_gb) / 100:g}")
+    return out
+
+
+def undrainable_cold_queue(dep: Deployment) -> list[str]:
+    """A full cold queue needs more instances to be served within the deadline than the
+    deployment's max_replicas, the cold pool's max_instances or the GPUs can ever give it."""
+    spec = dep.pools.cold
+    if spec.queue is None:
+        return []
+    _, cold, limits = shapes(dep)
+    each = cold.capacity_rpm * cold.utilisation * spec.slo.deadline_min
+    need = math.ceil(spec.queue / each - 1e-9)
+    caps = {"max_replicas": dep.max_replicas,
+            "the GPUs (limits.physical_gpus / pools.cold.gpu_request)": math.floor(
+                limits.physical_gpus / cold.gpu_request + 1e-9)}
+    if cold.max_instances is not None:
+        caps["pools.cold.max_instances"] = cold.max_instances
+    return [f"deployment {dep.name}: pools.cold: a full queue of {spec.queue} needs {need} instance(s) to be served "
+            f"within slo.deadline_min {spec.slo.deadline_min:g} ({each:g} requests each), more than {key} {cap}"
+            for key, cap in caps.items() if need > cap]
+
+
 def deployment_problems(dep: Deployment) -> list[str]:
     """Every contradiction above for one deployment (empty when there is none)."""
-    if dep.gpu is None:
-        return []
-    types = load_catalogue(dep.gpu.catalogue)
-    unknown = unknown_types(dep, types)
-    if unknown:  # the other checks read the catalogue by these names
-        return unknown
-    problems = unservable_profiles(dep) + unplaceable_minimum(dep, types)
-    return problems + (oversized_pools(dep) if dep.pools is not None else [])
+    problems: list[str] = []
+    if dep.gpu is not None:
+        types = load_catalogue(dep.gpu.catalogue)
+        unknown = unknown_types(dep, types)
+        if unknown:  # the other checks read the catalogue by these names
+            return unknown
+        problems = unservable_profiles(dep) + unplaceable_minimum(dep, types)
+    if dep.pools is not None:
+        problems += oversized_pools(dep) + undersized_fractions(dep) + undrainable_cold_queue(dep)
+    return problems
