@@ -83,7 +83,7 @@ def test_dashboard_renders_band_replicas_and_events(server, store, state, tmp_pa
 
 
 # Boxes of every text in each chart's axes: the tick labels, and the axis title by class.
-_AXIS_BOXES = """[...document.querySelectorAll('svg')].map(svg => [...svg.querySelectorAll('g.axes text')].map(t => {
+_AXIS_BOXES = """[...document.querySelectorAll('svg:not([hidden])')].map(svg => [...svg.querySelectorAll('g.axes text')].map(t => {
   const b = t.getBoundingClientRect();
   return {cls: t.getAttribute('class'), text: t.textContent, l: b.left, r: b.right, t: b.top, b: b.bottom};
 }))"""
