@@ -48,7 +48,9 @@ class LogWriter:
     def write(self, count: int) -> None:
         for _ in range(count):
             ts = pd.Timestamp(self.t0 + self.n % 600, unit="s").strftime("%Y-%m-%dT%H:%M:%SZ")
-            self.fh.write(json.dumps({"timestamp": ts, "input_tokens": 10, "output_tokens": 5}) + "\n")
+            # a request id, as gateways log one: no two lines alike (times repeat every 600 lines)
+            self.fh.write(json.dumps({"timestamp": ts, "request_id": f"r{self.n}", "input_tokens": 10,
+                                      "output_tokens": 5}) + "\n")
             self.n += 1
         self.fh.flush()
 
@@ -100,6 +102,8 @@ def _rotation(form: str) -> Callable[[Rig], Row]:
             time.sleep(POLL_S / 2)
         time.sleep(2 * POLL_S + 3)  # the follower has read everything so far (and started: ~3 s of imports)
         w.write(300)
+        if form == "regrow":  # the case the follower can own: it had read the file, which a truncation
+            time.sleep(2 * POLL_S)  # then emptied and new lines grew past the old offset before a poll
         _rotate(form, w)
         for _ in range(10):
             w.write(100)
