@@ -51,9 +51,30 @@ class JsonFormatter(logging.Formatter):
         ev = getattr(record, "event", None)
         if isinstance(ev, dict):
             out.update(ev)
-        if record.exc_info:
+        if record.exc_info and redis_unavailable(record.exc_info[1]):
+            # Redis down or failing over: the task is retried or the next slot runs it; one line names
+            # the cause instead of a traceback per task (a Sentinel failover logged eight)
+            out["redis_unavailable"] = f"{type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+        elif record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str)
+
+
+def redis_unavailable(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it was raised from) is Redis or the broker being unreachable."""
+    import redis
+    from kombu.exceptions import OperationalError
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OperationalError)):
+            return True
+        if type(exc).__name__ == "Reject" and exc.args and isinstance(exc.args[0], BaseException):
+            exc = exc.args[0]  # Celery's Reject carries the error it gave up on
+        else:
+            exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 def configure_logging(level: str = "INFO") -> None:
