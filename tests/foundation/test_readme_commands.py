@@ -49,6 +49,7 @@ NOT_RUN = {  # the start of a command (after 'warmcast ' where it runs warmcast)
     "api serve --grpc-port": "the gRPC scaler on a fixed port (tests/api/test_keda_grpc.py)",
     "deployments check FILE": "a placeholder; the bash block runs it on examples/deployments.yaml",
     "advise profiles --deployment D": "placeholders (tests/warmup/test_advise_cli.py)",
+    "report shadow -d D": "placeholders; needs days of shadow records (tests/workers/test_shadow.py)",
     ".venv-vllm/bin/python": "needs .venv-vllm",
 }
 LONG = ("run --simulate", "api serve")  # servers: started, stopped with SIGINT once /healthz answers
