@@ -32,6 +32,19 @@ def test_retune_stores_the_cheapest_setting_that_met_the_slo_and_audits_it(ctx: 
     assert again.knobs == out.knobs and not again.changed
 
 
+def test_retune_starts_from_the_declared_knobs_not_from_its_last_answer(ctx: Ctx) -> None:
+    """A second night on the same data once chose quantile 0.97 after 0.95 (CI): stage 1 grids the
+    quantile at the stored utilisation and stabilisation, which the first night had just changed."""
+    now = pd.Timestamp(time.time(), unit="s")
+    seed_deployment(ctx, "simdep", mean_rpm=400)
+    fresh = retune.step(ctx, "simdep", validation_days=1.0, now=now)
+    odd = {"quantile": 0.5, "target_utilisation": 0.9, "stabilisation_s": 900.0}
+    ctx.state.put("policy-config", "simdep", {"scaling": odd})
+    again = retune.step(ctx, "simdep", validation_days=1.0, now=now)
+    assert again.previous == odd
+    assert again.knobs == fresh.knobs
+
+
 def test_retune_on_too_little_history_says_so_and_changes_nothing(ctx: Ctx) -> None:
     idx = pd.date_range(pd.Timestamp.now().floor("min") - pd.Timedelta(hours=6), periods=300, freq="min")
     ctx.store.upsert_frame("simdep", pd.DataFrame({"requests": 50.0}, index=idx.rename("time")))

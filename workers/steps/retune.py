@@ -56,6 +56,8 @@ def step(ctx: Ctx, deployment: str, *, validation_days: float = 2.0, now: Option
         ctx.state.audit(deployment, "retune", "risk unchanged", why, False)
         return RetuneOutcome(deployment, why=why)
     cfg, replayed = live_setup(ctx, deployment, frame)
+    previous = {k: getattr(cfg.scaling, k) for k in KNOBS}
+    cfg = _declared_knobs(ctx, deployment, cfg)
     bt = FleetBacktestConfig(capacity_rpm=cfg.scaling.capacity_rpm, cold_start_min=cfg.scaling.cold_start_min,
                              test_start=end, forecaster=replayed["forecaster"], min_replicas=dep.min_replicas,
                              max_replicas=dep.max_replicas, core=cfg, capacity_source=replayed["capacity_source"])
@@ -69,7 +71,20 @@ def step(ctx: Ctx, deployment: str, *, validation_days: float = 2.0, now: Option
         return RetuneOutcome(deployment, why=why)
     if tuning.forecaster != getattr(model, "name", tuning.forecaster):  # the replay's own fallback answered
         replayed["forecaster"] = f"{tuning.forecaster} (the serving {replayed['forecaster']} could not answer)"
-    return _store(ctx, deployment, tuning, {k: getattr(cfg.scaling, k) for k in KNOBS}, replayed)
+    declared = {k: getattr(cfg.scaling, k) for k in KNOBS}
+    return _store(ctx, deployment, tuning, previous, declared, replayed)
+
+
+def _declared_knobs(ctx: Ctx, deployment: str, cfg: Any) -> Any:
+    """``cfg`` with the tuned knobs back at the deployment's declared values: the search starts from the
+    same point every night, not from its own last answer (which made a second run on the same data
+    choose another quantile, as stage 1 grids the quantile at the stored utilisation and stabilisation)."""
+    from dataclasses import replace
+
+    from warmup.core import adapters
+
+    declared = adapters.core_config(ctx.dep(deployment)).scaling
+    return replace(cfg, scaling=replace(cfg.scaling, **{k: getattr(declared, k) for k in KNOBS}))
 
 
 def live_setup(ctx: Ctx, deployment: str, frame: pd.DataFrame) -> tuple[Any, dict[str, Any]]:
@@ -104,11 +119,12 @@ def serving_model(ctx: Ctx, deployment: str, frame: pd.DataFrame) -> tuple[Any, 
     return baseline, f"{baseline.name} (baselines)", answer.note
 
 
-def _store(ctx: Ctx, deployment: str, tuning: Any, previous: dict[str, Any], replayed: dict[str, Any]
-           ) -> RetuneOutcome:
-    """Store the chosen knobs as the scaling overrides (kept with any others) and audit the change."""
+def _store(ctx: Ctx, deployment: str, tuning: Any, previous: dict[str, Any], declared: dict[str, Any],
+           replayed: dict[str, Any]) -> RetuneOutcome:
+    """Store the chosen knobs (any the choice leaves out at their ``declared`` values, which the replay
+    ran them at) as the scaling overrides, kept with any others, and audit the change."""
     choice = tuning.choices["predictive"]
-    knobs = {k: v for k, v in {**previous, **choice.knobs}.items() if k in KNOBS}
+    knobs = {k: v for k, v in {**declared, **choice.knobs}.items() if k in KNOBS}
     changed = knobs != previous
     if changed:
         ov = dict(ctx.state.get("policy-config", deployment) or {})
