@@ -21,6 +21,15 @@ import redis
 
 from warmcast.store import LoadStore
 
+# Modules that boot vLLM servers (the engine pinned to core 0), run the worker and beat processes or
+# fail a Redis over, and assert on wall-clock ticks and latencies: marked ``realtime``.  scripts/test
+# runs them in one pytest run, one test after another, and every other test in a second run beside
+# it pinned to the last core, so no second vLLM engine or CPU-bound test lands on the engine's core
+# (serially the suite took 31 min on a 2-core machine, against CI's 35).
+REALTIME = ("integration/", "workers/test_arrivals_vllm.py", "workers/test_switch_vllm.py",
+            "workers/test_alerts_e2e.py", "workers/test_e2e_vllm.py", "workers/test_processes.py",
+            "workers/test_sentinel.py", "workers/test_run.py", "foundation/test_redis_sentinel.py")
+TESTS = Path(__file__).resolve().parent
 REDIS_URL = os.environ.get("WARMCAST_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 ON_CI = bool(os.environ.get("CI"))
@@ -35,6 +44,11 @@ def _skip_fails_on_ci(report, item=None) -> None:
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     report.outcome = "failed"
     report.longrepr = f"skipped on a CI run (env CI is set), where every component must be present: {reason}"
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if any(item.path.relative_to(TESTS).as_posix().startswith(m) for m in REALTIME):
+        item.add_marker(pytest.mark.realtime)
 
 
 @pytest.hookimpl(hookwrapper=True)
