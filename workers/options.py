@@ -9,6 +9,12 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The offline replays (``replay``, the shadow comparison) run the live tick, leases included, under a
+# key prefix of their own that no other run shares; so a lease there only has to outlast a stall.
+# With the live 10 s, a README replay on one core shared with the rest of the test suite (load 17)
+# lost its lease between two renewals and ended with an error.
+REPLAY_LEASE_S = 600.0
+
 
 class WorkerOptions(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WARMCAST_WORKERS_", extra="ignore")

@@ -41,8 +41,8 @@ def record_done(ctx: Ctx, dep: str, results: list[dict[str, Any]]) -> None:
     only when it ends with a finish reason, and one cancelled at the run's deadline or abort (or
     refused) never does, so the running/waiting it added and removed already nets to zero.
     Subtracting sent took one arrival per cancelled request out of the user's traffic.  What
-    remains: a request the server finished in the instant it was cancelled is counted there but not
-    here (one user arrival too many; seen once in the real-server test)."""
+    remains: a request the server finished before it saw the client cancel is counted there but not
+    here (one user arrival too many each; under CPU load all 3 of 3 cancelled in the real-server test)."""
     for r in results:
         if r.get("completed"):
             ctx.r.hincrbyfloat(f"{ctx.prefix}:warmup-done:{dep}", str(r["instance"]), float(r["completed"]))
