@@ -154,3 +154,17 @@ def seed_steady(ctx, dep: str, rpm: float) -> int:
     ctx.sim(dep).load_traffic(pd.Series(rpm, index=idx))
     ctx.sim(dep).reset(1)
     return now_min
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """``warmcast ARGS`` as a user runs it, in ``env`` (see :func:`cli_env`)."""
+    return subprocess.run([sys.executable, "-m", "warmcast.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def cli_env(tmp_path: Path, deployments: str, redis_url: str, key_prefix: str, **extra: str) -> dict[str, str]:
+    """The environment of a CLI run on this test's Redis prefix, with ``deployments`` as its file."""
+    deps = tmp_path / "deployments.yaml"
+    deps.write_text(deployments)
+    return {**os.environ, "WARMCAST_REDIS_URL": redis_url, "WARMCAST_KEY_PREFIX": key_prefix,
+            "WARMCAST_DEPLOYMENTS_FILE": str(deps), "WARMCAST_STATE_DIR": str(tmp_path / "state"), **extra}

@@ -10,14 +10,12 @@ two deployments; docs/ARCHITECTURE.md says so).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
 from warmcast.state import StateStore
+from loophelpers import cli, cli_env
 
 SWITCH = """deployments:
   - name: conv
@@ -57,25 +55,17 @@ FIGURES = ["gpu_hours", "late_share", "late_requests", "launches", "wakes", "war
            "scale_actions", "switch_minutes", "switch_gpu_hours"]
 
 
-def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "warmcast.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=600)
-
-
 @pytest.fixture
 def env(tmp_path, redis_server_url, key_prefix) -> dict[str, str]:
-    deps = tmp_path / "deployments.yaml"
-    deps.write_text(SWITCH)
-    return {**os.environ, "WARMCAST_REDIS_URL": redis_server_url, "WARMCAST_KEY_PREFIX": key_prefix,
-            "WARMCAST_DEPLOYMENTS_FILE": str(deps), "WARMCAST_STATE_DIR": str(tmp_path / "state")}
+    return cli_env(tmp_path, SWITCH, redis_server_url, key_prefix)
 
 
 def _both(env, tmp_path, trace, dep: str, start: str, end: str) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
     window = ["--log", str(trace), "--test-start", start, "--test-end", end, "--forecaster", "seasonal_naive",
               "--no-plot"]
-    rep = _cli(env, "replay", "-d", dep, "--out", str(tmp_path / "replay"), *window)
+    rep = cli(env, "replay", "-d", dep, "--out", str(tmp_path / "replay"), *window)
     assert rep.returncode == 0, rep.stderr[-2000:]
-    bt = _cli(env, "backtest", "fleet", "--deployment", env["WARMCAST_DEPLOYMENTS_FILE"], "--name", dep,
+    bt = cli(env, "backtest", "fleet", "--deployment", env["WARMCAST_DEPLOYMENTS_FILE"], "--name", dep,
               "--stored-policy", "--policies", "predictive", "--decisions", "--out", str(tmp_path / "bt"), *window)
     assert bt.returncode == 0, bt.stderr[-2000:]
     read = lambda d, f: pd.read_csv(tmp_path / d / f)  # noqa: E731
@@ -126,10 +116,10 @@ def test_replay_equals_the_backtest_with_a_switch_and_an_asleep_buffer_in_one_de
 
 def test_replay_bad_input_is_refused_and_writes_nothing(env, tmp_path, redis_client, key_prefix, shared_data):
     trace = str(shared_data / "azure2024_conversation_per_minute.csv")
-    late = _cli(env, "replay", "-d", "conv", "--log", trace, "--test-start", "2024-06-01 00:00",
+    late = cli(env, "replay", "-d", "conv", "--log", trace, "--test-start", "2024-06-01 00:00",
                 "--out", str(tmp_path / "o1"), "--forecaster", "seasonal_naive")
     assert late.returncode == 2 and "--test-start" in late.stderr and "must lie inside the log" in late.stderr
-    unknown = _cli(env, "replay", "-d", "nope", "--log", trace, "--test-start", "2024-05-15 00:00",
+    unknown = cli(env, "replay", "-d", "nope", "--log", trace, "--test-start", "2024-05-15 00:00",
                    "--out", str(tmp_path / "o2"), "--forecaster", "seasonal_naive")
     assert unknown.returncode == 2 and "unknown deployment 'nope'" in unknown.stderr, unknown.stderr
     assert list(redis_client.scan_iter(f"{key_prefix}:*")) == []

@@ -9,9 +9,6 @@ on the same arrivals.  Bad input (no records, not forecast-only, a gap) gets a m
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -22,6 +19,7 @@ from warmcast.store import LoadStore
 from warmup.sim import load_log
 from workers import shadow
 from workers.shadow_replay import run_shadow
+from loophelpers import cli, cli_env
 
 DEPLOYMENTS = """deployments:
   - name: chat
@@ -36,18 +34,9 @@ FIGURES = ["gpu_hours", "late_requests", "late_share", "minutes_short", "minutes
            "scale_actions", "mean_replicas", "max_replicas", "requests"]
 
 
-def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "warmcast.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=600)
-
-
 @pytest.fixture
 def env(tmp_path, redis_server_url, key_prefix) -> dict[str, str]:
-    deps = tmp_path / "deployments.yaml"
-    deps.write_text(DEPLOYMENTS)
-    return {**os.environ, "WARMCAST_REDIS_URL": redis_server_url, "WARMCAST_KEY_PREFIX": key_prefix,
-            "WARMCAST_DEPLOYMENTS_FILE": str(deps), "WARMCAST_STATE_DIR": str(tmp_path / "state"),
-            "WARMCAST_DRY_RUN": "true"}
+    return cli_env(tmp_path, DEPLOYMENTS, redis_server_url, key_prefix, WARMCAST_DRY_RUN="true")
 
 
 def _shadow_day(env, redis_client, trace):
@@ -69,7 +58,7 @@ def test_shadow_report_matches_the_simulated_fleet_and_the_backtest(env, tmp_pat
     run = _shadow_day(env, redis_client, trace)
     minutes = len(run.provisioned)
     assert minutes == 360
-    rep = _cli(env, "report", "shadow", "-d", "chat", "--since", START, "--until", END, "--forecaster",
+    rep = cli(env, "report", "shadow", "-d", "chat", "--since", START, "--until", END, "--forecaster",
                "seasonal_naive", "--out", str(tmp_path / "shadow"))
     assert rep.returncode == 0, rep.stderr[-3000:]
     doc = json.loads((tmp_path / "shadow" / "report.json").read_text())
@@ -79,7 +68,7 @@ def test_shadow_report_matches_the_simulated_fleet_and_the_backtest(env, tmp_pat
     assert doc["actual"]["late_requests"] == round(float(run.late[:-1].sum()), 1)
     assert doc["actual"]["late_requests"] > 0 and doc["short_actual_covered_by_warmcast"]["minutes"] > 0
 
-    bt = _cli(env, "backtest", "fleet", "--log", str(trace), "--deployment", env["WARMCAST_DEPLOYMENTS_FILE"],
+    bt = cli(env, "backtest", "fleet", "--log", str(trace), "--deployment", env["WARMCAST_DEPLOYMENTS_FILE"],
               "--name", "chat", "--stored-calibrations", "--stored-policy", "--policies", "predictive",
               "--test-start", START, "--test-end", "2024-05-15 09:59", "--forecaster", "seasonal_naive",
               "--no-plot", "--out", str(tmp_path / "bt"))
@@ -106,15 +95,15 @@ def test_shadow_report_matches_the_simulated_fleet_and_the_backtest(env, tmp_pat
 
 def _bad_input(env, tmp_path, redis_client, key_prefix) -> None:
     """No records in the window, a deployment not in forecast-only mode, a gap: each named, nothing written."""
-    none = _cli(env, "report", "shadow", "-d", "chat", "--since", "2024-05-10 00:00", "--until", "2024-05-11 00:00",
+    none = cli(env, "report", "shadow", "-d", "chat", "--since", "2024-05-10 00:00", "--until", "2024-05-11 00:00",
                 "--out", str(tmp_path / "r1"))
     assert none.returncode == 2 and "no shadow records for deployment 'chat' between 2024-05-10 00:00" in none.stderr
     assert "it holds shadow records on 2024-05-15" in none.stderr, none.stderr
-    live = _cli({**env, "WARMCAST_DRY_RUN": "false"}, "report", "shadow", "-d", "chat", "--since", "1d",
+    live = cli({**env, "WARMCAST_DRY_RUN": "false"}, "report", "shadow", "-d", "chat", "--since", "1d",
                 "--until", "2024-05-11 00:00", "--out", str(tmp_path / "r2"))
     assert live.returncode == 2 and "is not in forecast-only mode (dry_run is false" in live.stderr, live.stderr
     redis_client.hdel(shadow.key(key_prefix, "chat", "2024-05-15"), "2024-05-15 05:00", "2024-05-15 05:01")
-    gap = _cli(env, "report", "shadow", "-d", "chat", "--since", START, "--until", END, "--out", str(tmp_path / "r3"),
+    gap = cli(env, "report", "shadow", "-d", "chat", "--since", START, "--until", END, "--out", str(tmp_path / "r3"),
                "--forecaster", "seasonal_naive")
     assert gap.returncode == 2 and "2 minute(s) missing (2024-05-15 05:00..05:01)" in gap.stderr, gap.stderr
     assert not any((tmp_path / d).exists() for d in ("r1", "r2", "r3"))
