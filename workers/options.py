@@ -9,11 +9,6 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# The offline replays (``replay``, the shadow comparison) run the live tick, leases included, under a
-# key prefix of their own that no other run shares; so a lease there only has to outlast a stall.
-# With the live 10 s, a README replay on one core shared with the rest of the test suite (load 17)
-# lost its lease between two renewals and ended with an error.
-REPLAY_LEASE_S = 600.0
 
 
 class WorkerOptions(BaseSettings):
@@ -46,3 +41,12 @@ class WorkerOptions(BaseSettings):
 
 def load_options(**overrides) -> WorkerOptions:
     return WorkerOptions(**overrides)
+
+
+def replay_options() -> WorkerOptions:
+    """The options of an offline replay (``replay``, the shadow comparison): a simulated fleet, the
+    signals it is handed taken as fresh, and a 600 s lease.  A replay runs the live tick, leases
+    included, under a key prefix no other run shares, so its lease only has to outlast a stall: with
+    the live 10 s, a README replay on one core shared with the rest of the test suite (load 17) lost
+    its lease between two renewals and ended with an error."""
+    return WorkerOptions(simulate=True, signals_max_age_s=1e9, lease_s=600.0)

@@ -28,7 +28,7 @@ from warmup.sim.switches import profile_targets
 from warmup.sim.policies import fleet_capacity
 from workers.context import Ctx
 from workers.coreconfig import live_core_config
-from workers.options import REPLAY_LEASE_S, WorkerOptions
+from workers.options import WorkerOptions, replay_options
 from workers.replay_fleet import ReplayFleet
 from workers.steps import signals, tick
 
@@ -39,7 +39,7 @@ class ReplayCtx(Ctx):
     def __init__(self, settings: Settings, fleet: ReplayFleet, client: Any, live: CoreConfig) -> None:
         prefix = f"{settings.key_prefix}:replay:{uuid.uuid4().hex[:12]}"
         super().__init__(settings.model_copy(update={"key_prefix": prefix}),
-                         WorkerOptions(simulate=True, signals_max_age_s=1e9, lease_s=REPLAY_LEASE_S), client)
+                         replay_options(), client)
         self.fleet, self.live = fleet, live
 
     def cfg(self, name: str) -> CoreConfig:

@@ -18,7 +18,7 @@ from warmup.core import CoreConfig
 from warmup.sim.fleet import FleetRun, Observation, run_online
 from warmup.sim.autoscalers import ReactiveHPA
 from workers.context import Ctx
-from workers.options import REPLAY_LEASE_S, WorkerOptions
+from workers.options import WorkerOptions, replay_options
 from workers.replay import ReplayPolicy, deployment_config, minute_times
 from workers.replay_fleet import ReplayFleet
 
@@ -28,7 +28,7 @@ class ShadowCtx(Ctx):
 
     def __init__(self, settings: Settings, fleet: ReplayFleet, client: Any, live: CoreConfig) -> None:
         super().__init__(settings.model_copy(update={"dry_run": True}),
-                         WorkerOptions(simulate=True, signals_max_age_s=1e9, lease_s=REPLAY_LEASE_S), client)
+                         replay_options(), client)
         self.fleet, self.live = fleet, live
 
     def cfg(self, name: str) -> CoreConfig:

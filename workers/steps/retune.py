@@ -15,7 +15,7 @@ old and new knobs, why, the table.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import pandas as pd
@@ -57,7 +57,8 @@ def step(ctx: Ctx, deployment: str, *, validation_days: float = 2.0, now: Option
         return RetuneOutcome(deployment, why=why)
     cfg, replayed = live_setup(ctx, deployment, frame)
     previous = {k: getattr(cfg.scaling, k) for k in KNOBS}
-    cfg = _declared_knobs(ctx, deployment, cfg)
+    declared = _declared_knobs(ctx, deployment)
+    cfg = replace(cfg, scaling=replace(cfg.scaling, **declared))
     bt = FleetBacktestConfig(capacity_rpm=cfg.scaling.capacity_rpm, cold_start_min=cfg.scaling.cold_start_min,
                              test_start=end, forecaster=replayed["forecaster"], min_replicas=dep.min_replicas,
                              max_replicas=dep.max_replicas, core=cfg, capacity_source=replayed["capacity_source"])
@@ -71,20 +72,18 @@ def step(ctx: Ctx, deployment: str, *, validation_days: float = 2.0, now: Option
         return RetuneOutcome(deployment, why=why)
     if tuning.forecaster != getattr(model, "name", tuning.forecaster):  # the replay's own fallback answered
         replayed["forecaster"] = f"{tuning.forecaster} (the serving {replayed['forecaster']} could not answer)"
-    declared = {k: getattr(cfg.scaling, k) for k in KNOBS}
     return _store(ctx, deployment, tuning, previous, declared, replayed)
 
 
-def _declared_knobs(ctx: Ctx, deployment: str, cfg: Any) -> Any:
-    """``cfg`` with the tuned knobs back at the deployment's declared values: the search starts from the
-    same point every night, not from its own last answer (which made a second run on the same data
-    choose another quantile, as stage 1 grids the quantile at the stored utilisation and stabilisation)."""
-    from dataclasses import replace
-
+def _declared_knobs(ctx: Ctx, deployment: str) -> dict[str, Any]:
+    """The tuned knobs at the deployment's declared values, where the replay runs them: the search starts
+    from the same point every night, not from its own last answer (which made a second run on the same
+    data choose another quantile, as stage 1 grids the quantile at the stored utilisation and
+    stabilisation)."""
     from warmup.core import adapters
 
     declared = adapters.core_config(ctx.dep(deployment)).scaling
-    return replace(cfg, scaling=replace(cfg.scaling, **{k: getattr(declared, k) for k in KNOBS}))
+    return {k: getattr(declared, k) for k in KNOBS}
 
 
 def live_setup(ctx: Ctx, deployment: str, frame: pd.DataFrame) -> tuple[Any, dict[str, Any]]:
