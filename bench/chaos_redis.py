@@ -18,10 +18,11 @@ sys.path.insert(0, str(ROOT / "tests" / "workers"))  # the one Sentinel rig, sha
 from sentinelrig import SentinelRig  # noqa: E402
 
 
-def _lost_state_audited(rig: Rig, since: float) -> bool:
+def _lost_state_audited(rig: Rig, since: float) -> float | None:
+    """When 'policy state lost' was audited after ``since`` (None: not yet)."""
     rows = rig.ctx.state.audit_log(rig.dep, kind="state", limit=50)
-    return any(r["decision"] == "policy state lost" and pd.Timestamp(r["ts"], tz="UTC").timestamp() >= since - 1
-               for r in rows)
+    times = [rig.audit_time(r) for r in rows if r["decision"] == "policy state lost"]
+    return min((t for t in times if t >= since), default=None)
 
 
 def fault_redis_restart_empty(rig: Rig) -> Row:
@@ -30,6 +31,7 @@ def fault_redis_restart_empty(rig: Rig) -> Row:
     from workers.simulate import seed_deployment
 
     before = rig.stored_minutes()[0]
+    bound, bound_note = rig.tick_bound()
     marks = rig.log_marks()
     rig.redis.kill()
     rig.redis.wait(timeout=20)
@@ -37,18 +39,19 @@ def fault_redis_restart_empty(rig: Rig) -> Row:
     rig.start_redis()
     t_up = time.time()
     seed_deployment(rig.ctx, rig.dep, mean_rpm=80)
-    fresh = wait_until(lambda: [r for r in rig.plan_audits() if rig.tick_time(r) > t_up], 90)
-    seconds = time.time() - t_up if fresh else None
+    seconds = rig.plan_after(t_up, 90)
     audited = wait_until(lambda: _lost_state_audited(rig, t_up), 30)
     beat_log = rig.procs["beat"].log.read_text(errors="replace")
     recreated = "schedule was missing from Redis" in beat_log
     alive, tb = rig.dead() == [], rig.tracebacks_since(marks)
-    ok = bool(fresh) and bool(audited) and recreated and alive
+    ok = seconds is not None and bool(audited) and recreated and alive
+    lost_s = f"{audited - t_up:.1f} s after Redis answered" if audited else "no"
     return Row("Redis restart EMPTY (kill -9, no AOF, same port)", ok, seconds,
                f"{before:,} stored minutes (all: empty Redis; re-seeded)", str(rig.double_actions()),
-               f"schedule re-created: {'yes' if recreated else 'no'}; 'policy state lost' audited: "
-               f"{'yes' if audited else 'no'}; " + ("all processes alive" if alive else f"exited: {rig.dead()}"),
-               tracebacks=str(tb))
+               f"counted from Redis answering again; schedule re-created: {'yes' if recreated else 'no'}; "
+               f"'policy state lost' audited: {lost_s}; "
+               + ("all processes alive" if alive else f"exited: {rig.dead()}"),
+               tracebacks=str(tb), bound_s=bound, bound_note=bound_note)
 
 
 def _sentinel_ctx(rig: Rig, url: str, prefix: str):
@@ -65,11 +68,11 @@ def _sentinel_ctx(rig: Rig, url: str, prefix: str):
     return ctx
 
 
-def _audits(ctx, dep: str) -> int:
+def _plans(ctx, dep: str) -> list[dict]:
     try:
-        return len(ctx.state.audit_log(dep, kind="scale", limit=10_000))
-    except Exception:  # noqa: BLE001 - mid-failover reads fail; the count is taken again
-        return -1
+        return ctx.state.audit_log(dep, kind="scale", limit=2000)
+    except Exception:  # noqa: BLE001 - mid-failover reads fail; they are taken again
+        return []
 
 
 def fault_sentinel_failover(rig: Rig) -> Row:
@@ -82,27 +85,28 @@ def fault_sentinel_failover(rig: Rig) -> Row:
         ctx = _sentinel_ctx(rig, srig.url, prefix)
         rig.worker("s-worker", env)
         rig.beat("s-beat", env)
-        if not wait_until(lambda: _audits(ctx, rig.dep) >= 2, 90):
+        plans = lambda: _plans(ctx, rig.dep)  # noqa: E731
+        if not wait_until(lambda: len(plans()) >= 3, 90):
             return Row("Sentinel failover (master kill -9)", False, None, "?", "?", "no plan before the failover")
+        bound, bound_note = rig.tick_bound(plans)
         time.sleep(1)  # replication is asynchronous: let the replica have the last writes
         marks, killed = rig.log_marks(), srig.kill_master()
         promoted = srig.wait_promoted(60)
         if not promoted:
             return Row("Sentinel failover (master kill -9)", False, None, "?", "?", "the sentinel promoted no one")
-        n = _audits(ctx, rig.dep)
-        fresh = wait_until(lambda: _audits(ctx, rig.dep) >= n + 2, 60)
-        seconds = time.time() - promoted if fresh else None
+        seconds = rig.plan_after(promoted, 60, plans)
         settled = rig.log_marks()
-        more = wait_until(lambda: _audits(ctx, rig.dep) >= n + 5, 45)
+        n = len(plans())
+        more = wait_until(lambda: len(plans()) >= n + 4, 45)
         loop_tb = rig.tracebacks_since(settled)
         alive = all(rig.procs[k].poll() is None for k in ("s-worker", "s-beat"))
         doubles = sum(1 for v in _tick_counts(ctx, rig.dep).values() if v > 1)
-        return Row("Sentinel failover (master kill -9)", bool(fresh) and bool(more) and alive and loop_tb == 0,
+        return Row("Sentinel failover (master kill -9)", seconds is not None and bool(more) and alive and loop_tb == 0,
                    seconds, "0", str(doubles),
                    f"promoted {promoted - killed:.1f} s after the kill; seconds counted from the promotion to the "
-                   f"2nd new audited plan; tracebacks once recovered: {loop_tb}; "
-                   + ("worker and beat alive" if alive else "a process exited"),
-                   tracebacks=str(rig.tracebacks_since(marks)))
+                   f"first new audited plan; 4 more plans after it: {'yes' if more else 'no'}; tracebacks once "
+                   f"recovered: {loop_tb}; " + ("worker and beat alive" if alive else "a process exited"),
+                   tracebacks=str(rig.tracebacks_since(marks)), bound_s=bound, bound_note=bound_note)
     finally:
         for name in ("s-worker", "s-beat"):
             if name in rig.procs:

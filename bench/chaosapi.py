@@ -77,8 +77,8 @@ def fault_grpc_streams(rig: Rig) -> Row:
     n = threads + 4
     opened, answer, seconds = _streams_then_unary(rig, n)
     ok = opened == n and not answer.startswith("error") and not answer.startswith("a stream")
-    return Row(f"gRPC: {n} open StreamIsActive streams ({threads} scaler threads), then IsActive", ok, seconds,
-               "0", "-", f"{opened}/{n} streams answered; IsActive while they stay open -> {answer}")
+    return Row(f"gRPC: {n} open StreamIsActive streams ({threads} scaler threads), then IsActive", ok, None,
+               "0", "-", f"{opened}/{n} streams answered; IsActive while they stay open -> {answer} in {seconds:.2f} s")
 
 
 async def _burst(url: str, n: int, clients: int) -> list[tuple[int, bytes, float]]:
@@ -115,8 +115,8 @@ def fault_cold_burst(rig: Rig) -> Row:
     computed = all(json.loads(b).get("source") == "computed" for b in bodies)
     ok = codes == {200: BURST_REQUESTS} and computed
     return Row(f"API: {BURST_REQUESTS} forecast requests, {BURST_CLIENTS} concurrent, no stored forecast", ok,
-               seconds, "0", "-",
-               f"status counts {codes}; {len(bodies)} distinct answer(s) (each computation has its own "
+               None, "0", "-",
+               f"{seconds:.1f} s for the burst; status counts {codes}; {len(bodies)} distinct answer(s) (each computation has its own "
                f"created_at), source computed: {computed}; {len(replies) / seconds:.0f} req/s, p99 {p99:.2f} s")
 
 
@@ -144,7 +144,7 @@ def fault_api_sigterm_cold(rig: Rig) -> Row:
     back_s = time.monotonic() - t1
     ok = in_flight and stop_s is not None and stop_s < 8 and back
     stopped = f"exited {stop_s:.1f} s after SIGTERM" if stop_s is not None else "still running 30 s after SIGTERM"
-    return Row("API: SIGTERM while a request waits on a cold forecast", ok, stop_s, "0", "-",
+    return Row("API: SIGTERM while a request waits on a cold forecast", ok, None, "0", "-",
                f"request open at SIGTERM: {'yes' if in_flight else 'no (the computation ended first)'}; {stopped}; "
                f"started again: /healthz {'ok' if back else 'no answer'} after {back_s:.1f} s")
 

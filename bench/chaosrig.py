@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -13,7 +14,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 import pandas as pd
@@ -37,6 +38,9 @@ TOKEN = "chaos-token"
 
 @dataclass
 class Row:
+    """One fault's outcome.  ``seconds`` is the time to recover where the fault interrupts something
+    that must come back (the loop's plans, a follower's reading), and ``bound_s`` that row's "one
+    tick of its cause" (issue 31); a fault refused at the door interrupts nothing: both are None."""
     fault: str
     recovered: bool
     seconds: float | None
@@ -46,14 +50,26 @@ class Row:
     lines_lost: str = "-"  # log lines written and not counted (the --follow rows)
     n5xx: str = "-"        # API answers >= 500 in the row
     tracebacks: str = "-"  # "Traceback" in the rig's process logs while the row ran
+    bound_s: float | None = None
+    bound_note: str = "-"  # which tick the bound is
+
+    @property
+    def in_time(self) -> bool:
+        return self.bound_s is None or (self.seconds is not None and self.seconds <= self.bound_s)
+
+    @property
+    def ok(self) -> bool:
+        return self.recovered and self.in_time
 
     @staticmethod
     def table(rows: list["Row"]) -> str:
-        out = ["| fault | recovered | seconds to recover | data lost | double actions | lines lost | 5xx | "
-               "tracebacks | note |", "|---|---|---|---|---|---|---|---|---|"]
+        out = ["| fault | recovered within one tick | seconds to recover | one tick (bound, s) | data lost | "
+               "double actions | lines lost | 5xx | tracebacks | note |", "|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             secs = "-" if r.seconds is None else f"{r.seconds:.1f}"
-            out.append(f"| {r.fault} | {'yes' if r.recovered else 'no'} | {secs} | {r.lost} | {r.double} | "
+            bound = "-" if r.bound_s is None else f"{r.bound_s:.1f}: {r.bound_note}"
+            verdict = "yes" if r.ok else ("no: later than one tick" if r.recovered else "no")
+            out.append(f"| {r.fault} | {verdict} | {secs} | {bound} | {r.lost} | {r.double} | "
                        f"{r.lines_lost} | {r.n5xx} | {r.tracebacks} | {r.note.replace('|', '/')} |")
         return "\n".join(out)
 
@@ -67,6 +83,7 @@ def free_port() -> int:
 class Rig:
     def __init__(self, plan_every_s: float, lease_s: float, keep: bool = False) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="warmcast-chaos-"))
+        self.plan_every_s = plan_every_s
         self.keep = keep
         self.redis_port, self.api_port, self.grpc_port = free_port(), free_port(), free_port()
         self.url = f"redis://127.0.0.1:{self.redis_port}/0"
@@ -200,8 +217,26 @@ class Rig:
         return self.ctx.state.audit_log(self.dep, kind="scale", limit=2000)
 
     @staticmethod
-    def tick_time(row: dict[str, Any]) -> float:
-        return pd.Timestamp(row["inputs"]["tick"], tz="UTC").timestamp()
+    def audit_time(row: dict[str, Any]) -> float:
+        """When the audit entry was written: its stream id is Redis' clock in milliseconds."""
+        return int(row["id"].split("-")[0]) / 1000
+
+    def tick_bound(self, audits: Callable[[], list] | None = None) -> tuple[float, str]:
+        """One tick of a cause, for the loop: the plan interval (the next slot is due within it) plus
+        the loop's usual time from deciding to the audit entry (the median over the last 20 plans,
+        read before the fault).  ``audits``: another loop's plan audits (default: this rig's)."""
+        rows = [r for r in (audits or self.plan_audits)()[:20] if "decided_at" in r["inputs"]]
+        if not rows:
+            return self.plan_every_s, f"plan every {self.plan_every_s:g} s (no plan audited before the fault)"
+        work = statistics.median([self.audit_time(r) - float(r["inputs"]["decided_at"]) for r in rows])
+        return self.plan_every_s + work, f"plan every {self.plan_every_s:g} s + {work:.1f} s median decide-to-audit"
+
+    def plan_after(self, t: float, timeout_s: float, audits: Callable[[], list] | None = None) -> float | None:
+        """Seconds from ``t`` to the first plan audited after ``t`` (None: none within ``timeout_s``): the
+        loop completed a tick, whenever that tick began."""
+        read = audits or self.plan_audits
+        fresh = wait_until(lambda: [a for a in (self.audit_time(r) for r in read()) if a > t], timeout_s)
+        return min(fresh) - t if fresh else None
 
     def double_actions(self) -> int:
         """Ticks with more than one scale action."""

@@ -78,7 +78,7 @@ def _scale_entry(st: StateStore, dep: str, journal: dict[str, Any]) -> StateStor
     if inputs.get("capacity_source"):  # which capacity the replicas were counted with (issue 15)
         reason += f" [capacity {inputs['capacity_rpm']:g} req/min per replica, {inputs['capacity_source']}]"
     st.audit(dep, "scale", f"{d['action']} {d['current']}->{d['desired']}", reason, bool(journal["apply"]),
-             journal["outcome"], {**journal["inputs"], "tick": journal["tick"],
+             journal["outcome"], {**journal["inputs"], "tick": journal["tick"], "decided_at": journal["decided_at"],
                                   "reactive_replicas": d["reactive_replicas"],
                                   "forecast_replicas": d["forecast_replicas"], "raw": d["raw"]})
     return st

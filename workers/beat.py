@@ -11,7 +11,7 @@ Redis is down is missed (there is nowhere to send it); the next one fires.
 A Redis that comes back *empty* (restarted without persistence, a failover to an empty
 replica, a flush) has lost the schedule itself: stock RedBeat then finds nothing due, sends
 nothing and says nothing, forever.  Each tick checks that the schedule is there and re-creates
-it from the app's configuration when it is not (issue 31).
+it from the app's configuration when it is not, every entry due at once (issue 31).
 """
 from __future__ import annotations
 
@@ -53,8 +53,22 @@ class WarmcastScheduler(RedBeatScheduler):
         if get_redis(self.app).exists(conf.schedule_key):
             return
         self.setup_schedule()
+        due = self.due_at_once(conf.schedule)
         log.warning("beat: the schedule was missing from Redis (restarted empty or flushed); re-created %d "
-                    "entries", len(conf.schedule))
+                    "entries, %d of them due at once", len(conf.schedule), due)
+
+    def due_at_once(self, names) -> int:
+        """Make the named interval entries due now; how many were.  A re-created entry would first fire
+        one interval after its creation, but the loop has just lost its state: it ticks at once, so it
+        is back within one tick of the loss (issue 31)."""
+        now, due = self.app.now(), 0
+        for name in names:
+            entry = self.Entry.from_key(self.Entry.generate_key(self.app, name), app=self.app)
+            every = getattr(entry.schedule, "run_every", None)
+            if every is not None:
+                entry.reschedule(last_run_at=now - every)
+                due += 1
+        return due
 
     def close(self):
         try:
