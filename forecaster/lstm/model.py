@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.base import MINUTE, BaseForecaster, InsufficientHistory, resolution
+from warmcast.resolution import ATTR as RESOLUTION_ATTR, NS_PER_MIN
 
 from warmcast.forecast import DEFAULT_QUANTILES, Forecast
 from forecaster.lstm import artifact, dataset
@@ -170,14 +171,17 @@ class LSTMForecaster(BaseForecaster):
                              f"{resolution(s)}-minute bins")
         return s, logv, logtok
 
+    def _tail(self, hist, need: int) -> tuple[np.ndarray, np.ndarray | None, pd.Timestamp]:
+        """(log load, log tokens or None, origin) of a non-empty history's last ``need`` steps, any shape."""
+        s, logv, logtok = self._series(hist.iloc[-need:])
+        return logv, logtok, s.index[-1] + self.cfg.step_min * MINUTE
+
     def predict(self, history, horizon: int = 30, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> Forecast:
         self._check(horizon, quantiles)
         need = lookback(self.cfg)
-        h = history.iloc[-need:] if len(history) > need else history
-        s, logv, logtok = self._series(h)
-        if len(s) == 0:
+        if len(history) == 0:
             raise InsufficientHistory("lstm: empty history")
-        origin = s.index[-1] + self.cfg.step_min * MINUTE
+        logv, logtok, origin = _regular_tail(history, need, self.cfg.step_min) or self._tail(history, need)
         seq, static, level = build_features(logv, logtok, np.array([len(logv)]), pd.DatetimeIndex([origin]),
                                             self.cfg)
         if not np.isfinite(level).all():
@@ -218,11 +222,11 @@ class LSTMForecaster(BaseForecaster):
         for name, hist in histories.items():
             if len(hist) == 0:
                 continue
-            s, logv, logtok = self._series(hist.iloc[-need:])
+            logv, logtok, origin = _regular_tail(hist, need, self.cfg.step_min) or self._tail(hist, need)
             blocks.append(_block(logv, need))
             tblocks.append(None if logtok is None else _block(logtok, need))
             names.append(name)
-            origins.append(s.index[-1] + self.cfg.step_min * MINUTE)
+            origins.append(origin)
         if not names:
             return {}
         # every series in its own block of `need` minutes, end to end: one feature pass
@@ -268,3 +272,38 @@ def _block(values: np.ndarray, need: int) -> np.ndarray:
     values = values[-need:]
     out[need - len(values):] = values
     return out
+
+
+def _regular_tail(hist, need: int, step_min: int) -> tuple[np.ndarray, np.ndarray | None, pd.Timestamp] | None:
+    """What :meth:`LSTMForecaster._tail` gives, for the common case of a history whose last ``need``
+    steps already lie on the model's grid, read with numpy alone: pandas' general path costs about
+    a millisecond a deployment, most of a 1,000-deployment call (issue 32).  None: not that case.
+    The arrays are the last ``need`` steps or fewer (not padded)."""
+    idx = hist.index
+    marked = (getattr(hist, "attrs", None) or {}).get(RESOLUTION_ATTR, step_min)
+    if not isinstance(idx, pd.DatetimeIndex) or len(hist) < 2 or marked != step_min:
+        return None
+    tail = idx[-need:]
+    if not np.all(np.diff(tail.as_unit("ns").asi8) == step_min * NS_PER_MIN):
+        return None
+    if isinstance(hist, pd.DataFrame):
+        if "requests" not in hist.columns:
+            return None  # the general path says what is missing
+        y = hist["requests"].to_numpy(dtype=float)[-need:]
+        if "coverage" in hist.columns:  # a minute some instance went unread is missing (target_series)
+            y = np.where(hist["coverage"].to_numpy(dtype=float)[-need:] < 1.0, np.nan, y)
+        tok = _token_tail(hist, need)
+    else:
+        y, tok = hist.to_numpy(dtype=float)[-need:], None
+    logtok = None if tok is None else np.log1p(np.clip(tok, 0, None))
+    return np.log1p(np.clip(y, 0, None)), logtok, tail[-1] + step_min * MINUTE
+
+
+def _token_tail(hist: pd.DataFrame, need: int) -> np.ndarray | None:
+    """Input + output tokens of the last ``need`` rows, as ``tokens_series`` counts them."""
+    cols = [hist[c].to_numpy(dtype=float)[-need:] for c in ("input_tokens", "output_tokens") if c in hist.columns]
+    if not cols:
+        return None
+    both = np.vstack(cols)
+    tok = np.where(np.isnan(both).all(axis=0), np.nan, np.nansum(both, axis=0))
+    return tok if np.isfinite(tok).any() and np.nansum(tok) > 0 else None

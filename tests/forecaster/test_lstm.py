@@ -72,6 +72,33 @@ def test_predict_many_matches_predict(model):
         assert many[k].origin == hs[k].index[-1] + pd.Timedelta(minutes=1)
 
 
+def test_the_numpy_read_of_a_regular_history_equals_the_general_one(model):
+    """predict and predict_many read a history already on the minute grid with numpy alone (issue 32:
+    pandas' general path was most of a 1,000-deployment call); it must give what the general path
+    gives, bit for bit, and leave every other shape to it."""
+    from forecaster.lstm.features import lookback
+    from forecaster.lstm.model import _regular_tail
+
+    need = lookback(model.cfg)
+    covered = FRAME.assign(coverage=np.where(np.arange(len(FRAME)) % 97 == 0, 0.5, 1.0))
+    covered.iloc[5:9, covered.columns.get_loc("input_tokens")] = np.nan
+    cases = {"tokens and a gap": FRAME, "coverage, NaN tokens": covered, "short": FRAME.iloc[-500:],
+             "a series": FRAME["requests"], "no tokens": FRAME[["requests"]] * 3}
+    for name, h in cases.items():
+        fast, general = _regular_tail(h, need, 1), model._tail(h, need)
+        assert fast is not None, name
+        np.testing.assert_array_equal(fast[0], general[0], err_msg=name)
+        assert (fast[1] is None) == (general[1] is None), name
+        if fast[1] is not None:
+            np.testing.assert_array_equal(fast[1], general[1], err_msg=name)
+        assert fast[2] == general[2], name
+    irregular = FRAME.drop(FRAME.index[-10])
+    assert _regular_tail(irregular, need, 1) is None  # a missing minute: the general path fills it
+    assert _regular_tail(FRAME.iloc[::5], need, 1) is None  # 5-minute bins for a per-minute model
+    with pytest.raises(ValueError, match="5-minute bins"):
+        model.predict(FRAME["requests"].resample("5min").sum())
+
+
 def test_per_series_scaling(model):
     """One global model: a series scaled by 10x gets (about) a 10x forecast."""
     f1 = model.predict(FRAME[["requests"]])
