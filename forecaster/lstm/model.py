@@ -39,10 +39,9 @@ import numpy as np
 import pandas as pd
 
 from forecaster.base import MINUTE, BaseForecaster, InsufficientHistory, resolution
-from warmcast.resolution import ATTR as RESOLUTION_ATTR, NS_PER_MIN
 
 from warmcast.forecast import DEFAULT_QUANTILES, Forecast
-from forecaster.lstm import artifact, dataset
+from forecaster.lstm import artifact, dataset, tails
 from forecaster.lstm.config import LSTMConfig
 from forecaster.lstm.features import build_features, lookback, series_arrays
 from forecaster.lstm.network import torch_module
@@ -181,7 +180,11 @@ class LSTMForecaster(BaseForecaster):
         need = lookback(self.cfg)
         if len(history) == 0:
             raise InsufficientHistory("lstm: empty history")
-        logv, logtok, origin = _regular_tail(history, need, self.cfg.step_min) or self._tail(history, need)
+        fast = tails.regular_counts(history, need, self.cfg.step_min)
+        if fast is not None:
+            logv, logtok, origin = np.log1p(fast[0]), None if fast[1] is None else np.log1p(fast[1]), fast[2]
+        else:
+            logv, logtok, origin = self._tail(history, need)
         seq, static, level = build_features(logv, logtok, np.array([len(logv)]), pd.DatetimeIndex([origin]),
                                             self.cfg)
         if not np.isfinite(level).all():
@@ -217,30 +220,34 @@ class LSTMForecaster(BaseForecaster):
         last day) is left out of the answer; callers fall back for it.
         """
         self._check(horizon, quantiles)
-        need = lookback(self.cfg)
-        names, blocks, tblocks, origins = [], [], [], []
-        for name, hist in histories.items():
-            if len(hist) == 0:
-                continue
-            logv, logtok, origin = _regular_tail(hist, need, self.cfg.step_min) or self._tail(hist, need)
-            blocks.append(_block(logv, need))
-            tblocks.append(None if logtok is None else _block(logtok, need))
-            names.append(name)
-            origins.append(origin)
-        if not names:
+        live = [(name, h) for name, h in histories.items() if len(h)]
+        if not live:
             return {}
-        # every series in its own block of `need` minutes, end to end: one feature pass
-        logtok_all = None
-        if any(t is not None for t in tblocks):
-            logtok_all = np.concatenate([t if t is not None else np.full(need, np.nan) for t in tblocks])
-        ends = (np.arange(len(names)) + 1) * need
+        need, n = lookback(self.cfg), len(live)
+        # every series in its own row of `need` steps; the rows end to end make one feature pass
+        vals, toks = np.full((n, need), np.nan), None
+        counts = np.zeros(n, bool)  # rows read by tails.regular_counts: logged together below
+        origins = []
+        for i, (_, hist) in enumerate(live):
+            fast = tails.regular_counts(hist, need, self.cfg.step_min)
+            y, tok, origin = fast if fast is not None else self._tail(hist, need)
+            counts[i] = fast is not None
+            tails.put(vals, i, y)
+            if tok is not None:
+                toks = np.full((n, need), np.nan) if toks is None else toks
+                tails.put(toks, i, tok)
+            origins.append(origin)
+        for rows in (vals, toks) if toks is not None else (vals,):
+            tails.log_rows(rows, counts)
+        ends = (np.arange(n) + 1) * need
         origins = pd.DatetimeIndex(origins)
-        seq, static, level = build_features(np.concatenate(blocks), logtok_all, ends, origins, self.cfg)
+        seq, static, level = build_features(vals.ravel(), None if toks is None else toks.ravel(), ends, origins,
+                                            self.cfg)
         keep = np.flatnonzero(np.isfinite(level))  # no observed minute in the last day: left out
         if not len(keep):
             return {}
         fcs = self._forecasts(seq[keep], static[keep], level[keep], origins[keep], horizon, quantiles)
-        return {names[i]: f for i, f in zip(keep, fcs)}
+        return {live[i][0]: f for i, f in zip(keep, fcs)}
 
     # ------------------------------------------------------------ artifacts
     def to_artifact(self) -> tuple[dict, dict]:
@@ -264,46 +271,3 @@ def _interp_level(pred: np.ndarray, grid: np.ndarray, q: float) -> np.ndarray:
     j = int(np.searchsorted(grid, q))
     w = (q - grid[j - 1]) / (grid[j] - grid[j - 1])
     return pred[..., j - 1] + w * (pred[..., j] - pred[..., j - 1])
-
-
-def _block(values: np.ndarray, need: int) -> np.ndarray:
-    """The last ``need`` values, NaN-padded in front to exactly ``need``."""
-    out = np.full(need, np.nan)
-    values = values[-need:]
-    out[need - len(values):] = values
-    return out
-
-
-def _regular_tail(hist, need: int, step_min: int) -> tuple[np.ndarray, np.ndarray | None, pd.Timestamp] | None:
-    """What :meth:`LSTMForecaster._tail` gives, for the common case of a history whose last ``need``
-    steps already lie on the model's grid, read with numpy alone: pandas' general path costs about
-    a millisecond a deployment, most of a 1,000-deployment call (issue 32).  None: not that case.
-    The arrays are the last ``need`` steps or fewer (not padded)."""
-    idx = hist.index
-    marked = (getattr(hist, "attrs", None) or {}).get(RESOLUTION_ATTR, step_min)
-    if not isinstance(idx, pd.DatetimeIndex) or len(hist) < 2 or marked != step_min:
-        return None
-    tail = idx[-need:]
-    if not np.all(np.diff(tail.as_unit("ns").asi8) == step_min * NS_PER_MIN):
-        return None
-    if isinstance(hist, pd.DataFrame):
-        if "requests" not in hist.columns:
-            return None  # the general path says what is missing
-        y = hist["requests"].to_numpy(dtype=float)[-need:]
-        if "coverage" in hist.columns:  # a minute some instance went unread is missing (target_series)
-            y = np.where(hist["coverage"].to_numpy(dtype=float)[-need:] < 1.0, np.nan, y)
-        tok = _token_tail(hist, need)
-    else:
-        y, tok = hist.to_numpy(dtype=float)[-need:], None
-    logtok = None if tok is None else np.log1p(np.clip(tok, 0, None))
-    return np.log1p(np.clip(y, 0, None)), logtok, tail[-1] + step_min * MINUTE
-
-
-def _token_tail(hist: pd.DataFrame, need: int) -> np.ndarray | None:
-    """Input + output tokens of the last ``need`` rows, as ``tokens_series`` counts them."""
-    cols = [hist[c].to_numpy(dtype=float)[-need:] for c in ("input_tokens", "output_tokens") if c in hist.columns]
-    if not cols:
-        return None
-    both = np.vstack(cols)
-    tok = np.where(np.isnan(both).all(axis=0), np.nan, np.nansum(both, axis=0))
-    return tok if np.isfinite(tok).any() and np.nansum(tok) > 0 else None

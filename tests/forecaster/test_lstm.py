@@ -62,10 +62,12 @@ def test_heads_for_every_provisioning_level_and_no_other(model):
 
 def test_predict_many_matches_predict(model):
     hs = {"a": FRAME, "b": FRAME.iloc[:-77] * 3.0, "c": synth_frame(2, seed=1, level=5000),
-          "empty": FRAME.iloc[:0]}
+          "empty": FRAME.iloc[:0], "a minute missing": FRAME.drop(FRAME.index[-10]),  # read by pandas
+          "a series": FRAME["requests"].iloc[:-5]}
     many = model.predict_many(hs)
-    assert set(many) == {"a", "b", "c"}  # the empty history is left out for the caller to fall back
-    for k in ("a", "b", "c"):
+    # the empty history is left out for the caller to fall back
+    assert set(many) == {"a", "b", "c", "a minute missing", "a series"}
+    for k in ("a", "b", "c", "a minute missing", "a series"):
         one = model.predict(hs[k])
         np.testing.assert_allclose(many[k].mean, one.mean, rtol=1e-5)
         np.testing.assert_allclose(many[k].quantiles[0.9], one.quantiles[0.9], rtol=1e-5)
@@ -77,7 +79,11 @@ def test_the_numpy_read_of_a_regular_history_equals_the_general_one(model):
     pandas' general path was most of a 1,000-deployment call); it must give what the general path
     gives, bit for bit, and leave every other shape to it."""
     from forecaster.lstm.features import lookback
-    from forecaster.lstm.model import _regular_tail
+    from forecaster.lstm.tails import regular_counts
+
+    def _regular_tail(h, need, step):  # the numpy read, logged as predict logs it
+        got = regular_counts(h, need, step)
+        return got and (np.log1p(got[0]), None if got[1] is None else np.log1p(got[1]), got[2])
 
     need = lookback(model.cfg)
     covered = FRAME.assign(coverage=np.where(np.arange(len(FRAME)) % 97 == 0, 0.5, 1.0))
@@ -95,8 +101,24 @@ def test_the_numpy_read_of_a_regular_history_equals_the_general_one(model):
     irregular = FRAME.drop(FRAME.index[-10])
     assert _regular_tail(irregular, need, 1) is None  # a missing minute: the general path fills it
     assert _regular_tail(FRAME.iloc[::5], need, 1) is None  # 5-minute bins for a per-minute model
+    assert _regular_tail(FRAME.assign(model="llama"), need, 1) is None  # a column that is not a number
+    np.testing.assert_array_equal(model.predict(FRAME.assign(model="llama")).mean, model.predict(FRAME).mean)
     with pytest.raises(ValueError, match="5-minute bins"):
         model.predict(FRAME["requests"].resample("5min").sum())
+
+
+def test_prefix_sums_of_many_series_are_the_same_in_two_threads(monkeypatch):
+    """Many series end to end (predict_many) sum in two threads; the sums are the one-thread sums."""
+    from forecaster.lstm import features
+
+    v = np.random.default_rng(3).normal(size=features.PARALLEL_SUMS_FROM + 17)
+    v[::13] = np.nan
+    two = features._Sums(v)
+    monkeypatch.setattr(features, "PARALLEL_SUMS_FROM", len(v) + 1)
+    one = features._Sums(v)
+    np.testing.assert_array_equal(two.c, one.c)
+    np.testing.assert_array_equal(two.m, one.m)
+    assert one.c[-1] == pytest.approx(np.nansum(v)) and one.m[-1] == np.isfinite(v).sum()
 
 
 def test_per_series_scaling(model):
