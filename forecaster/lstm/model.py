@@ -171,9 +171,9 @@ class LSTMForecaster(BaseForecaster):
         return s, logv, logtok
 
     def _tail(self, hist, need: int) -> tuple[np.ndarray, np.ndarray | None, pd.Timestamp]:
-        """(log load, log tokens or None, origin) of a non-empty history's last ``need`` steps, any shape."""
+        """(log load, log tokens or None, last time) of a non-empty history's last ``need`` steps, any shape."""
         s, logv, logtok = self._series(hist.iloc[-need:])
-        return logv, logtok, s.index[-1] + self.cfg.step_min * MINUTE
+        return logv, logtok, s.index[-1]
 
     def predict(self, history, horizon: int = 30, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> Forecast:
         self._check(horizon, quantiles)
@@ -182,9 +182,10 @@ class LSTMForecaster(BaseForecaster):
             raise InsufficientHistory("lstm: empty history")
         fast = tails.regular_counts(history, need, self.cfg.step_min)
         if fast is not None:
-            logv, logtok, origin = np.log1p(fast[0]), None if fast[1] is None else np.log1p(fast[1]), fast[2]
+            logv, logtok, last = np.log1p(fast[0]), None if fast[1] is None else np.log1p(fast[1]), fast[2]
         else:
-            logv, logtok, origin = self._tail(history, need)
+            logv, logtok, last = self._tail(history, need)
+        origin = last + self.cfg.step_min * MINUTE
         seq, static, level = build_features(logv, logtok, np.array([len(logv)]), pd.DatetimeIndex([origin]),
                                             self.cfg)
         if not np.isfinite(level).all():
@@ -227,20 +228,20 @@ class LSTMForecaster(BaseForecaster):
         # every series in its own row of `need` steps; the rows end to end make one feature pass
         vals, toks = np.full((n, need), np.nan), None
         counts = np.zeros(n, bool)  # rows read by tails.regular_counts: logged together below
-        origins = []
+        lasts = []
         for i, (_, hist) in enumerate(live):
             fast = tails.regular_counts(hist, need, self.cfg.step_min)
-            y, tok, origin = fast if fast is not None else self._tail(hist, need)
+            y, tok, last = fast if fast is not None else self._tail(hist, need)
             counts[i] = fast is not None
             tails.put(vals, i, y)
             if tok is not None:
                 toks = np.full((n, need), np.nan) if toks is None else toks
                 tails.put(toks, i, tok)
-            origins.append(origin)
+            lasts.append(last)
         for rows in (vals, toks) if toks is not None else (vals,):
             tails.log_rows(rows, counts)
         ends = (np.arange(n) + 1) * need
-        origins = pd.DatetimeIndex(origins)
+        origins = pd.DatetimeIndex(lasts) + self.cfg.step_min * MINUTE
         seq, static, level = build_features(vals.ravel(), None if toks is None else toks.ravel(), ends, origins,
                                             self.cfg)
         keep = np.flatnonzero(np.isfinite(level))  # no observed minute in the last day: left out

@@ -10,11 +10,12 @@ for bit (tests/forecaster/test_lstm.py).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+from pandas.tseries.frequencies import to_offset
 
-from forecaster.base import MINUTE
 from warmcast.resolution import ATTR as RESOLUTION_ATTR, NS_PER_MIN
 
 LOG_THREADS = 2  # this project's machines have two cores
@@ -22,15 +23,14 @@ UNIT_NS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}  # an index's unit in 
 
 
 def regular_counts(hist, need: int, step_min: int) -> tuple[np.ndarray, np.ndarray | None, pd.Timestamp] | None:
-    """(load, tokens or None, origin) of a history whose last ``need`` steps lie on the model's grid:
+    """(load, tokens or None, last time) of a history whose last ``need`` steps lie on the model's grid:
     counts clipped at 0, not yet logged, at most ``need`` of them.  None: not that case (the
     general path reads it, and says what is wrong with it)."""
     idx = hist.index
     marked = (getattr(hist, "attrs", None) or {}).get(RESOLUTION_ATTR, step_min)
     if not isinstance(idx, pd.DatetimeIndex) or len(hist) < 2 or marked != step_min:
         return None
-    per_ns = UNIT_NS.get(idx.unit)
-    if per_ns is None or not np.all(np.diff(idx.asi8[-need:]) * per_ns == step_min * NS_PER_MIN):
+    if not _on_grid(idx, need, step_min):
         return None
     if isinstance(hist, pd.DataFrame):
         cols = list(hist.columns)
@@ -46,7 +46,21 @@ def regular_counts(hist, need: int, step_min: int) -> tuple[np.ndarray, np.ndarr
         tok = _tokens([table[:, cols.index(c)] for c in ("input_tokens", "output_tokens") if c in cols])
     else:
         y, tok = hist.to_numpy(dtype=float)[-need:], None
-    return np.clip(y, 0, None), None if tok is None else np.clip(tok, 0, None), idx[-1] + step_min * MINUTE
+    return np.clip(y, 0, None), None if tok is None else np.clip(tok, 0, None), idx[-1]
+
+
+def _on_grid(idx: pd.DatetimeIndex, need: int, step_min: int) -> bool:
+    """Whether the last ``need`` times are ``step_min`` minutes apart: an index that carries that
+    frequency is (pandas checks a frequency when it is set), else every gap is looked at."""
+    if idx.freq is not None and idx.freq == _offset(step_min):
+        return True
+    per_ns = UNIT_NS.get(idx.unit)
+    return per_ns is not None and bool(np.all(np.diff(idx.asi8[-need:]) * per_ns == step_min * NS_PER_MIN))
+
+
+@lru_cache(maxsize=8)
+def _offset(step_min: int):
+    return to_offset(f"{step_min}min")
 
 
 def _tokens(cols: list[np.ndarray]) -> np.ndarray | None:

@@ -89,7 +89,8 @@ def test_the_numpy_read_of_a_regular_history_equals_the_general_one(model):
     covered = FRAME.assign(coverage=np.where(np.arange(len(FRAME)) % 97 == 0, 0.5, 1.0))
     covered.iloc[5:9, covered.columns.get_loc("input_tokens")] = np.nan
     cases = {"tokens and a gap": FRAME, "coverage, NaN tokens": covered, "short": FRAME.iloc[-500:],
-             "a series": FRAME["requests"], "no tokens": FRAME[["requests"]] * 3}
+             "a series": FRAME["requests"], "no tokens": FRAME[["requests"]] * 3,
+             "no frequency set": FRAME.set_axis(pd.DatetimeIndex(list(FRAME.index)))}
     for name, h in cases.items():
         fast, general = _regular_tail(h, need, 1), model._tail(h, need)
         assert fast is not None, name
