@@ -73,7 +73,10 @@ def test_whatif_on_stored_load_and_on_an_upload(client, store, worker, tmp_path)
 
 
 @pytest.mark.parametrize("when", ["0001-01-01T00:00:00", "1960-05-01T00:00:00", "9999-12-31T00:00:00"])
-def test_round2_a_whatif_test_start_outside_any_load_is_refused_before_queueing(client, when):
-    """Issue 31: test_start was unbounded (a job queued to fail in the worker)."""
+def test_round2_a_whatif_test_start_outside_any_load_is_refused_before_queueing(client, store, settings, when):
+    """Issue 31: test_start was unbounded (a job queued to fail in the worker).  With load stored, as a
+    real deployment has it: the bound, not a missing history, refuses it, and nothing is queued."""
+    store.upsert_frame("demo", synthetic_frame(days=2))
     r = client.post("/v1/deployments/demo/whatif", headers=AUTH, json={"test_start": when})
     assert r.status_code == 422 and "between 1971-01-01 and tomorrow" in r.text, r.text
+    assert not store.r.keys(f"{settings.key_prefix}:celery:*"), "a job was queued"
