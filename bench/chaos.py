@@ -55,6 +55,7 @@ def fault_worker_kill(rig: Rig) -> Row:
     spare = rig.worker("spare")
     wait_until(lambda: "ready" in spare.log.read_text(), 90)
     bound, bound_note = rig.tick_bound()
+    marks = rig.log_marks()
     rig.kill("faulty")
     t_kill = time.time()
     newer = wait_until(lambda: [r for r in rig.plan_audits() if r["inputs"]["tick"] > killed_tick], 60)
@@ -64,12 +65,13 @@ def fault_worker_kill(rig: Rig) -> Row:
     lost = "0" if audited else "1 decision unaudited"
     note = f"plan every {PLAN_EVERY_S:g} s, lease {LEASE_S:g} s; killed tick: {audited[0]['outcome'] if audited else '?'}"
     return Row("worker kill -9 between apply and audit", bool(newer), seconds, lost, str(rig.double_actions()), note,
-               bound_s=bound, bound_note=bound_note)
+               tracebacks=str(rig.tracebacks_since(marks)), bound_s=bound, bound_note=bound_note)
 
 
 def fault_redis_restart(rig: Rig) -> Row:
     before = rig.stored_minutes()
     bound, bound_note = rig.tick_bound()
+    marks = rig.log_marks()
     rig.restart_redis()
     t_up = time.time()
     seconds = rig.plan_after(t_up, 90)
@@ -79,11 +81,11 @@ def fault_redis_restart(rig: Rig) -> Row:
     return Row("Redis restart (SIGTERM, AOF, same port)", seconds is not None and alive and lost == 0, seconds,
                f"{lost} stored minutes", str(rig.double_actions()),
                "counted from Redis answering again; " + ("all processes alive" if alive else f"exited: {rig.dead()}"),
-               bound_s=bound, bound_note=bound_note)
+               tracebacks=str(rig.tracebacks_since(marks)), bound_s=bound, bound_note=bound_note)
 
 
 def fault_second_beat(rig: Rig) -> Row:
-    t0 = time.time()
+    t0, marks = time.time(), rig.log_marks()
     rig.beat("beat-2")
     time.sleep(15)
     sent_twice, ran_twice = rig.fanouts_twice(t0, "sent"), rig.fanouts_twice(t0, "runs")
@@ -91,7 +93,8 @@ def fault_second_beat(rig: Rig) -> Row:
     fired, double = rig.fanouts_since(t0), rig.double_actions()
     return Row("second beat for 15 s", not sent_twice and double == 0 and fired > 0, None, "0",
                f"{len(sent_twice)} slots sent twice, {double} actions",
-               f"{fired} slots fanned out in the window; a second run refused by the slot claim: {ran_twice[:3]}")
+               f"{fired} slots fanned out in the window; a second run refused by the slot claim: {ran_twice[:3]}",
+               tracebacks=str(rig.tracebacks_since(marks)))
 
 
 def fault_ingest_2200(rig: Rig) -> Row:
@@ -110,7 +113,8 @@ def fault_ingest_2200(rig: Rig) -> Row:
     ok = rc is not None and lost <= 0 and status < 500
     said = out.strip().splitlines()[-1][:90] if out.strip() else ""
     return Row("ingest: a row dated 2200 (CLI, then POST observations)", ok, None, f"{max(lost, 0)} stored minutes",
-               "-", f"refused at the door (CLI {cli_s:.1f} s); CLI exit {rc}: {said}; POST -> {status}")
+               "-", f"refused at the door (CLI {cli_s:.1f} s); CLI exit {rc}: {said}; POST -> {status}",
+               n5xx=str(int(status >= 500)), tracebacks=str(out.count("Traceback")))
 
 
 def fault_ingest_span(rig: Rig) -> Row:
@@ -149,7 +153,8 @@ def fault_ingest_bad_parquet(rig: Rig) -> Row:
     return Row("ingest: a truncated parquet, a CSV named .parquet", clean and lost <= 0, None,
                f"{max(lost, 0)} stored minutes", "-", f"refused at the door (both CLIs {seconds:.1f} s); "
                + "; ".join(f"CLI exit {rc}: {msg}" for (rc, _), msg in zip(results, last))
-               + f"; {rig.dep} held {before[0]:,} minutes before")
+               + f"; {rig.dep} held {before[0]:,} minutes before",
+               tracebacks=str(sum(out.count("Traceback") for _, out in results)))
 
 
 def fault_hostile_api(rig: Rig) -> Row:
@@ -163,7 +168,8 @@ def fault_hostile_api(rig: Rig) -> Row:
     ok = far is not None and far < 500 and nan_status < 500 and healthy
     return Row("API: far-future capacity query, NaN in a JSON body", ok, None, "0", "-",
                f"capacity -> {far_s:.2f} s, {far if far is not None else 'no answer in 30 s'}, NaN body -> {nan_status}, "
-               f"/healthz after: {'ok' if healthy else 'no'} ({time.monotonic() - t1:.2f} s)")
+               f"/healthz after: {'ok' if healthy else 'no'} ({time.monotonic() - t1:.2f} s)",
+               n5xx=str(sum(1 for c in (far, nan_status) if c is not None and c >= 500)))
 
 
 def fault_grpc_idle(rig: Rig) -> Row:

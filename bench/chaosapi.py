@@ -117,7 +117,8 @@ def fault_cold_burst(rig: Rig) -> Row:
     return Row(f"API: {BURST_REQUESTS} forecast requests, {BURST_CLIENTS} concurrent, no stored forecast", ok,
                None, "0", "-",
                f"{seconds:.1f} s for the burst; status counts {codes}; {len(bodies)} distinct answer(s) (each computation has its own "
-               f"created_at), source computed: {computed}; {len(replies) / seconds:.0f} req/s, p99 {p99:.2f} s")
+               f"created_at), source computed: {computed}; {len(replies) / seconds:.0f} req/s, p99 {p99:.2f} s",
+               n5xx=str(sum(n for c, n in codes.items() if c >= 500)))
 
 
 def fault_api_sigterm_cold(rig: Rig) -> Row:
