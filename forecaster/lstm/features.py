@@ -10,7 +10,6 @@ series): a day back is 1440 steps on a per-minute series and 288 on a 5-minute o
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -43,29 +42,27 @@ def take(v: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return np.where(ok, v[np.clip(idx, 0, max(len(v) - 1, 0))], np.nan)
 
 
-PARALLEL_SUMS_FROM = 1_000_000  # steps; below this a thread costs more than it saves
-
-
 class _Sums:
     """Prefix sums of a series with NaN: the mean of any window in O(1)."""
 
     def __init__(self, v: np.ndarray) -> None:
         ok = np.isfinite(v)
         self.n = len(v)
-        self.c, self.m = np.zeros(self.n + 1), np.zeros(self.n + 1, dtype=np.int64)
-        sums = (lambda: np.cumsum(np.where(ok, v, 0.0), out=self.c[1:]), lambda: np.cumsum(ok, out=self.m[1:]))
-        if self.n < PARALLEL_SUMS_FROM:
-            for run in sums:
-                run()
-        else:  # many series end to end (predict_many): the two sums at once (numpy lets go of the GIL)
-            with ThreadPoolExecutor(2) as pool:
-                list(pool.map(lambda run: run(), sums))
+        self.c = np.zeros(self.n + 1)
+        # the positions with no value, sorted: a window's count is its width less those inside it
+        # (a second prefix sum, of the mask, cost as much as the first: most of predict_many's features)
+        self.missing = np.flatnonzero(~ok)
+        np.cumsum(np.where(ok, v, 0.0) if len(self.missing) else v, out=self.c[1:])
+
+    def count(self, p: np.ndarray) -> np.ndarray:
+        """Observed values before position p (0 <= p <= n)."""
+        return p - np.searchsorted(self.missing, p)
 
     def mean(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """nanmean of v[lo:hi] (clipped to the series), NaN where nothing is observed."""
         lo = np.clip(lo, 0, self.n)
         hi = np.clip(hi, 0, self.n)
-        cnt = self.m[hi] - self.m[lo]
+        cnt = self.count(hi) - self.count(lo)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(cnt > 0, (self.c[hi] - self.c[lo]) / np.maximum(cnt, 1), np.nan)
 

@@ -108,18 +108,22 @@ def test_the_numpy_read_of_a_regular_history_equals_the_general_one(model):
         model.predict(FRAME["requests"].resample("5min").sum())
 
 
-def test_prefix_sums_of_many_series_are_the_same_in_two_threads(monkeypatch):
-    """Many series end to end (predict_many) sum in two threads; the sums are the one-thread sums."""
-    from forecaster.lstm import features
+def test_window_means_count_only_observed_values():
+    """A window's count is its width less the missing positions in it (no prefix sum of the mask):
+    the same means as numpy's nanmean over each window, with or without anything missing."""
+    from forecaster.lstm.features import _Sums
 
-    v = np.random.default_rng(3).normal(size=features.PARALLEL_SUMS_FROM + 17)
+    v = np.random.default_rng(3).normal(size=5000)
     v[::13] = np.nan
-    two = features._Sums(v)
-    monkeypatch.setattr(features, "PARALLEL_SUMS_FROM", len(v) + 1)
-    one = features._Sums(v)
-    np.testing.assert_array_equal(two.c, one.c)
-    np.testing.assert_array_equal(two.m, one.m)
-    assert one.c[-1] == pytest.approx(np.nansum(v)) and one.m[-1] == np.isfinite(v).sum()
+    v[100:160] = np.nan
+    lo = np.array([0, 5, 90, 100, 120, 4990, 3000])
+    hi = np.array([50, 6, 170, 160, 130, 5000, 3000])
+    for series in (v, np.nan_to_num(v)):
+        got = _Sums(series).mean(lo, hi)
+        with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):
+            want = np.array([np.nanmean(series[a:b]) for a, b in zip(lo, hi)])
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        assert np.isnan(got[[4, 6]]).all() if series is v else np.isnan(got[6])
 
 
 def test_per_series_scaling(model):
