@@ -42,6 +42,12 @@ def missing_tool(what: str) -> None:
     pytest.skip(f"{what} is not installed (bash scripts/test installs it)")
 
 
+# A served API stops within uvicorn's graceful timeout (3 s, warmcast/cli/api.py) and its own exit; the rest
+# is margin for a loaded CI machine (a niced test process beside three vLLM servers took 8.3 s).  A server that
+# waited on its open requests would take as long as they do: this bounds that, it measures no speed.
+STOP_BOUND_S = 15.0
+
+
 def sigterm_stop_seconds(proc: subprocess.Popen, wait_s: float) -> float:
     """Send SIGTERM to a served API and return how long it took to exit (at most ``wait_s``)."""
     proc.send_signal(signal.SIGTERM)

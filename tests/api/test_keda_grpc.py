@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from api_helpers import END, kill_if_alive, sigterm_stop_seconds, stored_forecast
+from api_helpers import END, kill_if_alive, sigterm_stop_seconds, STOP_BOUND_S, stored_forecast
 from warmcast.config.deployments import demo_deployment
 from warmup.core.adapters import core_config, forecast_input
 from warmup.core import plan_replicas
@@ -224,7 +224,7 @@ def test_finding2_grpc_scaler_lives_as_long_as_the_process(generated, settings, 
                 assert all(web.get("/healthz").status_code == 200 for _ in range(300))
             assert proc.poll() is None, proc.stdout.read()
             assert _call(generated, grpc_port, [{"rpc": "IsActive", "name": "demo"}]) == [{"result": True}], at
-        assert sigterm_stop_seconds(proc, 15) < 8
+        assert sigterm_stop_seconds(proc, 30) < STOP_BOUND_S
     finally:
         kill_if_alive(proc)
 

@@ -17,7 +17,7 @@ import httpx
 import pandas as pd
 import pytest
 
-from api_helpers import AUTH, kill_if_alive, sigterm_stop_seconds, synthetic_frame
+from api_helpers import AUTH, kill_if_alive, sigterm_stop_seconds, STOP_BOUND_S, synthetic_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -179,7 +179,7 @@ def test_finding3_api_stops_on_sigterm_during_a_long_request(settings, store, ke
 
         threading.Thread(target=ask, daemon=True).start()
         time.sleep(2)  # the request is in, waiting on the computation
-        assert sigterm_stop_seconds(proc, 30) < 8
+        assert sigterm_stop_seconds(proc, 30) < STOP_BOUND_S
     finally:
         kill_if_alive(proc)
 
