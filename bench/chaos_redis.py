@@ -9,7 +9,6 @@ import sys
 import time
 import uuid
 
-import pandas as pd
 
 from bench.chaosrig import ROOT, Rig, Row
 from warmcast.runtime import wait_until

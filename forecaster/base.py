@@ -114,13 +114,21 @@ def tokens_series(history: pd.Series | pd.DataFrame) -> pd.Series | None:
     """Total tokens per minute (input + output) when the history has them, else None."""
     if not isinstance(history, pd.DataFrame):
         return None
-    cols = [c for c in ("input_tokens", "output_tokens") if c in history.columns]
+    tok = token_total([history[c].to_numpy(dtype=float) for c in TOKEN_COLUMNS if c in history.columns])
+    return None if tok is None else pd.Series(tok, index=history.index)
+
+
+TOKEN_COLUMNS = ("input_tokens", "output_tokens")
+
+
+def token_total(cols: list[np.ndarray]) -> np.ndarray | None:
+    """Input + output tokens per step from their columns' values (NaN where none is known); None when
+    there are no such columns or no step has a positive total."""
     if not cols:
         return None
-    tok = history[cols].astype(float).sum(axis=1, min_count=1)
-    if not np.isfinite(tok.to_numpy()).any() or np.nansum(tok.to_numpy()) <= 0:
-        return None
-    return tok
+    both = np.vstack(cols)
+    tok = np.where(np.isnan(both).all(axis=0), np.nan, np.nansum(both, axis=0))
+    return tok if np.isfinite(tok).any() and np.nansum(tok) > 0 else None
 
 
 def monotone_quantiles(quantiles: dict[float, np.ndarray]) -> dict[float, np.ndarray]:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from pandas.tseries.frequencies import to_offset
 
+from forecaster.base import TOKEN_COLUMNS, token_total
 from warmcast.resolution import ATTR as RESOLUTION_ATTR, NS_PER_MIN
 
 LOG_THREADS = 2  # this project's machines have two cores
@@ -43,7 +44,7 @@ def regular_counts(hist, need: int, step_min: int) -> tuple[np.ndarray, np.ndarr
         y = table[:, cols.index("requests")]
         if "coverage" in cols:  # a minute some instance went unread is missing (target_series)
             y = np.where(table[:, cols.index("coverage")] < 1.0, np.nan, y)
-        tok = _tokens([table[:, cols.index(c)] for c in ("input_tokens", "output_tokens") if c in cols])
+        tok = token_total([table[:, cols.index(c)] for c in TOKEN_COLUMNS if c in cols])
     else:
         y, tok = hist.to_numpy(dtype=float)[-need:], None
     return np.clip(y, 0, None), None if tok is None else np.clip(tok, 0, None), idx[-1]
@@ -61,15 +62,6 @@ def _on_grid(idx: pd.DatetimeIndex, need: int, step_min: int) -> bool:
 @lru_cache(maxsize=8)
 def _offset(step_min: int):
     return to_offset(f"{step_min}min")
-
-
-def _tokens(cols: list[np.ndarray]) -> np.ndarray | None:
-    """Input + output tokens, as ``forecaster.base.tokens_series`` counts them."""
-    if not cols:
-        return None
-    both = np.vstack(cols)
-    tok = np.where(np.isnan(both).all(axis=0), np.nan, np.nansum(both, axis=0))
-    return tok if np.isfinite(tok).any() and np.nansum(tok) > 0 else None
 
 
 def put(rows: np.ndarray, i: int, values: np.ndarray) -> None:
