@@ -164,7 +164,7 @@ def ctx_for(env: dict[str, str], simulate: bool):
 
     s = load_settings(redis_url=env["WARMCAST_REDIS_URL"], key_prefix=env["WARMCAST_KEY_PREFIX"],
                       deployments_file=env["WARMCAST_DEPLOYMENTS_FILE"], state_dir=env["WARMCAST_STATE_DIR"])
-    return Ctx(s, WorkerOptions(simulate=simulate), redis.Redis.from_url(env["WARMCAST_REDIS_URL"]))
+    return Ctx(s, WorkerOptions(simulate=simulate))  # the worker's own client (30 s reads)
 
 
 # --------------------------------------------------------------------------- 1. warmup latency

@@ -93,7 +93,8 @@ def redis_server_url() -> str:
 
 @pytest.fixture
 def redis_client(redis_server_url: str):
-    client = redis.Redis.from_url(redis_server_url)
+    # 30 s reads, as warmcast.runtime's client: redis-py 8's default is 5 s, too short on a loaded 2-core CI
+    client = redis.Redis.from_url(redis_server_url, socket_timeout=30)
     yield client
     client.close()
 

@@ -128,7 +128,6 @@ def wait_for(cond: Callable[[], object], timeout: float, what: str, loop: Loop |
 def ctx_for(loop: Loop):
     """An in-test context on the same settings as the loop's processes (to seed and to read state)."""
     from warmcast.config.settings import load_settings
-    from warmcast.redisconn import client_for
     from workers.context import Ctx
     from workers.options import WorkerOptions
 
@@ -136,7 +135,9 @@ def ctx_for(loop: Loop):
     settings = load_settings(redis_url=env["WARMCAST_REDIS_URL"], key_prefix=env["WARMCAST_KEY_PREFIX"],
                              deployments_file=env["WARMCAST_DEPLOYMENTS_FILE"], state_dir=env["WARMCAST_STATE_DIR"])
     opts = WorkerOptions(simulate=env.get("WARMCAST_WORKERS_SIMULATE") == "1")
-    return Ctx(settings, opts, client_for(env["WARMCAST_REDIS_URL"]))  # sentinel:// too
+    # The client the worker itself uses (sentinel:// too, 30 s reads): redis-py's default 5 s read
+    # timeout failed a CI run where two vLLM engines starved this process beside Redis.
+    return Ctx(settings, opts)
 
 
 def seed_steady(ctx, dep: str, rpm: float) -> int:

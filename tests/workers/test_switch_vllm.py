@@ -35,7 +35,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-import redis
 
 from loophelpers import NEEDS_VLLM, VLLM_PY, free_port, wait_for
 
@@ -83,7 +82,7 @@ def live_ctx(tmp_path, redis_server_url, key_prefix):
     deps.write_text(DEPLOYMENTS.format(python=VLLM_PY, port=free_port()))
     settings = load_settings(redis_url=redis_server_url, key_prefix=key_prefix, deployments_file=deps,
                              state_dir=tmp_path / "state")
-    ctx = Ctx(settings, WorkerOptions(simulate=False), redis.Redis.from_url(redis_server_url))
+    ctx = Ctx(settings, WorkerOptions(simulate=False))  # the worker's own client (30 s reads)
     yield ctx
     ctx.scaler("pdep").inner.close()  # stop every server the test started
 
