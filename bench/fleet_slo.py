@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import replace
@@ -29,6 +30,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from warmcast.config.slo import SLO  # noqa: E402
 from warmup.sim import FleetBacktestConfig, compute_forecasts, from_series, load_log, make_split  # noqa: E402
@@ -225,16 +227,28 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--late-share", type=float, default=0.0005)
     ap.add_argument("--wait-s", type=float, default=5.0)
     ap.add_argument("--wake-s", type=float, default=30.0, help="assumed wake time of the asleep tier")
+    ap.add_argument("--doc", default=str(ROOT / "docs" / "BENCHMARKS.md"),
+                    help="write the results section into this document ('none': do not)")
+    ap.add_argument("--before", default=None, help="a bench_fleet_slo.json of an earlier run, shown beside")
+    ap.add_argument("--before-note", default="", help="what the --before run was (commit, command)")
     return ap
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     slo = SLO(late_share=args.late_share, late_wait_s=args.wait_s)
-    t0 = time.perf_counter()
-    run_all(Path(args.data), Path(args.out), Path(args.img), [s.strip() for s in args.traces.split(",") if s.strip()],
-            args.windows, slo, args)
+    t0, load0 = time.perf_counter(), os.getloadavg()[0]
+    report = run_all(Path(args.data), Path(args.out), Path(args.img),
+                     [s.strip() for s in args.traces.split(",") if s.strip()], args.windows, slo, args)
     print(f"\nbench/fleet_slo.py done in {time.perf_counter() - t0:.0f} s; {args.out}/bench_fleet_slo.json")
+    if args.doc != "none":
+        from docsection import write_section
+        from fleet_slo_doc import render
+
+        before = json.loads(Path(args.before).read_text()) if args.before else None
+        report = json.loads(json.dumps(report, default=str))   # the JSON's own figures, as stored
+        write_section("fleet_slo", render(report, before, load0, args.before_note), Path(args.doc))
+        print(f"section bench:fleet_slo written into {args.doc}")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,21 @@ def scrape_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, t
                 for r in (sig.instances if sig else [])]
     p99 = sig.ttft_quantile(0.99) if sig is not None else None
     prompts = {r.instance: None if r.value is None else r.value.prompt_tokens for r in (sig.instances if sig else [])}
-    return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "scrape", warmup_done, prompts)
+    doc, snap = signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "scrape", warmup_done, prompts)
+    doc["p99_by_profile"] = p99_by_profile(sig, profiles or {})
+    return doc, snap
+
+
+def p99_by_profile(sig: Any, profiles: dict[str, str]) -> dict[str, float]:
+    """Each profile's own TTFT P99 (its instances' histograms merged), where the scaler names the
+    profile of some instance and they have observations: the switch breaker watches a canary by
+    its own replicas.  (The Prometheus source gives the fleet's P99 only.)"""
+    out: dict[str, float] = {}
+    for name in sorted(set(profiles.values()) - {""}) if sig is not None else ():
+        v = sig.ttft_quantile(0.99, only={u for u, p in profiles.items() if p == name})
+        if v is not None:
+            out[name] = v
+    return out
 
 
 def prometheus_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, warmed: set[str],

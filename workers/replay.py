@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Optional
 
@@ -169,10 +170,22 @@ def deployment_config(core: Any, dep: Any, ts: pd.Timestamp, te: Optional[pd.Tim
                               gpus_per_replica=dep.gpus_per_replica, record_decisions=decisions, core=core,
                               slo=dep.slo, wait_threshold_s=dep.slo.late_wait_s)
     if dep.sleep is not None:
-        from dataclasses import replace
-
         cfg = replace(cfg, wake_s=dep.sleep.wake_s, sleep_cost_share=dep.sleep.cost_share)
     return cfg
+
+
+def stored_latency(ctx: Ctx, dep: Any) -> dict[str, Any]:
+    """The stored calibrations' latency curves, as ``backtest fleet --stored-calibrations`` reads them:
+    the default profile's (SLO attainment, latency lateness) and every profile's (a switch's TTFT per
+    profile and the breaker's P99s; none unless every profile has one)."""
+    from warmup.calibration.store import CalibrationStore
+    from warmup.sim.fleet_capacity import resolve
+
+    stored = CalibrationStore(ctx.r, ctx.settings.key_prefix).current(dep.name)
+    if not stored:
+        return {}
+    caps = resolve(dep, None, None, stored)
+    return {"latency": caps.latency, "latency_by_profile": tuple(sorted(caps.curves.items()))}
 
 
 def run_replay(settings: Settings, deployment: str, data: Any, ts: pd.Timestamp, te: Optional[pd.Timestamp],
@@ -184,7 +197,7 @@ def run_replay(settings: Settings, deployment: str, data: Any, ts: pd.Timestamp,
     probe = Ctx(settings, WorkerOptions(), client)
     dep = probe.dep(deployment)          # an unknown deployment is refused here, before anything is written
     live = live_core_config(probe.r, settings.key_prefix, dep)
-    cfg = deployment_config(live, dep, ts, te, forecaster)
+    cfg = replace(deployment_config(live, dep, ts, te, forecaster), **stored_latency(probe, dep))
     split = make_split(data, cfg.test_start, cfg.test_end)   # a log ending before the test start: refused
     bundle = compute_forecasts(data, cfg, forecast_levels(cfg), progress=True)
     sim_policy, info = predictive_policy(split, cfg, bundle)

@@ -10,7 +10,8 @@ predictive policy, so the two runs differ in nothing but who decided.
 
 Instance ids are the simulator's own (``r0``.., ``b0``.., ``s0``..; ``<profile>-r0``.. with
 profiles) so a decision's ids name the same instances on both sides.  The simulated fleet keeps no
-per-instance warm state, and reports no P99 (the simulator's policies see none either).
+per-instance warm state; it reports the P99s the simulator shows (with profiles and their calibrated
+curves, ``warmup.sim.mixed_latency``; none otherwise, as the simulator's policies see none).
 """
 from __future__ import annotations
 
@@ -80,7 +81,8 @@ class ReplayFleet:
         obs = self.obs
         insts = self._instances()
         return {"ts": self.now.timestamp() if now is None else now, "source": "replay",
-                "queue_depth": obs.queue_depth, "observed_rpm": obs.last_minute_rpm, "p99_s": None,
+                "queue_depth": obs.queue_depth, "observed_rpm": obs.last_minute_rpm, "p99_s": obs.p99_s,
+                "p99_by_profile": dict(obs.p99_by_profile),
                 "running": None, "instances": insts, "ready": obs.ready, "provisioned": obs.provisioned,
                 "warmups": self.warmed, "errors": {}}
 

@@ -20,7 +20,7 @@ from warmup.core import (
     WarmupAction,
     decide,
 )
-from warmup.core.engine import planning_capacity
+from warmup.core.engine import breaker_p99, planning_capacity
 
 
 def tick(cfg=CoreConfig(scaling=ScalingConfig(max_replicas=40)), **kw):
@@ -74,6 +74,21 @@ def test_planning_capacity_during_switch() -> None:
     assert planning_capacity(cfg, st, "day") == 300
     st = replace(st, switch=replace(st.switch, phase=SwitchPhase.CANARY, active_profile="day", target_profile="night"))
     assert planning_capacity(cfg, st, "day") == 200
+
+
+def test_the_breaker_watches_the_targets_own_p99_inside_a_switch() -> None:
+    """Issue 26: a 10% canary 25% slower lifts the fleet's P99 a few percent; its own P99 shows it."""
+    from warmcast.config.deployments import demo_deployment
+
+    cfg = core_config(demo_deployment())
+    sw = replace(PolicyState().switch, phase=SwitchPhase.CANARY, active_profile="day", target_profile="night",
+                 baseline_p99_s=1.0)
+    inp = TickInput(T0, fleet(5), 1500.0, p99_latency_s=1.03, p99_by_profile=(("day", 1.0), ("night", 1.25)))
+    assert breaker_p99(inp, sw) == 1.25
+    assert breaker_p99(replace(inp, p99_by_profile=(("day", 1.0),)), sw) == 1.03      # none of its own: the fleet's
+    assert breaker_p99(inp, replace(sw, phase=SwitchPhase.PREWARM)) == 1.03             # before the canary: the fleet's
+    out = decide(cfg, inp, replace(PolicyState(), switch=replace(sw, since=T0)))
+    assert out.switch.phase is SwitchPhase.ROLLBACK and "P99 1.25 s is 25% above" in out.switch.reason.text
 
 
 def test_adapter_maps_deployment() -> None:

@@ -33,7 +33,6 @@ from warmup.core.switching import (
     paused_step,
     prewarm_step,
     remain,
-    replicas_of,
     rollback_on_p99,
     rollback_step,
     settle_step,
@@ -43,7 +42,7 @@ from warmup.core.switching import (
     targets_not_ready,
     transition,
 )
-from warmup.core.switch_capacity import ready_by_profile, single_workload_replicas
+from warmup.core.switch_capacity import ready_by_profile, replicas_of, single_workload_replicas
 
 CFG = SwitchConfig(enabled=True, default_profile="day", prewarm_min=30, canary_share=0.2, hold_min=30,
                    rollback_p99_rise=0.2, max_prewarm_wait_min=10)
@@ -98,10 +97,12 @@ def test_steady_stays_when_the_active_profile_is_asked_for() -> None:
 
 
 @pytest.mark.parametrize("ahead,want", [("night", "day"), ("day", "night"), ("night", "night")])
-def test_steady_prewarms_the_whole_need_of_the_profile_asked_for(ahead, want) -> None:
+def test_steady_prewarms_the_canary_of_the_profile_asked_for(ahead, want) -> None:
     d, st, _ = steady_step(tick(ahead=ahead, want=want, p99=1.5, replicas=12))
     assert (d.action, st.phase, st.target_profile) == (SwitchAction.PREWARM, SwitchPhase.PREWARM, "night")
-    assert d.instances == 12 and st.need_rpm == 12  # no capacities configured: one req/min per replica
+    # no capacities configured: one req/min per replica, a need of 12; beside 12 old replicas a round
+    # robin sends 3 new ones 3/15 = the canary share of 20%
+    assert d.instances == 3 and st.need_rpm == 12 and "the canary, 3 of the 12 night" in d.reason.text
     assert st.baseline_p99_s == 1.5
     assert d.reason.code is ReasonCode.SWITCH_SCHEDULE
     assert (ahead if ahead == "night" else "now asks") in d.reason.text
@@ -296,6 +297,11 @@ def test_single_workload_count_never_falls_while_rolling_then_is_the_targets() -
     # while rolling would retire 2 night pods before any day pod is ready.
     assert single_workload_replicas(_switch(SwitchPhase.CANARY, SwitchAction.MOVE_CANARY), 6) == 6
     assert single_workload_replicas(_switch(SwitchPhase.MOVE), 6) == 6
+    # day -> night at the canary: its replicas name the canary's 1 night pod, but a single workload rolls
+    # whole, so it takes night's whole need (6 for what 4 day pods served)
+    canary = replace(_switch(SwitchPhase.CANARY, SwitchAction.MOVE_CANARY, "day", "night", (("day", 4), ("night", 1))),
+                     target_need=6)
+    assert single_workload_replicas(canary, 4) == 6
     assert single_workload_replicas(_switch(SwitchPhase.SETTLE), 6) == 4       # day's ready pods cover it
     assert single_workload_replicas(_switch(SwitchPhase.MOVE, replicas=(("night", 1), ("day", 8))), 6) == 8
     # a rollback rolls onto the active profile (the decision's from_profile) and keeps the pods

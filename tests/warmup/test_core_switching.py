@@ -71,13 +71,14 @@ def test_steady_does_nothing_with_reason() -> None:
     assert st.phase is SwitchPhase.STEADY and st.active_profile == "day" and st.transitions == ()
 
 
-def test_steady_to_prewarm_the_whole_need_one_cold_start_ahead() -> None:
+def test_steady_to_prewarm_the_canary_one_cold_start_ahead() -> None:
     d, st, _ = step(SwitchState(), utc(19, 29))
     assert d.action is SwitchAction.NONE
     d, st, _ = step(st, utc(19, 30), replicas=12)
-    # 12 day replicas serve 3600 req/min: night (200 each) needs 18, all started now; day is untouched.
-    assert d.action is SwitchAction.PREWARM and d.to_profile == "night" and d.instances == 18
-    assert d.replicas == (("day", 12), ("night", 18)) and "whole need" in d.reason.text
+    # 12 day replicas serve 3600 req/min: night (200 each) needs 18; the canary starts now, one replica
+    # (beside 12 day ones a round robin sends it 1/13, the nearest to the 10% share); day is untouched.
+    assert d.action is SwitchAction.PREWARM and d.to_profile == "night" and d.instances == 1
+    assert d.replicas == (("day", 12), ("night", 1)) and "the canary, 1 of the 18 night" in d.reason.text
     assert d.reason.code is ReasonCode.SWITCH_SCHEDULE
     assert st.phase is SwitchPhase.PREWARM and st.target_profile == "night" and st.need_rpm == 3600
     tr = st.transitions[-1]
@@ -95,24 +96,30 @@ def test_prewarm_lead_is_the_configured_cold_start() -> None:
 
 def test_prewarm_waits_for_the_window_then_moves_canary() -> None:
     _, st, _ = step(SwitchState(), utc(19, 30), p99=1.0)
-    d, st, _ = step(st, utc(19, 45), p99=1.1, instances=both(10, 0, 15))
+    d, st, _ = step(st, utc(19, 45), p99=1.1, instances=both(10, 0, 1))
     assert d.action is SwitchAction.NONE and d.reason.code is ReasonCode.SWITCH_PREWARMING
-    assert d.replicas == (("day", 10), ("night", 15))
-    d, st, _ = step(st, utc(20, 0), p99=1.2, instances=both(10, 15))
+    assert d.replicas == (("day", 10), ("night", 1))
+    d, st, _ = step(st, utc(20, 0), p99=1.2, instances=both(10, 1))
     assert d.action is SwitchAction.MOVE_CANARY and d.share == pytest.approx(0.1)
     assert st.phase is SwitchPhase.CANARY and st.baseline_p99_s == 1.2   # the last pre-switch P99
-    assert d.replicas == (("day", 9), ("night", 15))   # day gives up 10% of 3000 req/min
+    # one night replica (200) covers less than 10% of 3000 req/min: day keeps its 10, the canary takes 1/11
+    assert d.replicas == (("day", 10), ("night", 1))
+    d, st, _ = step(st, utc(20, 29), p99=1.2, instances=both(10, 1))
+    assert d.reason.code is ReasonCode.SWITCH_HOLD and d.replicas == (("day", 10), ("night", 1))
+    d, st, _ = step(st, utc(20, 30), p99=1.2, instances=both(10, 1))
+    # the move: the rest of night's 15 start now; day goes only as they are ready
+    assert d.action is SwitchAction.MOVE_ALL and d.replicas == (("day", 10), ("night", 15))
 
 
 def test_prewarm_waits_until_target_instances_are_ready() -> None:
     _, st, _ = step(SwitchState(), utc(19, 30))
-    d, st, _ = step(st, utc(20, 0), instances=both(10, 1, 14))
+    d, st, _ = step(st, utc(20, 0), instances=both(10, 0, 1))
     assert d.action is SwitchAction.NONE and d.reason.code is ReasonCode.SWITCH_WAIT_READY
-    assert "only 1 of 2" in d.reason.text
-    d, st, _ = step(st, utc(20, 1), instances=both(10, 2, 13))
+    assert "only 0 of 1" in d.reason.text
+    d, st, _ = step(st, utc(20, 1), instances=both(10, 1))
     assert d.action is SwitchAction.MOVE_CANARY
-    # The canary gives up only what ready night replicas cover: 2 x 200 of 3000 req/min.
-    assert d.replicas == (("day", 9), ("night", 15))
+    # The canary gives up only what ready night replicas cover: 1 x 200 of 3000 req/min is not a day replica.
+    assert d.replicas == (("day", 10), ("night", 1))
 
 
 def test_move_retires_day_only_as_night_becomes_ready_then_settles() -> None:
@@ -190,8 +197,8 @@ def test_morning_switch_runs_in_reverse() -> None:
     st = SwitchState(active_profile="night")
     d, st, _ = step(st, utc(4, 29, day=18))          # 06:29 Berlin
     assert d.action is SwitchAction.NONE
-    d, st, _ = step(st, utc(4, 30, day=18))          # 10 night replicas: 2000 req/min, 7 day ones
-    assert d.action is SwitchAction.PREWARM and d.to_profile == "day" and d.replicas == (("night", 10), ("day", 7))
+    d, st, _ = step(st, utc(4, 30, day=18))          # 10 night replicas: 2000 req/min, 7 day ones; 1 canary
+    assert d.action is SwitchAction.PREWARM and d.to_profile == "day" and d.replicas == (("night", 10), ("day", 1))
     mixed = both(0, 10) + fleet(7, profile="day")
     d, st, _ = step(st, utc(5, 0, day=18), instances=mixed)
     assert d.action is SwitchAction.MOVE_CANARY and d.to_profile == "day"

@@ -6,10 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
 from wu_helpers import synthetic_minutes
+from warmcast.errors import InputError
 from warmcast.cli import backtest as wcli
 def app() -> typer.Typer:
     root = typer.Typer()
@@ -162,3 +164,26 @@ def test_fleet_command_plans_with_the_stored_calibrations(tmp_path: Path, redis_
     assert rep["meta"]["profile_capacity"]["day"]["source"] == "declared"
     # the curve comes from a calibration of the default profile, and none is stored: no attainment
     assert "latency_curve" not in rep["meta"] and "slo_attainment" not in rep["policies"]["predictive"]
+
+
+def test_a_switch_simulation_gets_every_profiles_curve_each_covering_its_capacity(tmp_path: Path) -> None:
+    """Issue 26: the curves a switch is simulated with are read at a replica's absolute rate, so each
+    must reach the capacity its profile is planned with; a curve that does not is refused naming it."""
+    import yaml
+
+    from warmcast.config.deployments import parse_deployments
+    from warmup.sim.fleet_capacity import resolve
+
+    dep = parse_deployments(yaml.safe_load(CAL_DEP)).deployments[0]
+    day = json.loads(_calibration(tmp_path / "d.json", 300.0, "day").read_text())
+    night = json.loads(_calibration(tmp_path / "n.json", 120.0, "night").read_text())
+    caps = resolve(dep, None, None, {"day": day, "night": night})
+    assert sorted(caps.curves) == ["day", "night"] and caps.curves["night"].points[-1][0] == pytest.approx(2.0)
+    assert resolve(dep, None, None, {"night": night}).curves == {}      # one side only: no switch latency
+    with pytest.raises(InputError, match=r"profile 'day': the calibration's curve \(scenarios.short.curve\) was "
+                                         r"measured up to 300 req/min per replica, but the simulator plans that "
+                                         r"profile with 900 req/min"):
+        resolve(dep, 900.0, None, {"day": day, "night": night})          # --capacity-rpm past day's curve
+    short = {**night, "capacity": {**night["capacity"], "rpm": 400.0}}  # capacity.rpm past its own curve
+    with pytest.raises(InputError, match=r"profile 'night'.*up to 120 req/min.*400 req/min"):
+        resolve(dep, None, None, {"day": day, "night": short})

@@ -73,3 +73,14 @@ def test_mix_trigger_in_the_deployments_file_enables_switching_and_is_checked():
         parse_deployments(_file({"profile": "evening"}))
     with pytest.raises(InputError, match="deployment d: schedule.mix_trigger.share"):
         parse_deployments(_file({"profile": "night", "share": 1.5}))
+
+
+def test_a_schedule_window_naming_an_unknown_profile_is_refused_naming_the_key():
+    """Issue 26: a switch schedule that names a profile the deployment lacks (a typo) is refused before
+    anything is simulated or scaled, with the key that names it."""
+    doc = _file({"profile": "night"})
+    doc["deployments"][0]["schedule"] = {"windows": [{"profile": "night", "start": "20:00", "end": "06:00"},
+                                                     {"profile": "nigth", "start": "12:00", "end": "13:00"}]}
+    with pytest.raises(InputError, match=r"schedule.windows\[1\].profile 'nigth' is not one of profiles "
+                                         r"\['day', 'night'\]"):
+        parse_deployments(doc)

@@ -56,4 +56,5 @@ def test_split_gives_the_serving_side_its_count_and_the_other_the_headroom():
     move = replace(prewarm, phase=SwitchPhase.MOVE)
     assert split(sw, move, 900.0, {"day": 6, "night": 6}) == (("day", 6), ("night", 3))   # 6 night cover 300
     unbounded = replace(sw, max_replicas=None)
-    assert split(unbounded, prewarm, 900.0, {"day": 9}) == (("day", 9), ("night", 18))
+    assert split(unbounded, prewarm, 900.0, {"day": 9}) == (("day", 9), ("night", 1))    # the canary: 1 of 10
+    assert split(unbounded, move, 900.0, {"day": 6, "night": 6}) == (("day", 6), ("night", 18))

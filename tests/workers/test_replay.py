@@ -60,13 +60,15 @@ def env(tmp_path, redis_server_url, key_prefix) -> dict[str, str]:
     return cli_env(tmp_path, SWITCH, redis_server_url, key_prefix)
 
 
-def _both(env, tmp_path, trace, dep: str, start: str, end: str) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
+def _both(env, tmp_path, trace, dep: str, start: str, end: str,
+          *stored: str) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
     window = ["--log", str(trace), "--test-start", start, "--test-end", end, "--forecaster", "seasonal_naive",
               "--no-plot"]
     rep = cli(env, "replay", "-d", dep, "--out", str(tmp_path / "replay"), *window)
     assert rep.returncode == 0, rep.stderr[-2000:]
     bt = cli(env, "backtest", "fleet", "--deployment", env["WARMCAST_DEPLOYMENTS_FILE"], "--name", dep,
-              "--stored-policy", "--policies", "predictive", "--decisions", "--out", str(tmp_path / "bt"), *window)
+             "--stored-policy", *stored, "--policies", "predictive", "--decisions", "--out", str(tmp_path / "bt"),
+             *window)
     assert bt.returncode == 0, bt.stderr[-2000:]
     read = lambda d, f: pd.read_csv(tmp_path / d / f)  # noqa: E731
     a, b = read("replay", "decisions_predictive.csv"), read("bt", "decisions_predictive.csv")
@@ -83,6 +85,35 @@ def test_replay_equals_the_backtest_minute_by_minute_through_a_profile_switch(en
     assert {k: ra[k] for k in FIGURES} == {k: rb[k] for k in FIGURES}
     assert {"prewarm", "canary", "move", "steady"} <= set(a["phase"])   # a switch did run, minute by minute
     assert ra["profile_switches"] == 1 and ra["warmups"] > 0
+
+
+def _calibration(rpm: float, slower: float) -> dict:
+    """A stored calibration: its capacity and the curve of its scenario (``slower`` scales the TTFTs)."""
+    rps = rpm / 60.0
+    curve = [{"rate_rps": round(rps * f, 4), "passed": True,
+              "ttft_ms": {"p50": 160.0 * m * slower, "p95": 320.0 * m * slower, "p99": 400.0 * m * slower}}
+             for f, m in ((0.2, 1.0), (0.5, 1.25), (1.0, 2.0))]
+    return {"slo": {"late_wait_s": 5.0}, "capacity": {"scenario": "chat", "rps": round(rps, 4), "rpm": rpm},
+            "scenarios": {"chat": {"curve": curve}}}
+
+
+def test_replay_equals_the_backtest_through_a_canary_the_breaker_rolls_back(env, tmp_path, redis_client, key_prefix,
+                                                                            shared_data):
+    """Issue 26's switch physics on both sides: each profile's calibrated curve gives its TTFT under
+    round robin, the tick reads the night canary's own P99 (slower than day's by more than the 20%
+    limit) and rolls the switch back; the replay's tick and the simulator's agree minute by minute."""
+    from warmup.calibration.store import CalibrationStore
+
+    store = CalibrationStore(redis_client, key_prefix)
+    store.put("conv", "day", _calibration(300.0, 1.0))
+    store.put("conv", "night", _calibration(240.0, 1.3))
+    a, b, ra, rb = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "conv",
+                         "2024-05-14 20:00", "2024-05-15 02:00", "--stored-calibrations")
+    assert a[COLUMNS].equals(b[COLUMNS])
+    assert {k: ra[k] for k in FIGURES + ["late_from_latency"]} == {k: rb[k] for k in FIGURES + ["late_from_latency"]}
+    phases = list(dict.fromkeys(a["phase"]))
+    assert phases[:5] == ["steady", "prewarm", "canary", "rollback", "paused"], phases
+    assert ra["profile_switches"] == 0 and ra["switch_minutes"] > 0   # no switch completed; one was tried
 
 
 def test_replay_equals_the_backtest_with_a_warm_buffer_kept_asleep(env, tmp_path, redis_client, key_prefix,

@@ -21,8 +21,8 @@ def fleet(
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration.json: the capacity of the "
                                                "profile it measured (none named: the default) and its latency curve "
                                                "(SLO attainment per policy)."),
-    stored_calibrations: bool = typer.Option(False, "--stored-calibrations", help="With --deployment: its current "
-                                             "calibrations in Redis (WARMCAST_* settings); --calibration wins."),
+    stored_calibrations: bool = typer.Option(False, "--stored-calibrations", help="With --deployment: its calibrations "
+                                             "in Redis; --calibration wins. A curve per profile: switches' P99s."),
     stored_policy: bool = typer.Option(False, "--stored-policy", help="With --deployment: its stored policy-config."),
     cold_start_min: Optional[float] = typer.Option(None, "--cold-start-min", min=0, max=240,
                                                    help="Launch to ready, minutes (default 15, or the deployment's)."),
@@ -70,9 +70,9 @@ def fleet(
                               reactive_utilisation=reactive_utilisation, queue_target_waiting=queue_target,
                               forecaster=forecaster, min_replicas=min_replicas, max_replicas=max_replicas,
                               gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core,
-                              capacity_source=caps.source, latency=caps.latency)
-    cfg = _tiers_and_risk(data, cfg, dep, slo_flags)
-    _write_and_report(run_backtest(data, cfg, progress=True), out, not no_plot)
+                              capacity_source=caps.source, latency=caps.latency,
+                              latency_by_profile=tuple(sorted(caps.curves.items())))
+    _write_and_report(run_backtest(data, _tiers_and_risk(data, cfg, dep, slo_flags), progress=True), out, not no_plot)
 
 
 def _quantile(flag: Optional[float], core: Any) -> float:

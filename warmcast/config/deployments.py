@@ -175,9 +175,10 @@ class Deployment(Strict):
         mix = self.schedule.mix_trigger
         if mix is not None and mix.profile not in self.profiles:
             raise ValueError(f"schedule.mix_trigger profile {mix.profile!r} is not one of profiles {sorted(self.profiles)}")
-        for w in self.schedule.windows:
+        for i, w in enumerate(self.schedule.windows):
             if w.profile not in self.profiles:
-                raise ValueError(f"schedule window profile {w.profile!r} is not one of profiles {sorted(self.profiles)}")
+                raise ValueError(f"schedule.windows[{i}].profile {w.profile!r} is not one of profiles "
+                                 f"{sorted(self.profiles)}")
         if self.alerts.failover is not None:
             try:
                 ScalerSpec.model_validate(self.alerts.failover.scaler)

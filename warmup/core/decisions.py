@@ -83,6 +83,9 @@ class SwitchDecision:
     # Replicas per profile this tick (during a switch; empty when the planner alone sizes the fleet).
     # The actuator raises before it lowers, so ready capacity never dips below ``need_rpm``.
     replicas: tuple[tuple[str, int], ...] = ()
+    # The target's whole need in replicas (0: none): a single workload cannot run a canary share and
+    # rolls all of it at once, so it sizes from this, not from the canary's count in ``replicas``.
+    target_need: int = 0
 
 
 @dataclass(frozen=True, slots=True)

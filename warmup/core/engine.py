@@ -8,13 +8,14 @@ them and change nothing.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Optional
 
 from warmup.core.prescale import decide_scale
-from warmup.core.switching import IN_SWITCH, decide_switch, replicas_of
+from warmup.core.switching import IN_SWITCH, WATCHED, decide_switch, sized
 from warmup.core.config import CoreConfig
 from warmup.core.decisions import TickOutput
 from warmup.core.inputs import TickInput, as_utc
-from warmup.core.state import PolicyState
+from warmup.core.state import PolicyState, SwitchState
 from warmup.core.switch_capacity import ready_by_profile
 from warmup.core.warmup import decide_warmup
 
@@ -47,7 +48,7 @@ def decide(cfg: CoreConfig, inp: TickInput, state: PolicyState | None = None) ->
     ready = dict(inp.ready_by_profile) if inp.ready_by_profile else None
 
     before = state.switch
-    sw_dec, sw_state, events = decide_switch(cfg.switch, now, inp.instances, inp.p99_latency_s, inp.forecast,
+    sw_dec, sw_state, events = decide_switch(cfg.switch, now, inp.instances, breaker_p99(inp, before), inp.forecast,
                                              state.switch, provisioned, inp.active_profile, mix=inp.mix,
                                              ready=ready)
     state = replace(state, switch=sw_state)
@@ -61,11 +62,19 @@ def decide(cfg: CoreConfig, inp: TickInput, state: PolicyState | None = None) ->
         need = switch_need(cfg, max([scale.raw] + [r for _, r in state.history]), cap)
         if state.switch.phase in IN_SWITCH:
             state = replace(state, switch=replace(state.switch, need_rpm=need))
-        sw_dec = replace(sw_dec, replicas=replicas_of(cfg.switch, before, state.switch, need,
-                                                      ready if ready is not None else
-                                                      ready_by_profile(inp.instances, sw_state.active_profile)))
+        sw_dec = sized(cfg.switch, sw_dec, before, state.switch, need,
+                       ready if ready is not None else ready_by_profile(inp.instances, sw_state.active_profile))
     wu, wu_state = decide_warmup(cfg.warmup, now, inp.instances, inp.observed_rpm, inp.queue_depth,
                                  inp.p99_latency_s, inp.forecast, state.warmup, cap)
     state = replace(state, warmup=wu_state)
     return TickOutput(now=now, scale=scale, warmup=wu, switch=sw_dec, events=events, state=state,
                       applied=not cfg.dry_run, mode="dry_run" if cfg.dry_run else "live")
+
+
+def breaker_p99(inp: TickInput, switch: SwitchState) -> Optional[float]:
+    """The P99 the switch's breaker watches: in the canary, the move and the settle the target's own
+    instances' P99 where the signals give it per profile, else the fleet's.  A canary's share barely
+    moves the fleet's P99 (a target 25% slower on 10% of traffic lifts it by a few percent), so the
+    breaker judges the canary as canary analysis does: by its own replicas."""
+    own = dict(inp.p99_by_profile).get(switch.target_profile) if switch.phase in WATCHED else None
+    return own if own is not None else inp.p99_latency_s

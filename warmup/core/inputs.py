@@ -144,3 +144,4 @@ class TickInput:
     #                                           lead, req/min, oldest first (warmup/core/buffer.py)
     ready_by_profile: tuple[tuple[str, int], ...] = ()   # () : counted from the instances' profiles
     mix: Optional[MixAsk] = None            # what the live context mix asks for (None: not configured)
+    p99_by_profile: tuple[tuple[str, float], ...] = ()   # each profile's own instances' P99 (() : unknown)

@@ -22,6 +22,9 @@ class SwitchPhase(str, Enum):
     PAUSED = "paused"        # rolled back after a P99 regression; no retry until the ask changes
 
 
+IN_SWITCH = (SwitchPhase.PREWARM, SwitchPhase.CANARY, SwitchPhase.MOVE, SwitchPhase.SETTLE, SwitchPhase.ROLLBACK)
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     at: datetime

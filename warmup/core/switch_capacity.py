@@ -12,12 +12,13 @@ needs (the planner's need, or what the old profile served when the switch began)
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Mapping, Optional
 
 from warmup.core.config import SwitchConfig
 from warmup.core.decisions import SwitchAction, SwitchDecision
 from warmup.core.inputs import Instance
-from warmup.core.state import SwitchPhase, SwitchState
+from warmup.core.state import IN_SWITCH, SwitchPhase, SwitchState
 
 Replicas = tuple[tuple[str, int], ...]
 
@@ -31,6 +32,18 @@ def keep(need_rpm: float, ready_arriving: int, cap_arriving: float, cap_leaving:
     """Replicas the leaving side keeps: what the arriving side's ready capacity does not cover."""
     uncovered = max(0.0, need_rpm - ready_arriving * cap_arriving)
     return int(math.ceil(uncovered / cap_leaving - 1e-9)) if cap_leaving > 0 else 0
+
+
+def canary_count(cfg: SwitchConfig, need_rpm: float, old: str, new: str, fallback_cap: float = 1.0) -> int:
+    """The canary's target replicas: beside the old side's whole need, a round-robin router (each
+    ready replica an equal share of requests) sends them ``canary_share`` of the traffic; at least
+    one, at most the target's whole need (all of it at a share of 1).  Were the target's whole need
+    pre-warmed and ready, round robin would send it 50-67% of requests, not the share."""
+    ca, ct, s = cfg.capacity_of(old, fallback_cap), cfg.capacity_of(new, fallback_cap), cfg.canary_share
+    target = whole(need_rpm, ct)
+    if s >= 1.0:
+        return target
+    return min(target, max(1, int(round(s * whole(need_rpm, ca) / (1.0 - s)))))
 
 
 def ready_by_profile(instances: tuple[Instance, ...], active: str) -> dict[str, int]:
@@ -52,12 +65,12 @@ def split(cfg: SwitchConfig, st: SwitchState, need_rpm: Optional[float], ready: 
         return ()
     ca, ct = cfg.capacity_of(old, fallback_cap), cfg.capacity_of(new, fallback_cap)
     target = whole(need_rpm, ct)
-    if st.phase is SwitchPhase.PREWARM:       # the old side untouched; the target's whole need boots
-        return within_max(cfg, (old, whole(need_rpm, ca)), (new, target))
+    if st.phase is SwitchPhase.PREWARM:       # the old side untouched; the canary's targets boot
+        return within_max(cfg, (old, whole(need_rpm, ca)), (new, canary_count(cfg, need_rpm, old, new, fallback_cap)))
     left = keep(need_rpm, ready.get(new, 0), ct, ca)
     if st.phase is SwitchPhase.CANARY:        # the old side gives up the canary share, if covered
-        canary = max(0, int(math.ceil((1.0 - cfg.canary_share) * need_rpm / ca - 1e-9)))
-        return within_max(cfg, (old, max(canary, left)), (new, target))
+        kept = max(0, int(math.ceil((1.0 - cfg.canary_share) * need_rpm / ca - 1e-9)))
+        return within_max(cfg, (old, max(kept, left)), (new, canary_count(cfg, need_rpm, old, new, fallback_cap)))
     if st.phase in (SwitchPhase.MOVE, SwitchPhase.SETTLE):
         return within_max(cfg, (old, left), (new, target))
     back = keep(need_rpm, ready.get(old, 0), ca, ct)   # ROLLBACK: the old side first
@@ -94,4 +107,29 @@ def single_workload_replicas(dec: SwitchDecision, current: int) -> Optional[int]
     n = dict(dec.replicas).get(onto)
     if n is None:
         return None
+    if dec.phase is SwitchPhase.CANARY:   # the whole workload rolls now: the target's whole need
+        n = max(int(n), dec.target_need)
     return max(int(current), int(n)) if dec.phase in ROLLING else int(n)
+
+
+def replicas_of(cfg: SwitchConfig, before: SwitchState, after: SwitchState, need_rpm: Optional[float],
+                ready: Mapping[str, int]) -> Replicas:
+    """Replicas per profile after a tick: the phase's split, or the end of a switch (the profile
+    that stays keeps the whole need, the other goes to zero)."""
+    if after.phase in IN_SWITCH:
+        return split(cfg, after, need_rpm if need_rpm is not None else after.need_rpm, ready)
+    if before.phase not in IN_SWITCH or not before.target_profile:
+        return ()
+    need = need_rpm if need_rpm is not None else before.need_rpm
+    stays = after.active_profile
+    gone = before.target_profile if stays == before.active_profile else before.active_profile
+    n = None if need is None else whole(need, cfg.capacity_of(stays, 1.0))
+    return ((gone, 0),) if n is None else ((gone, 0), (stays, min(n, cfg.max_replicas or n)))
+
+
+def sized(cfg: SwitchConfig, dec: SwitchDecision, before: SwitchState, after: SwitchState,
+          need_rpm: Optional[float], ready: Mapping[str, int]) -> SwitchDecision:
+    """``dec`` with its replicas per profile and the target's whole need for ``need_rpm``."""
+    target = after.target_profile if after.phase in IN_SWITCH else ""
+    full = whole(need_rpm, cfg.capacity_of(target, 1.0)) if target and need_rpm is not None else 0
+    return replace(dec, replicas=replicas_of(cfg, before, after, need_rpm, ready), target_need=full)

@@ -5,10 +5,11 @@ max-num-seqs 16, block-size 16; ``night``: max-num-seqs 8, block-size 32).  Whic
 profile is asked for comes from schedule windows in a time zone, or from the
 forecast share of long-context requests.
 
-    STEADY --(ask changes one cold start ahead)--> PREWARM     start the target's WHOLE needed capacity
+    STEADY --(ask changes one cold start ahead)--> PREWARM     start the canary's share of the target
     PREWARM --(ask no longer there)-------------> STEADY      cancel: the pre-warmed targets go
     PREWARM --(ask starts, canary targets ready)-> CANARY      the old side gives up canary_share
-    CANARY --(hold_min passed, P99 fine)---------> MOVE        old retired only as targets become ready
+    CANARY --(hold_min passed, P99 fine)---------> MOVE        the rest of the target starts; old retired
+                                                                only as targets become ready
     MOVE --(no old replica left to keep)---------> SETTLE      the target serves all, still watched
     SETTLE --(settle_min passed, P99 fine)-------> STEADY      the target is the active profile
     CANARY/MOVE/SETTLE --(P99 > baseline*(1+rise))--> ROLLBACK  alert; old restored first
@@ -34,8 +35,8 @@ from warmup.core.decisions import Event, SwitchAction, SwitchDecision
 from warmup.core.inputs import ForecastInput, Instance, as_utc
 from warmup.core.mix_trigger import MixAsk
 from warmup.core.reasons import Reason, ReasonCode
-from warmup.core.state import SwitchPhase, SwitchState, Transition
-from warmup.core.switch_capacity import Replicas, keep, ready_by_profile, split, whole
+from warmup.core.state import IN_SWITCH, SwitchPhase, SwitchState, Transition
+from warmup.core.switch_capacity import canary_count, keep, ready_by_profile, sized, whole
 
 MAX_TRANSITIONS = 200  # kept in the state; older ones are dropped (the caller records them too)
 
@@ -76,10 +77,6 @@ def asked_profile(cfg: SwitchConfig, fc: Optional[ForecastInput], now: datetime,
     return scheduled_profile(cfg, as_utc(now) + timedelta(minutes=ahead_min))
 
 
-def _canary_count(cfg: SwitchConfig, replicas: int) -> int:
-    return max(1, int(math.ceil(cfg.canary_share * max(replicas, 0) - 1e-9)))
-
-
 # --------------------------------------------------------------------------- the state machine
 #
 # One small function per phase (``PHASE_STEPS``); each sees the tick as a :class:`SwitchTick`
@@ -87,7 +84,6 @@ def _canary_count(cfg: SwitchConfig, replicas: int) -> int:
 
 
 SwitchOutcome = tuple[SwitchDecision, SwitchState, tuple[Event, ...]]
-IN_SWITCH = (SwitchPhase.PREWARM, SwitchPhase.CANARY, SwitchPhase.MOVE, SwitchPhase.SETTLE, SwitchPhase.ROLLBACK)
 WATCHED = (SwitchPhase.CANARY, SwitchPhase.MOVE, SwitchPhase.SETTLE)   # the P99 breaker watches these
 
 
@@ -177,19 +173,20 @@ def transition(t: SwitchTick, to_phase: SwitchPhase, action: SwitchAction, reaso
 
 
 def steady_step(t: SwitchTick) -> SwitchOutcome:
-    """STEADY: pre-warm the target's whole need when it is asked for one cold start ahead (or now)."""
+    """STEADY: pre-warm the canary's share of the target when it is asked for one cold start ahead (or now)."""
     active = t.active
     target = t.ahead if t.ahead != active else (t.want if t.want != active else "")
     if not target:
         return remain(t.state, ReasonCode.SWITCH_STEADY, f"{active} serves and stays asked for ({t.why_ahead})")
     need = t.need
-    n = whole(need, t.cap(target))
+    whole_need = whole(need, t.cap(target))
+    n = canary_count(t.cfg, need, active, target)
     why = t.why_ahead if target == t.ahead else t.why_now
     lead = f"one cold start ({t.cfg.prewarm_min:.1f} min{', ' + t.cfg.lead_source if t.cfg.lead_source else ''})"
     return transition(t, SwitchPhase.PREWARM, SwitchAction.PREWARM,
                       Reason(t.trigger_code, f"{why}; profile {target} asked for within {lead}: pre-warming "
-                                             f"its whole need, {n} {target} instance(s) for {need:.0f} req/min, "
-                                             f"while {active} keeps serving"),
+                                             f"the canary, {n} of the {whole_need} {target} instance(s) "
+                                             f"{need:.0f} req/min needs, while {active} keeps serving"),
                       target=target, count=n, need=need,
                       baseline=t.p99_s if t.p99_known else t.state.baseline_p99_s)
 
@@ -213,7 +210,7 @@ def targets_not_ready(t: SwitchTick, waiting: SwitchState) -> Optional[SwitchOut
     """Wait for the canary share of the target's need to be ready, at most ``max_prewarm_wait_min``
     past the pre-warm lead (moving on is safe: the old side goes only as targets are ready)."""
     target = waiting.target_profile
-    n = _canary_count(t.cfg, whole(t.need, t.cap(target)))
+    n = canary_count(t.cfg, t.need, t.active, target)
     ready_targets = t.ready.get(target, 0)
     waited = t.in_phase_min - t.cfg.prewarm_min
     if ready_targets < n and waited < t.cfg.max_prewarm_wait_min:
@@ -232,7 +229,7 @@ def start_canary(t: SwitchTick, baseline: Optional[float]) -> SwitchOutcome:
         text += " (no pre-switch P99 known: the hold cannot compare latency)"
     code = ReasonCode.SWITCH_CANARY if baseline is not None else ReasonCode.SWITCH_NO_P99
     return transition(t, SwitchPhase.CANARY, SwitchAction.MOVE_CANARY, Reason(code, text), target=target,
-                      share=cfg.canary_share, count=_canary_count(cfg, whole(t.need, t.cap(target))),
+                      share=cfg.canary_share, count=canary_count(cfg, t.need, t.active, target),
                       baseline=baseline)
 
 
@@ -359,21 +356,6 @@ PHASE_STEPS: dict[SwitchPhase, Callable[[SwitchTick], SwitchOutcome]] = {
 }
 
 
-def replicas_of(cfg: SwitchConfig, before: SwitchState, after: SwitchState, need_rpm: Optional[float],
-                ready: Mapping[str, int]) -> Replicas:
-    """Replicas per profile after a tick: the phase's split, or the end of a switch (the profile
-    that stays keeps the whole need, the other goes to zero)."""
-    if after.phase in IN_SWITCH:
-        return split(cfg, after, need_rpm if need_rpm is not None else after.need_rpm, ready)
-    if before.phase not in IN_SWITCH or not before.target_profile:
-        return ()
-    need = need_rpm if need_rpm is not None else before.need_rpm
-    stays = after.active_profile
-    gone = before.target_profile if stays == before.active_profile else before.active_profile
-    n = None if need is None else whole(need, cfg.capacity_of(stays, 1.0))
-    return ((gone, 0),) if n is None else ((gone, 0), (stays, min(n, cfg.max_replicas or n)))
-
-
 def decide_switch(cfg: SwitchConfig, now: datetime, instances: tuple[Instance, ...], p99_s: Optional[float],
                   forecast: Optional[ForecastInput], state: SwitchState, replicas: int,
                   active_profile: str = "", mix: Optional[MixAsk] = None, *,
@@ -396,4 +378,4 @@ def decide_switch(cfg: SwitchConfig, now: datetime, instances: tuple[Instance, .
     decision, new_state, events = PHASE_STEPS[state.phase](tick)
     if new_state.phase in IN_SWITCH and need_rpm is not None:
         new_state = replace(new_state, need_rpm=need_rpm)
-    return replace(decision, replicas=replicas_of(cfg, state, new_state, tick.need, ready)), new_state, events
+    return sized(cfg, decision, state, new_state, tick.need, ready), new_state, events

@@ -59,6 +59,8 @@ class FleetBacktestConfig:
     # where capacity_rpm comes from ("calibrated" or "declared"; per profile: core.switch.capacity_source)
     capacity_source: str = "declared"
     latency: Optional[LatencyCurve] = None         # a calibration's TTFT curve: SLO attainment per policy
+    # every profile's curve (switches: TTFT per profile under round robin, the breaker's P99); () : none
+    latency_by_profile: tuple[tuple[str, LatencyCurve], ...] = ()
 
     def fleet_params(self) -> FleetParams:
         return FleetParams(capacity_rpm=self.capacity_rpm, cold_start_min=self.cold_start_min,
@@ -290,7 +292,8 @@ def run_online_policy(pol, first: object, split: Split, cfg: FleetBacktestConfig
     params = cfg.fleet_params()
     n0 = _initial(first, split)
     if isinstance(first, ProfilePolicy):  # switches as launches and removals per profile
-        run = run_profiles(pol, split.arrivals, split.minute_before, params, n0, split.observed)
+        run = run_profiles(pol, split.arrivals, split.minute_before, params, n0, split.observed,
+                           dict(cfg.latency_by_profile) or None)
     else:
         run = run_online(pol, split.arrivals, split.minute_before, params, n0, split.observed)
     if hasattr(pol, "decisions"):

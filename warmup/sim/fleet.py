@@ -55,6 +55,8 @@ class Observation:
     booting: int             # instances launched but not ready yet
     max_wait_last_s: float   # longest wait of a request in the previous minute (fluid model)
     asleep: int = 0          # instances asleep (not provisioned; they wake in ``wake_s``)
+    p99_s: Optional[float] = None                    # TTFT P99 of the previous minute (None: not read)
+    p99_by_profile: tuple[tuple[str, float], ...] = ()   # each profile's own (warmup/sim/mixed_latency.py)
 
     @property
     def provisioned(self) -> int:
@@ -125,6 +127,8 @@ class FleetRun:
     switching: Optional[np.ndarray] = None  # minutes a profile switch runs (warmup.sim.switches)
     switch_extra: Optional[np.ndarray] = None   # replicas above the planner's own count in those minutes
     switch_carried: Optional[np.ndarray] = None  # switch minutes still draining a backlog from before it
+    latency_late: Optional[np.ndarray] = None    # late from TTFT per profile (mixed_latency), when the run counts it
+    ttft_p99_ms: Optional[np.ndarray] = None     # the fleet's TTFT P99 per minute, when the run computes it
 
 
 def serve_minutes(ready: np.ndarray, arrivals: np.ndarray, params: FleetParams,
@@ -293,10 +297,11 @@ def switch_columns(run: FleetRun, gpus_per_replica: int) -> dict:
         return {"switch_minutes": 0, "switch_gpu_hours": 0.0, "late_during_switches": 0.0,
                 "late_caused_by_switches": 0.0}
     own = on & ~run.switch_carried if run.switch_carried is not None else on
+    late = run.late if run.latency_late is None else run.late + run.latency_late   # a slower target's too
     return {"switch_minutes": int(on.sum()),
             "switch_gpu_hours": round(float(run.switch_extra.sum()) * gpus_per_replica / 60.0, 3),
-            "late_during_switches": round(float(run.late[on].sum()), 1),
-            "late_caused_by_switches": round(float(run.late[own].sum()), 1)}
+            "late_during_switches": round(float(late[on].sum()), 1),
+            "late_caused_by_switches": round(float(late[own].sum()), 1)}
 
 
 def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu_hours: Optional[float] = None,
@@ -311,8 +316,10 @@ def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu
         per = run.capacity if run.capacity is not None else params.capacity_rpm
         capacity_per_minute = run.ready * per
     cap = capacity_per_minute
-    slow = (np.zeros(len(demand)) if latency is None
+    slow = (run.latency_late if run.latency_late is not None else np.zeros(len(demand)) if latency is None
             else late_below_saturation(latency, demand, cap, run.late, params.wait_threshold_s))
+    p99 = run.ttft_p99_ms if run.ttft_p99_ms is not None else (
+        None if latency is None else estimate_ttft_p99_ms(latency, demand, cap, run.max_wait))
     late = run.late + slow
     row = {
         "gpu_hours": round(gpu_hours, 3),
@@ -321,9 +328,8 @@ def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu
         "late_requests": round(float(late.sum()), 1),
         "late_share": float(late.sum() / total) if total > 0 else 0.0,
         "late_pct": round(100.0 * float(late.sum() / total), 4) if total > 0 else 0.0,
-        **({} if latency is None else {  # the TTFT the curve predicts for each minute, and what it made late
-            **slo_attainment(estimate_ttft_p99_ms(latency, demand, cap, run.max_wait), demand, latency.bound_ms),
-            "late_from_latency": round(float(slow.sum()), 1)}),
+        **({} if latency is None or p99 is None else {  # the TTFT each minute, and what it made late
+            **slo_attainment(p99, demand, latency.bound_ms), "late_from_latency": round(float(slow.sum()), 1)}),
         "minutes_short": int(np.count_nonzero(demand > cap + 1e-9)),
         "minutes_with_late": int(np.count_nonzero(late > 0.5)),
         "max_wait_s": _finite(float(np.max(run.max_wait))) if len(run.max_wait) else 0.0,

@@ -9,7 +9,7 @@ for its own profile).  Every other profile keeps its declared capacity.  :func:`
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -25,6 +25,7 @@ class FleetCapacity:
     profiles: Optional[dict[str, ProfileCapacity]]       # per profile, with a deployment
     latency: Optional[LatencyCurve]                      # None: no calibration curve to read
     note: str = ""                                       # why there is no curve, for the output
+    curves: dict[str, LatencyCurve] = field(default_factory=dict)   # every profile's, or none (see _every_curve)
 
     def describe(self) -> str:
         if self.profiles is None:
@@ -64,7 +65,10 @@ def resolve(dep: Any, flag_rpm: Optional[float], file_doc: Optional[dict[str, An
         if stored is not None:
             raise InputError("--stored-calibrations needs --deployment (calibrations are stored per deployment)")
         if file_doc is not None:
-            return FleetCapacity(float(file_doc["capacity"]["rpm"]), "calibrated", None, *_curve(file_doc, None))
+            curve, note = _curve(file_doc, None)
+            if curve is not None:
+                check_covers(curve, float(file_doc["capacity"]["rpm"]), file_doc.get("profile") or "(none named)")
+            return FleetCapacity(float(file_doc["capacity"]["rpm"]), "calibrated", None, curve, note)
         if flag_rpm is None:
             raise InputError("--capacity-rpm is required (or give --deployment or --calibration)")
         return FleetCapacity(float(flag_rpm), "declared", None, None)
@@ -77,7 +81,31 @@ def resolve(dep: Any, flag_rpm: Optional[float], file_doc: Optional[dict[str, An
         caps[default] = ProfileCapacity(default, float(flag_rpm), "declared")
     doc = file_doc if file_doc is not None else docs.get(default)
     curve, note = _curve(doc, dep.slo) if doc is not None else (None, "no calibration given: no SLO attainment")
-    return FleetCapacity(caps[default].capacity_rpm, caps[default].source, caps, curve, note)
+    curves = _every_curve(dep, docs, caps)
+    return FleetCapacity(caps[default].capacity_rpm, caps[default].source, caps, curve, note, curves)
+
+
+def _every_curve(dep: Any, docs: dict[str, dict[str, Any]], caps: dict[str, ProfileCapacity]) -> dict[str, LatencyCurve]:
+    """Each profile's curve when every profile has one (a switch's two sides need both), each checked
+    to cover the capacity the simulator plans that profile with: these are read at a replica's
+    absolute rate (``warmup.sim.mixed_latency``), where the single curve of SLO attainment is read at
+    the load's share of capacity."""
+    curves = {p: _curve(docs[p], dep.slo)[0] for p in dep.profiles if p in docs}
+    for p, c in curves.items():
+        if c is not None:
+            check_covers(c, caps[p].capacity_rpm, p)
+    return curves if len(curves) == len(dep.profiles) and all(curves.values()) and len(curves) > 1 else {}
+
+
+def check_covers(curve: LatencyCurve, capacity_rpm: float, profile: str) -> None:
+    """A curve must reach the per-replica load the simulator plans up to (10% short at most: the
+    search's step): beyond its last rate there is no measured TTFT to read."""
+    top = curve.points[-1][0] * 60.0
+    if capacity_rpm > top * 1.1:
+        raise InputError(f"profile {profile!r}: the calibration's curve (scenarios.{curve.scenario}.curve) was measured "
+                         f"up to {top:g} req/min per replica, but the simulator plans that profile with "
+                         f"{capacity_rpm:g} req/min (capacity.rpm or --capacity-rpm): re-run warmcast calibrate "
+                         "for it, or plan with a capacity the curve covers")
 
 
 def _profile_of(doc: dict[str, Any], dep: Any) -> str:

@@ -14,14 +14,17 @@ drained (a queue there before the switch began is the planner's shortfall, not t
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Mapping, Optional
 
 import numpy as np
 
 from warmup.core import CoreConfig, Instance, InstanceState
 from warmup.core.switching import IN_SWITCH
 from warmup.sim.fleet import FleetParams, FleetRun, Observation, boot_finished, resize, serve_minute
+from warmup.sim.latency import LatencyCurve
+from warmup.sim.mixed_latency import NONE, minute_latency
 from warmup.sim.policies import CorePolicy
 
 
@@ -88,8 +91,12 @@ def profile_targets(replicas: tuple[tuple[str, int], ...], desired: int, active:
 
 
 def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: float, params: FleetParams,
-                 initial_ready: int, observed: Optional[np.ndarray] = None) -> FleetRun:
-    """Run the profile-aware core over the test part; ``arrivals`` shape (minutes, steps_per_minute)."""
+                 initial_ready: int, observed: Optional[np.ndarray] = None,
+                 curves: Optional[Mapping[str, LatencyCurve]] = None) -> FleetRun:
+    """Run the profile-aware core over the test part; ``arrivals`` shape (minutes, steps_per_minute).
+    With calibrated ``curves`` per profile, each minute's TTFT per profile (round robin,
+    ``warmup.sim.mixed_latency``) is what the next minute's tick reads as P99, as a scrape would give
+    it, and the requests it makes late are counted."""
     T, k = arrivals.shape
     dt, w, B = 60.0 / k, params.wait_threshold_s, params.boot_minutes
     pools = {name: Pool() for name, _ in policy.cfg.switch.profile_capacity}
@@ -97,14 +104,16 @@ def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: flo
     prov, rdy = np.zeros(T, dtype=np.int64), np.zeros(T, dtype=np.int64)
     late, queue, mw, caps = np.zeros(T), np.zeros(T), np.zeros(T), np.full(T, params.capacity_rpm)
     in_switch, extra, carried = np.zeros(T, dtype=bool), np.zeros(T), np.zeros(T, dtype=bool)
-    q, last, last_wait, launches = 0.0, minute_before, 0.0, 0
+    slow, p99 = np.zeros(T), np.full(T, np.inf)
+    q, last, last_wait, launches, lat = 0.0, minute_before, 0.0, 0, NONE
     rows, sums = arrivals.tolist(), arrivals.sum(axis=1).tolist()
     for t in range(T):
         for pool in pools.values():
             pool.advance(t)
         ready = sum(p.ready for p in pools.values())
         seen = last if observed is None else float(observed[t])   # a coarse series: its last ended bin
-        obs = Observation(t, seen, q, ready, sum(len(p.booting) for p in pools.values()), last_wait)
+        obs = Observation(t, seen, q, ready, sum(len(p.booting) for p in pools.values()), last_wait,
+                          p99_s=lat.fleet_p99_s, p99_by_profile=lat.p99_by_profile)
         want, planner, switching = policy.decide_profiles(obs, pools)
         for name in sorted(want, key=lambda n: want[n] <= pools.setdefault(n, Pool()).provisioned):
             launches += pools[name].resize(max(0, int(want[name])), t, B)
@@ -117,9 +126,14 @@ def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: flo
         carried[t] = switching and q > 0.5 and (t == 0 or not in_switch[t - 1] or carried[t - 1])
         q, late[t], mw[t] = serve_minute(q, rows[t], rpm / 60.0, dt, w)
         queue[t], last, last_wait = q, sums[t], mw[t]
+        if curves:
+            lat = minute_latency(curves, {n: p.ready for n, p in pools.items()}, sums[t], late[t], mw[t], w)
+            slow[t] = lat.late
+            p99[t] = math.inf if lat.fleet_p99_s is None else 1000.0 * lat.fleet_p99_s
     return FleetRun(name=policy.name, provisioned=prov, ready=rdy, late=late, queue=queue, max_wait=mw,
                     launches=launches, capacity=caps, switching=in_switch, switch_extra=extra,
-                    switch_carried=carried)
+                    switch_carried=carried, latency_late=slow if curves else None,
+                    ttft_p99_ms=p99 if curves else None)
 
 
 def uses_profiles(cfg: CoreConfig) -> bool:

@@ -53,7 +53,9 @@ class Gathered:
         return TickInput(now=self.now, instances=self.instances, observed_rpm=self.load_rpm,
                          queue_depth=self.queue, p99_latency_s=self.p99_s, forecast=self.fc, active_profile=active_profile, recent_errors=self.errors,
                          ready_by_profile=tuple(sorted(self.ready.items())) if self.ready is not None else (),
-                         mix=None if manual else self.mix)
+                         mix=None if manual else self.mix,
+                         p99_by_profile=tuple(sorted((str(k), float(v)) for k, v in
+                                                     (self.sig.get("p99_by_profile") or {}).items())))
 
 
 def gather(ctx: Ctx, dep: str, now: datetime) -> Gathered:

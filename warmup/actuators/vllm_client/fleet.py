@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Generic, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Collection, Generic, Sequence, TypeVar
 
 from warmup.actuators.metrics import MetricsSnapshot, merge_histograms
 from warmup.actuators.tokens import DEFAULT_TOKENS, TokenDistribution
@@ -56,17 +56,20 @@ class FleetSignals:
     def errors(self) -> dict[str, str]:
         return {r.instance: r.error for r in self.instances if r.error}
 
-    def ttft_quantile(self, q: float, before: "FleetSignals | None" = None) -> float | None:
-        return self._quantile("ttft", q, before)
+    def ttft_quantile(self, q: float, before: "FleetSignals | None" = None,
+                      only: Collection[str] | None = None) -> float | None:
+        """Over every instance that answered, or ``only`` those named (one profile's, say)."""
+        return self._quantile("ttft", q, before, only)
 
     def e2e_quantile(self, q: float, before: "FleetSignals | None" = None) -> float | None:
         return self._quantile("e2e", q, before)
 
-    def _quantile(self, attr: str, q: float, before: "FleetSignals | None") -> float | None:
+    def _quantile(self, attr: str, q: float, before: "FleetSignals | None",
+                  only: Collection[str] | None = None) -> float | None:
         prev = {r.instance: r.value for r in (before.instances if before else []) if r.value}
         hs = []
         for r in self.instances:
-            if r.value is None or getattr(r.value, attr) is None:
+            if r.value is None or getattr(r.value, attr) is None or (only is not None and r.instance not in only):
                 continue
             p = prev.get(r.instance)
             hs.append(getattr(r.value, attr).minus(getattr(p, attr) if p else None))

@@ -1,0 +1,42 @@
+"""Benchmarks write their own sections of docs/BENCHMARKS.md, so no figure there is typed by hand.
+
+A section lies between two markers, ``<!-- bench:NAME begin -->`` and ``<!-- bench:NAME end -->``;
+:func:`write_section` replaces what lies between them (or appends the section, markers and all,
+when the document has none yet).  Every section a script writes starts with the command and the
+machine's load average when it began (:func:`provenance`).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "BENCHMARKS.md"
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- bench:{name} begin -->", f"<!-- bench:{name} end -->"
+
+
+def write_section(name: str, body: str, doc: Path = DOC) -> None:
+    """Put ``body`` between the section's markers in ``doc`` (appended when they are not there)."""
+    begin, end = markers(name)
+    text = doc.read_text() if doc.exists() else ""
+    block = f"{begin}\n{body.rstrip()}\n{end}"
+    if begin in text and end in text and text.index(begin) < text.index(end):
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    doc.write_text(text)
+
+
+def provenance(load_at_start: float) -> str:
+    """The command that produced a section, when, and the load average when it began (2 cores)."""
+    cmd = " ".join(shlex.quote(a) for a in [".venv/bin/python", os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return (f"Written by the script itself (`bench/docsection.py`), {when}; load average {load_at_start:.2f} "
+            f"when it began. Command:\n\n    {cmd}\n")

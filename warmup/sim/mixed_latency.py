@@ -1,0 +1,79 @@
+"""Time to first token in a fleet of two profiles (a switch's canary, move and settle).
+
+Routing is round robin, as a Kubernetes Service spreads requests: every ready replica gets the
+same share of the minute's arrivals whatever its profile, so a profile gets its share of the ready
+replicas (the canary's one replica of ten: 10%) and each of its replicas the fleet's arrivals over
+all ready replicas.  A profile's TTFT percentiles come from its own calibrated curve at that rate
+(log-linear survival between P50, P95 and P99, as ``latency.share_slower_than``; past the curve's
+last measured rate its last point).  The P99s add the longest wait the fleet's queue made that
+minute, as ``latency.estimate_ttft_p99_ms`` does; the fleet's P99 is the 99th percentile of the
+mixture.  Requests the queue did not already make late are late from latency where their profile's
+TTFT exceeds the late wait, as ``latency.late_below_saturation`` counts them.
+
+Stated limits: one FIFO queue serves the fleet (a slower profile's replicas do not build a queue
+of their own), and a profile without a calibrated curve adds no latency lateness and no P99.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+import numpy as np
+
+from warmup.calibration.drift import predicted_p99_ms
+from warmup.sim.latency import LatencyCurve, share_slower_than
+
+
+@dataclass(frozen=True)
+class MinuteLatency:
+    """One minute's latency: the fleet's and each profile's TTFT P99 (s) and the requests late from it."""
+
+    fleet_p99_s: Optional[float]
+    p99_by_profile: tuple[tuple[str, float], ...]
+    late: float
+
+
+NONE = MinuteLatency(None, (), 0.0)
+
+
+def percentiles_ms(curve: LatencyCurve, rps: float) -> tuple[float, float, float]:
+    """(P50, P95, P99) in ms of one replica of the curve's profile at ``rps`` requests/s."""
+    rates = [r for r, _ in curve.points]
+    r = min(max(rps, 0.0), rates[-1])
+    p99 = predicted_p99_ms(curve.points, r)
+    p99 = float(curve.points[-1][1] if p99 is None else p99)
+    if not curve.shape:
+        return p99, p99, p99
+    return (float(np.interp(r, rates, [s[0] for s in curve.shape])),
+            float(np.interp(r, rates, [s[1] for s in curve.shape])), p99)
+
+
+def mixture_quantile(parts: list[tuple[float, tuple[float, float, float]]], q: float = 0.99) -> float:
+    """The ``q`` quantile (ms) of a mixture of (weight, (P50, P95, P99)) latency laws, by bisection
+    on the mixture's survival."""
+    def survival(w: float) -> float:
+        return sum(f * share_slower_than(*p, w) for f, p in parts)
+
+    lo, hi = 0.0, max(p[2] for _, p in parts) * 4.0 + 1.0
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if survival(mid) > 1.0 - q else (lo, mid)
+    return hi
+
+
+def minute_latency(curves: Mapping[str, LatencyCurve], ready: Mapping[str, int], demand: float,
+                   queue_late: float, queue_wait_s: float, late_wait_s: float) -> MinuteLatency:
+    """The minute's latency from the ready replicas per profile (see the module docstring)."""
+    total = sum(ready.values())
+    known = {p: n for p, n in ready.items() if n > 0 and p in curves}
+    if total <= 0 or demand <= 0 or not known or not math.isfinite(queue_wait_s):
+        return NONE
+    rps, wait_ms = demand / total / 60.0, 1000.0 * queue_wait_s
+    base = {p: percentiles_ms(curves[p], rps) for p in known}
+    parts = [(n / total, tuple(x + wait_ms for x in base[p])) for p, n in known.items()]
+    fleet = parts[0][1][2] if len(parts) == 1 else mixture_quantile(parts)
+    open_ = max(0.0, demand - queue_late)   # the requests the queue did not already make late
+    late = sum(n / total * open_ * share_slower_than(*base[p], 1000.0 * late_wait_s)
+               for p, n in known.items() if curves[p].shape)
+    return MinuteLatency(fleet / 1000.0, tuple((p, (base[p][2] + wait_ms) / 1000.0) for p in sorted(known)), late)
