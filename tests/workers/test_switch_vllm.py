@@ -149,7 +149,9 @@ def _tick(ctx, p99: float):
     from workers.steps import signals, tick
 
     doc = signals.step(ctx, "pdep").doc
-    ctx.state.put("signals", "pdep", {**doc, "p99_s": p99}, ttl_s=3600)
+    # the breaker reads the target's own P99 inside a switch: every profile's is set as well
+    own = {p: p99 for p in ("day", "night")}
+    ctx.state.put("signals", "pdep", {**doc, "p99_s": p99, "p99_by_profile": own}, ttl_s=3600)
     n = next(TICKS)
     out = tick.step(ctx, "pdep", tick=f"T{n:06d}", run_id=f"switch-{n}")
     return SimpleNamespace(action=out.switch, reason=out.switch_reason, applied=out.switch_applied,
