@@ -34,9 +34,14 @@ def write_section(name: str, body: str, doc: Path = DOC) -> None:
     doc.write_text(text)
 
 
-def provenance(load_at_start: float) -> str:
-    """The command that produced a section, when, and the load average when it began (2 cores)."""
-    cmd = " ".join(shlex.quote(a) for a in [".venv/bin/python", os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
+def command_line() -> str:
+    """This process's command, as a person would type it in the checkout."""
+    return " ".join(shlex.quote(a) for a in [".venv/bin/python", os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
+
+
+def provenance(load_at_start: float, command: str) -> str:
+    """The command that produced a section, when it was written, and the load average when the run
+    began (2 cores: figures from a loaded machine are not speed figures)."""
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return (f"Written by the script itself (`bench/docsection.py`), {when}; load average {load_at_start:.2f} "
-            f"when it began. Command:\n\n    {cmd}\n")
+            f"when the run began. Command:\n\n    {command}\n")

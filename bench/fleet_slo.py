@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import docsection  # noqa: E402
+
 from warmcast.config.slo import SLO  # noqa: E402
 from warmup.sim import FleetBacktestConfig, compute_forecasts, from_series, load_log, make_split  # noqa: E402
 from warmup.sim.backtest import run_policy  # noqa: E402
@@ -197,7 +199,8 @@ def run_all(data: Path, out: Path, img: Path, traces: list[str], windows: int, s
     """Every trace and window; the JSON report is rewritten after each trace."""
     out.mkdir(parents=True, exist_ok=True)
     img.mkdir(parents=True, exist_ok=True)
-    report: dict = {"slo": slo.model_dump(), "forecaster": args.forecaster, "traces": {}}
+    report: dict = {"slo": slo.model_dump(), "forecaster": args.forecaster, "traces": {},
+                    "command": docsection.command_line(), "load_at_start": os.getloadavg()[0]}
     for name in traces:
         log = load_trace(name, data)
         print(f"\n=== {name}: {log.source}, {log.step_s} s steps, capacity {TRACES[name]['capacity']:g} req/min "
@@ -231,23 +234,27 @@ def parser() -> argparse.ArgumentParser:
                     help="write the results section into this document ('none': do not)")
     ap.add_argument("--before", default=None, help="a bench_fleet_slo.json of an earlier run, shown beside")
     ap.add_argument("--before-note", default="", help="what the --before run was (commit, command)")
+    ap.add_argument("--render", default=None, help="write the section from this finished run's JSON; run nothing")
     return ap
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     slo = SLO(late_share=args.late_share, late_wait_s=args.wait_s)
-    t0, load0 = time.perf_counter(), os.getloadavg()[0]
-    report = run_all(Path(args.data), Path(args.out), Path(args.img),
-                     [s.strip() for s in args.traces.split(",") if s.strip()], args.windows, slo, args)
-    print(f"\nbench/fleet_slo.py done in {time.perf_counter() - t0:.0f} s; {args.out}/bench_fleet_slo.json")
+    if args.render:   # a finished run's JSON (it holds its own command and load average)
+        report = json.loads(Path(args.render).read_text())
+    else:
+        t0 = time.perf_counter()
+        report = run_all(Path(args.data), Path(args.out), Path(args.img),
+                         [s.strip() for s in args.traces.split(",") if s.strip()], args.windows, slo, args)
+        print(f"\nbench/fleet_slo.py done in {time.perf_counter() - t0:.0f} s; {args.out}/bench_fleet_slo.json")
+        report = json.loads(json.dumps(report, default=str))   # the JSON's own figures, as stored
     if args.doc != "none":
         from docsection import write_section
         from fleet_slo_doc import render
 
         before = json.loads(Path(args.before).read_text()) if args.before else None
-        report = json.loads(json.dumps(report, default=str))   # the JSON's own figures, as stored
-        write_section("fleet_slo", render(report, before, load0, args.before_note), Path(args.doc))
+        write_section("fleet_slo", render(report, before, args.before_note), Path(args.doc))
         print(f"section bench:fleet_slo written into {args.doc}")
 
 

@@ -34,9 +34,9 @@ def before_after(now: dict[str, dict], then: dict[str, dict]) -> list[str]:
     return out
 
 
-def render(report: dict, before: Optional[dict], load0: float, before_note: str = "") -> str:
+def render(report: dict, before: Optional[dict], before_note: str = "") -> str:
     slo = report["slo"]
-    lines = [provenance(load0),
+    lines = [provenance(report["load_at_start"], report["command"]),
              f"Forecaster: **{report['forecaster']}**. SLO: at most {100 * slo['late_share']:.3g}% of requests "
              f"late (wait > {slo['late_wait_s']:g} s). Each policy's knobs are chosen on the two days before "
              "the test day (the forecaster trains on the data before those); the test day is read only to "
@@ -51,4 +51,17 @@ def render(report: dict, before: Optional[dict], load0: float, before_note: str 
             old = ((before or {}).get("traces", {}).get(trace) or {}).get(day)
             if old:
                 lines += ["", *before_after(r["rows"], old["rows"])]
-    return "\n".join(lines) + "\n"
+        lines += ["", f"GPU-hours / oracle against late share for every knob setting on the test day (star: the "
+                      f"setting chosen before it): ![{trace}](img/fleet_slo_{trace}.png)"]
+    return "\n".join(lines + sleep_table(report.get("sleep"))) + "\n"
+
+
+def sleep_table(sleep: Optional[dict]) -> list[str]:
+    """The asleep tier's variants of the tuned predictive policy on the Azure window (wake time assumed)."""
+    if not sleep:
+        return []
+    out = ["", f"#### Asleep tier, azure {sleep['window']} (wake time ASSUMED {sleep['wake_s_assumed']:g} s, "
+               "no GPU measurement)", "", "| variant | GPU-h / oracle | late | late episodes | wakes | launches |",
+           "|---|---|---|---|---|---|"]
+    return out + [f"| {k} | {r['gpu_hours_vs_oracle']:.3f}x | {r['late_pct']:.4f}% | {r['late_episodes']} | "
+                  f"{r['wakes']} | {r['launches']} |" for k, r in sleep["rows"].items()]

@@ -26,11 +26,13 @@ def test_the_fleet_slo_section_has_its_command_every_row_and_the_before_beside_t
     row = lambda x, late: {"gpu_hours": 10 * x, "gpu_hours_vs_oracle": x, "late_pct": 100 * late,  # noqa: E731
                            "late_share": late, "late_episodes": 1, "params": {"quantile": 0.9, "other": 1}}
     rows = {"predictive": row(1.1, 0.0001), "reactive": row(1.3, 0.001), "oracle": row(1.0, 0.0)}
-    report = {"slo": {"late_share": 0.0005, "late_wait_s": 5.0}, "forecaster": "lstm",
+    report = {"slo": {"late_share": 0.0005, "late_wait_s": 5.0}, "forecaster": "lstm", "load_at_start": 0.42,
+              "command": ".venv/bin/python bench/fleet_slo.py --forecaster lstm",
               "traces": {"nasa": {"1995-07-12": {"rows": rows, "verdict": "MET", "seconds": 3.0}}}}
     before = {"forecaster": "lstm", "traces": {"nasa": {"1995-07-12": {"rows": {**rows, "predictive": row(1.2, 0.0)}}}}}
-    md = render(report, before, 0.42, "commit abc")
-    assert md.startswith(provenance(0.42).split(",")[0]) and "load average 0.42" in md
+    md = render(report, before, "commit abc")
+    assert md.startswith(provenance(0.42, "x").split(",")[0]) and "load average 0.42" in md
+    assert "    .venv/bin/python bench/fleet_slo.py --forecaster lstm\n" in md
     assert "| predictive | 11.0 | 1.100x | 0.0100% | 1 | yes | {'quantile': 0.9} |" in md
     assert "| reactive | 13.0 | 1.300x | 0.1000% | 1 | no |" in md
     assert "| predictive | 1.200x, 0.0000% | 1.100x, 0.0100% |" in md and "commit abc" in md
