@@ -43,7 +43,7 @@ from warmup.sim.risk import LEVELS, hindsight, tune  # noqa: E402
 
 POLICIES = ("predictive", "reactive", "queue")
 KNOBS = ("quantile", "buffer_level", "target_utilisation", "stabilisation_s", "stabilisation_min",
-         "reactive_utilisation", "target_waiting")
+         "reactive_utilisation", "target_waiting", "reactive_guard")
 TRACES = {
     "azure": dict(file="azure2024_conversation_10s.csv", capacity=300.0,
                   windows=("2024-05-17", "2024-05-16", "2024-05-18")),

@@ -172,7 +172,8 @@ def test_bounds_and_gpu_budget() -> None:
     cfg = replace(CFG, gpus_per_replica=2, gpu_budget=14)
     d, _ = run(cfg=cfg, obs=9000.0, fc=None)
     assert d.desired == 7 and d.reason.code is ReasonCode.GPU_BUDGET
-    assert [s.stage for s in d.steps] == ["stabilisation", "max_step", "cooldown", "bounds", "gpu_budget"]
+    assert [s.stage for s in d.steps] == ["stabilisation", "max_step", "cooldown", "reactive_guard", "bounds",
+                                         "gpu_budget"]
 
 
 def test_doing_nothing_has_a_reason() -> None:

@@ -37,6 +37,10 @@ class ScalingConfig:
     wake_s: Optional[float] = None       # measured/recorded wake time (None: no asleep tier)
     sleep_cost_share: float = 1.0        # an asleep instance costs this share of a GPU-hour (the GPU stays held)
     buffer_asleep: bool = False          # keep the warm buffer asleep rather than ready
+    # never later than the autoscaler replaced (warmup/core/hpa.py): its HPA target utilisation
+    # (None: off) and scale-down window; warmcast never holds fewer replicas than it would
+    reactive_guard: Optional[float] = None
+    reactive_guard_window_min: int = 5
 
     def __post_init__(self) -> None:
         if self.capacity_rpm <= 0:
@@ -51,6 +55,10 @@ class ScalingConfig:
             raise ValueError("quantile must be in (0, 1)")
         if not (0.0 < self.target_utilisation <= 1.5) or not (0.0 < self.reactive_utilisation <= 1.5):
             raise ValueError("utilisation targets must be in (0, 1.5]")
+        if self.reactive_guard is not None and not (0.0 < self.reactive_guard <= 1.5):
+            raise ValueError("reactive_guard (the replaced HPA's target utilisation) must be in (0, 1.5] or None")
+        if self.reactive_guard_window_min < 1:
+            raise ValueError("reactive_guard_window_min must be >= 1")
         for name in ("max_step_up", "max_step_down"):
             v = getattr(self, name)
             if v is not None and v < 1:

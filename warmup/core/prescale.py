@@ -25,6 +25,7 @@ from typing import Callable, Optional, Sequence
 from warmup.core.buffer import apply_buffer, asleep_target, plan_wakes, split_asleep, stage_buffer
 from warmup.core.config import ScalingConfig
 from warmup.core.decisions import GuardrailStep, ScaleAction, ScaleDecision
+from warmup.core.hpa import HPAState, follow
 from warmup.core.inputs import ForecastInput, Instance, InstanceState, as_utc
 from warmup.core.reasons import Reason, ReasonCode
 from warmup.core.state import PolicyState
@@ -123,10 +124,12 @@ def peak_over_lead(cfg: ScalingConfig, path: tuple[float, ...], offset: int) -> 
 class GuardrailContext:
     """What every guardrail stage sees besides the number it is handed."""
 
-    __slots__ = ("cfg", "now", "current", "state", "raw")
+    __slots__ = ("cfg", "now", "current", "state", "raw", "hpa")
 
-    def __init__(self, cfg: ScalingConfig, now: datetime, current: int, state: PolicyState, raw: int):
+    def __init__(self, cfg: ScalingConfig, now: datetime, current: int, state: PolicyState, raw: int,
+                 hpa: Optional[int] = None):
         self.cfg, self.now, self.current, self.state, self.raw = cfg, now, current, state, raw
+        self.hpa = hpa   # what the replaced autoscaler holds now (None: no reactive guard)
 
 
 Stage = Callable[[int, GuardrailContext], tuple[int, Optional[Reason]]]
@@ -194,10 +197,29 @@ def stage_gpu_budget(n: int, c: GuardrailContext) -> tuple[int, Optional[Reason]
     return n, None
 
 
+def stage_reactive_guard(n: int, c: GuardrailContext) -> tuple[int, Optional[Reason]]:
+    """Never below what the autoscaler warmcast replaces would hold on this load (warmup/core/hpa.py)."""
+    if c.hpa is None or n >= c.hpa:
+        return n, None
+    return c.hpa, Reason(ReasonCode.REACTIVE_GUARD,
+                         f"held at {c.hpa}: the HPA it replaces (target {c.cfg.reactive_guard:.0%} of capacity, "
+                         f"{c.cfg.reactive_guard_window_min} min scale-down window) would hold {c.hpa} on this "
+                         f"load, and warmcast never holds less (its own need: {n})")
+
+
+def follow_hpa(cfg: ScalingConfig, st: HPAState, current: int, observed_rpm: float, cap: float) -> HPAState:
+    """The replaced HPA's count after this minute (unchanged without a reactive guard)."""
+    if cfg.reactive_guard is None:
+        return st
+    return follow(st, current, observed_rpm, cap * cfg.reactive_guard, cfg.reactive_guard_window_min,
+                  cfg.min_replicas, cfg.max_replicas)
+
+
 GUARDRAILS: tuple[tuple[str, Stage], ...] = (
     ("stabilisation", stage_stabilisation),
     ("max_step", stage_max_step),
     ("cooldown", stage_cooldown),
+    ("reactive_guard", stage_reactive_guard),
     ("bounds", stage_bounds),
     ("gpu_budget", stage_gpu_budget),
 )
@@ -357,7 +379,9 @@ def decide_scale(cfg: ScalingConfig, now: datetime, instances: tuple[Instance, .
     current = len(instances)
     needs = scale_needs(cfg, now, current, observed_rpm, queue_depth, forecast, cap, errors)
     raw = needs.raw
-    desired, steps, held_by = apply_guardrails(raw, GuardrailContext(cfg, now, current, state, raw))
+    hpa = follow_hpa(cfg, state.hpa, current, observed_rpm, cap)
+    guard = hpa.replicas if cfg.reactive_guard is not None else None
+    desired, steps, held_by = apply_guardrails(raw, GuardrailContext(cfg, now, current, state, raw, guard))
     action = scale_action(desired, current)
     if held_by is not None:
         reason = held_by
@@ -372,4 +396,4 @@ def decide_scale(cfg: ScalingConfig, now: datetime, instances: tuple[Instance, .
                          reason=with_tiers(reason, needs, wake_why), reactive_replicas=needs.reactive,
                          forecast_replicas=needs.forecast, raw=raw, steps=steps, remove=remove, wake=wake,
                          buffer=needs.buffer, asleep=len(asleep), asleep_target=asleep_target(cfg, needs.buffer)
-                         ), next_scale_state(cfg, state, now, raw, action)
+                         ), replace(next_scale_state(cfg, state, now, raw, action), hpa=hpa)

@@ -23,6 +23,7 @@ class ReasonCode(str, Enum):
     MAX_STEP = "max_step"
     COOLDOWN_UP = "cooldown_up"
     COOLDOWN_DOWN = "cooldown_down"
+    REACTIVE_GUARD = "reactive_guard"                # held at what the replaced autoscaler would hold
     # warmup
     WARMUP_QUEUE = "warmup_queue"                    # queue depth crossed a tier threshold
     WARMUP_PREDICTED_GROWTH = "warmup_predicted_growth"

@@ -8,6 +8,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Optional
 
+from warmup.core.hpa import HPAState
 from warmup.core.inputs import as_utc
 from warmup.core.reasons import Reason
 
@@ -63,6 +64,7 @@ class PolicyState:
     switch: SwitchState = field(default_factory=SwitchState)
     warmup: WarmupState = field(default_factory=WarmupState)
     scale_actions: int = 0
+    hpa: HPAState = field(default_factory=HPAState)   # the replaced autoscaler, followed (warmup/core/hpa.py)
 
     @property
     def last_scale(self) -> Optional[datetime]:

@@ -26,20 +26,19 @@ minute's scale-up limit is the 15 s limit applied four times (2 pods can become 
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass, field
 
-from warmup.core import replicas_for
+from warmup.core import hpa, replicas_for
+from warmup.core.hpa import TOLERANCE
 from warmup.sim.fleet import Observation
 
-SYNC_S = 15.0
-TOLERANCE = 0.1
 KEDA_MAX_REPLICAS = 100   # a ScaledObject's maxReplicaCount when it sets none (the fleet's bound when lower)
 
 
 @dataclass
 class HPARules:
-    """The HPA's scaling rules (defaults from the Kubernetes documentation), once a minute."""
+    """The HPA's scaling rules (defaults from the Kubernetes documentation), once a minute: the
+    decision core's own functions (``warmup.core.hpa``, which its reactive guard follows)."""
 
     tolerance: float = TOLERANCE
     up_percent: float = 100.0
@@ -47,27 +46,17 @@ class HPARules:
     down_window_min: int = 5          # scaleDown.stabilizationWindowSeconds 300
     min_replicas: int = 1
     max_replicas: int = 10_000
-    _recent: deque = field(default_factory=deque, repr=False)
+    _recent: tuple[int, ...] = field(default=(), repr=False)
 
     def recommend(self, current: int, metric: float, per_pod_target: float) -> int:
         """The replicas the metric asks for; the current count while within the tolerance."""
-        if current > 0 and abs(metric / (per_pod_target * current) - 1.0) <= self.tolerance:
-            return current
-        return int(math.ceil(metric / per_pod_target - 1e-9)) if metric > 0 else 0
+        return hpa.recommend(current, metric, per_pod_target, self.tolerance)
 
     def scale(self, current: int, recommendation: int) -> int:
         """One minute of syncs: up at most +100%/+4 pods per 15 s; down to the window's highest."""
-        self._recent.append(recommendation)
-        while len(self._recent) > max(1, self.down_window_min):
-            self._recent.popleft()
-        want = max(self.min_replicas, min(self.max_replicas, recommendation))
-        if want > current:
-            n = current
-            for _ in range(int(60 / SYNC_S)):
-                n = min(want, max(math.ceil(n * (1 + self.up_percent / 100)), n + self.up_pods))
-            return n
-        stable = max(self.min_replicas, min(self.max_replicas, max(self._recent)))
-        return min(current, stable)
+        n, self._recent = hpa.scale(current, recommendation, self._recent, self.down_window_min, self.min_replicas,
+                                    self.max_replicas, self.up_percent, self.up_pods)
+        return n
 
 
 @dataclass

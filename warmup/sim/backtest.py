@@ -226,7 +226,8 @@ def _predictive(split: Split, cfg: FleetBacktestConfig, bundle: Optional[Forecas
     info = {"forecaster": bundle.model, "quantile": s.quantile, "target_utilisation": s.target_utilisation,
             "lead_min": s.lead_min, "stabilisation_s": s.stabilisation_s, "cooldown_down_s": s.cooldown_down_s,
             "reactive_utilisation": s.reactive_utilisation, "buffer_level": s.buffer_level, "wake_s": s.wake_s,
-            "buffer_asleep": s.buffer_asleep}
+            "buffer_asleep": s.buffer_asleep, "reactive_guard": s.reactive_guard,
+            "reactive_guard_window_min": s.reactive_guard_window_min}
     return pol, info
 
 

@@ -112,6 +112,17 @@ def choose(policy: str, split: Split, cfg: FleetBacktestConfig, bundle: Optional
     return pick(policy, rows, slo, where)
 
 
+def guarded(grids: Optional[dict], reactive: dict) -> dict:
+    """The predictive grids with the reactive guard set to the tuned HPA's knobs (issue 27): every
+    candidate holds at least what that HPA would (``warmup/core/hpa.py``), never later than it."""
+    g = {**GRIDS, **(grids or {})}
+    if "target_utilisation" not in reactive:   # a grid that does not tune it: the HPA's is unknown
+        return g
+    guard = {"reactive_guard": reactive["target_utilisation"],
+             "reactive_guard_window_min": int(reactive.get("stabilisation_min", 5))}   # the HPA's default 300 s
+    return {**g, "predictive": [{**k, **guard} for k in g["predictive"]]}
+
+
 def tune(log: LoadLog, cfg: FleetBacktestConfig, slo: SLO, validation_days: float = 2.0,
          policies: Sequence[str] = ("predictive", "reactive", "queue"), model=None,
          progress: bool = False, grids: Optional[dict] = None, levels: Sequence[float] = LEVELS) -> Tuning:
@@ -125,7 +136,11 @@ def tune(log: LoadLog, cfg: FleetBacktestConfig, slo: SLO, validation_days: floa
         bundle = compute_forecasts(log, vcfg, levels, model=model, progress=progress)
     oracle = run_policy("oracle", split, vcfg)
     og = float(oracle.provisioned.sum()) * vcfg.gpus_per_replica / 60.0
-    choices = {p: choose(p, split, vcfg, bundle, slo, og, grids=grids) for p in policies}
+    chosen: dict[str, Choice] = {}
+    for p in sorted(policies, key=lambda q: q == "predictive"):   # the predictive policy last: its guard
+        g = guarded(grids, chosen["reactive"].knobs) if p == "predictive" and "reactive" in chosen else grids
+        chosen[p] = choose(p, split, vcfg, bundle, slo, og, grids=g)
+    choices = {p: chosen[p] for p in policies}
     return Tuning(slo=slo, window=(str(vs), str(ts)), choices=choices,
                   forecaster=bundle.model if bundle else "", fit_seconds=bundle.fit_seconds if bundle else 0.0)
 
