@@ -60,8 +60,10 @@ def env(tmp_path, redis_server_url, key_prefix) -> dict[str, str]:
     return cli_env(tmp_path, SWITCH, redis_server_url, key_prefix)
 
 
-def _both(env, tmp_path, trace, dep: str, start: str, end: str,
-          *stored: str) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
+def _both(env, tmp_path, trace, dep: str, start: str, end: str, *stored: str,
+          figures: tuple[str, ...] = ()) -> tuple[pd.DataFrame, dict]:
+    """Replay and backtest over one window; asserts they agree minute by minute and in ``FIGURES``
+    (and ``figures``); the replay's decisions and report row."""
     window = ["--log", str(trace), "--test-start", start, "--test-end", end, "--forecaster", "seasonal_naive",
               "--no-plot"]
     rep = cli(env, "replay", "-d", dep, "--out", str(tmp_path / "replay"), *window)
@@ -75,14 +77,15 @@ def _both(env, tmp_path, trace, dep: str, start: str, end: str,
     assert read("replay", "plan_predictive.csv").equals(read("bt", "plan_predictive.csv"))
     ra = json.loads((tmp_path / "replay" / "report.json").read_text())["policies"]["predictive"]
     rb = json.loads((tmp_path / "bt" / "report.json").read_text())["policies"]["predictive"]
-    return a, b, ra, rb
+    assert a[COLUMNS].equals(b[COLUMNS])
+    keys = FIGURES + list(figures)
+    assert {k: ra[k] for k in keys} == {k: rb[k] for k in keys}
+    return a, ra
 
 
 def test_replay_equals_the_backtest_minute_by_minute_through_a_profile_switch(env, tmp_path, shared_data):
-    a, b, ra, rb = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "conv",
-                         "2024-05-14 20:00", "2024-05-15 02:00")
-    assert a[COLUMNS].equals(b[COLUMNS])
-    assert {k: ra[k] for k in FIGURES} == {k: rb[k] for k in FIGURES}
+    a, ra = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "conv",
+                  "2024-05-14 20:00", "2024-05-15 02:00")
     assert {"prewarm", "canary", "move", "steady"} <= set(a["phase"])   # a switch did run, minute by minute
     assert ra["profile_switches"] == 1 and ra["warmups"] > 0
 
@@ -107,10 +110,8 @@ def test_replay_equals_the_backtest_through_a_canary_the_breaker_rolls_back(env,
     store = CalibrationStore(redis_client, key_prefix)
     store.put("conv", "day", _calibration(300.0, 1.0))
     store.put("conv", "night", _calibration(240.0, 1.3))
-    a, b, ra, rb = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "conv",
-                         "2024-05-14 20:00", "2024-05-15 02:00", "--stored-calibrations")
-    assert a[COLUMNS].equals(b[COLUMNS])
-    assert {k: ra[k] for k in FIGURES + ["late_from_latency"]} == {k: rb[k] for k in FIGURES + ["late_from_latency"]}
+    a, ra = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "conv",
+                  "2024-05-14 20:00", "2024-05-15 02:00", "--stored-calibrations", figures=("late_from_latency",))
     phases = list(dict.fromkeys(a["phase"]))
     assert phases[:5] == ["steady", "prewarm", "canary", "rollback", "paused"], phases
     assert ra["profile_switches"] == 0 and ra["switch_minutes"] > 0   # no switch completed; one was tried
@@ -122,10 +123,8 @@ def test_replay_equals_the_backtest_with_the_reactive_guard(env, tmp_path, redis
     the guard hold the count in some minutes, and the two runs agree minute by minute."""
     StateStore(redis_client, key_prefix).put("policy-config", "buf", {"scaling": {
         "quantile": 0.5, "reactive_guard": 0.7, "reactive_guard_window_min": 5}})
-    a, b, ra, rb = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "buf",
-                         "2024-05-15 06:00", "2024-05-15 12:00")
-    assert a[COLUMNS].equals(b[COLUMNS])
-    assert {k: ra[k] for k in FIGURES} == {k: rb[k] for k in FIGURES}
+    a, ra = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "buf",
+                  "2024-05-15 06:00", "2024-05-15 12:00")
     assert a["text"].str.contains("the HPA it replaces").any()   # the guard held the count somewhere
 
 
@@ -134,10 +133,8 @@ def test_replay_equals_the_backtest_with_a_warm_buffer_kept_asleep(env, tmp_path
     # the live knobs the replay and `backtest fleet --stored-policy` both read: a P50 plan with a P95 buffer
     StateStore(redis_client, key_prefix).put("policy-config", "buf", {"scaling": {
         "quantile": 0.5, "buffer_level": 0.95, "buffer_window_min": 60}})
-    a, b, ra, rb = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "buf",
-                         "2024-05-15 06:00", "2024-05-15 12:00")
-    assert a[COLUMNS].equals(b[COLUMNS])
-    assert {k: ra[k] for k in FIGURES} == {k: rb[k] for k in FIGURES}
+    a, ra = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "buf",
+                  "2024-05-15 06:00", "2024-05-15 12:00")
     assert a["buffer"].max() >= 1 and a["asleep"].max() >= 1 and ra["wakes"] >= 1   # the tier was exercised
     # the replay wrote nothing under the live deployment's keys but what the test stored itself
     live = {k.decode() for k in redis_client.scan_iter(f"{key_prefix}:*")}
@@ -151,10 +148,8 @@ def test_replay_equals_the_backtest_with_a_switch_and_an_asleep_buffer_in_one_de
     decisions (buffer, asleep target) are compared minute by minute, and no wake can happen on either side."""
     StateStore(redis_client, key_prefix).put("policy-config", "both", {"scaling": {
         "quantile": 0.5, "buffer_level": 0.95, "buffer_window_min": 60}})
-    a, b, ra, rb = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "both",
-                         "2024-05-14 20:00", "2024-05-15 02:00")
-    assert a[COLUMNS].equals(b[COLUMNS])
-    assert {k: ra[k] for k in FIGURES} == {k: rb[k] for k in FIGURES}
+    a, ra = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "both",
+                  "2024-05-14 20:00", "2024-05-15 02:00")
     assert {"prewarm", "canary", "move", "steady"} <= set(a["phase"]) and a["buffer"].max() >= 1
 
 
