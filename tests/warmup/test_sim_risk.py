@@ -56,7 +56,12 @@ def test_each_policy_gets_the_cheapest_setting_that_met_the_slo(tuning) -> None:
             assert "cheapest of" in c.why
         else:
             assert not ok and "none of" in c.why
-    assert len(tuning.choices["predictive"].table) == 5      # stage 1 (4) + stage 2 around the winner (1)
+    # stage 1 (4 settings x the reactive guard's two windows, issue 27) + stage 2 around the winner (1)
+    assert len(tuning.choices["predictive"].table) == 9
+    guards = {(r["knobs"]["reactive_guard"], r["knobs"]["reactive_guard_window_min"])
+              for r in tuning.choices["predictive"].table}
+    hpa = tuning.choices["reactive"].knobs   # the guard is the tuned HPA: its target, its window or 1 min
+    assert guards == {(hpa["target_utilisation"], 1), (hpa["target_utilisation"], hpa.get("stabilisation_min", 5))}
     assert "risk tuned for the SLO late (wait > 5 s) <= 0.05%" in tuning.report()
 
 

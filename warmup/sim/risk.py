@@ -113,14 +113,19 @@ def choose(policy: str, split: Split, cfg: FleetBacktestConfig, bundle: Optional
 
 
 def guarded(grids: Optional[dict], reactive: dict) -> dict:
-    """The predictive grids with the reactive guard set to the tuned HPA's knobs (issue 27): every
-    candidate holds at least what that HPA would (``warmup/core/hpa.py``), never later than it."""
+    """The predictive grids with the reactive guard at the tuned HPA's target utilisation (issue 27).
+
+    Each candidate is tried with two guards: the HPA's own scale-down window (warmcast never holds
+    fewer replicas than that HPA would: never later, and never cheaper) and a 1-minute window (never
+    below what the HPA asks for on the current load, so never later on a rise, while scale-in may
+    follow the forecast below the count the HPA would still be holding).  The SLO on the validation
+    days chooses between them, as for every other knob."""
     g = {**GRIDS, **(grids or {})}
     if "target_utilisation" not in reactive:   # a grid that does not tune it: the HPA's is unknown
         return g
-    guard = {"reactive_guard": reactive["target_utilisation"],
-             "reactive_guard_window_min": int(reactive.get("stabilisation_min", 5))}   # the HPA's default 300 s
-    return {**g, "predictive": [{**k, **guard} for k in g["predictive"]]}
+    windows = sorted({1, int(reactive.get("stabilisation_min", 5))})   # the HPA's default window: 300 s
+    return {**g, "predictive": [{**k, "reactive_guard": reactive["target_utilisation"],
+                                 "reactive_guard_window_min": w} for w in windows for k in g["predictive"]]}
 
 
 def tune(log: LoadLog, cfg: FleetBacktestConfig, slo: SLO, validation_days: float = 2.0,
