@@ -19,6 +19,9 @@ def register(app: typer.Typer, backtest: typer.Typer) -> None:
                                                 help="also serve KEDA's external scaler gRPC on this port"),
         workers: int = typer.Option(1, min=1, max=64, help="uvicorn worker processes"),
         config: Optional[Path] = typer.Option(None, "--config", help="settings YAML (else WARMCAST_CONFIG)"),
+        shutdown_grace_s: int = typer.Option(3, "--shutdown-grace-s", min=0, max=600,
+                                             help="on SIGTERM, seconds open requests may still run before "
+                                                  "they are answered 503 (uvicorn's graceful timeout)"),
     ) -> None:
         """Serve the API, the dashboard at / and /metrics; with --grpc-port the KEDA external scaler too."""
         import os
@@ -38,9 +41,9 @@ def register(app: typer.Typer, backtest: typer.Typer) -> None:
             scaler = serve_grpc(build_context(settings), f"{host}:{grpc_port}")
             typer.echo(f"KEDA external scaler (gRPC) on {host}:{scaler.port}")
         typer.echo(f"API on http://{host}:{port}  (dashboard /, OpenAPI /docs, metrics /metrics)")
-        # On SIGTERM, requests still open after a few seconds are cancelled: the process stops
-        # promptly (a computation they waited for runs in a daemon thread and ends with it).
+        # On SIGTERM, requests still open after the grace (3 s by default) are cancelled: the process
+        # stops promptly (a computation they waited for runs in a daemon thread and ends with it).
         uvicorn.run("api.app:create_app", factory=True, host=host, port=port, workers=workers,
-                    log_level=settings.log_level.lower(), timeout_graceful_shutdown=3)
+                    log_level=settings.log_level.lower(), timeout_graceful_shutdown=shutdown_grace_s)
         if scaler is not None:
             scaler.stop(grace=1)
