@@ -13,6 +13,7 @@ from warmcast.store import LoadStore
 from workers.actuation import RecordingScaler, live_scaler
 from workers.coreconfig import live_core_config
 from workers.options import WorkerOptions
+from workers.replay_fleet import StoredFleet
 from workers.simfleet import SimFleet
 
 
@@ -69,9 +70,11 @@ class Ctx:
     # ------------------------------------------------------------ fleets
     @property
     def simulate(self) -> bool:
-        return self.options.simulate
+        return self.options.simulate or self.options.replayed_fleet
 
-    def sim(self, name: str) -> SimFleet:
+    def sim(self, name: str) -> SimFleet | StoredFleet:
+        if self.options.replayed_fleet:
+            return StoredFleet(self.state, name)
         if name not in self._sims:
             d = self.dep(name)
             self._sims[name] = SimFleet(self.r, self.prefix, name, d.capacity_rpm, d.cold_start_min,

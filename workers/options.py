@@ -34,6 +34,8 @@ class WorkerOptions(BaseSettings):
     metrics_port: int = Field(0, ge=0, le=65535, description="worker's Prometheus port (0: none)")
     queue: str = Field("warmcast", min_length=1)
     simulate: bool = Field(False, description="drive a simulated fleet (SimFleet) instead of real instances")
+    replayed_fleet: bool = Field(False, description="read the fleet a replay driver publishes in Redis each "
+                                 "minute (StoredFleet; the shadow replay through Celery, forecast-only)")
     # Fault injection, for the crash tests only: sleep at these points of a planning run.
     fault_pause_after_decide_s: float = Field(0.0, ge=0)
     fault_pause_after_apply_s: float = Field(0.0, ge=0)

@@ -109,11 +109,16 @@ class ReplayPolicy:
         self.ctx.fleet.observe(obs, now, pools)
         self._record_load(now, obs.last_minute_rpm)
         self._store_forecast(obs.t)
-        signals.step(self.ctx, self.dep)
-        tick.step(self.ctx, self.dep, tick=now.strftime("%Y-%m-%dT%H:%M:%S"), run_id=f"replay-{obs.t}", now=now)
+        self._run(now, obs.t)
         self.journal = j = self.ctx.state.get("plan-journal", self.dep)
         self._log(obs.t, j)
         return j
+
+    def _run(self, now: datetime, t: int) -> None:
+        """The signals step and the tick, in this process (the shadow replay can send the tick to a
+        Celery worker instead: workers/shadow_replay.py)."""
+        signals.step(self.ctx, self.dep)
+        tick.step(self.ctx, self.dep, tick=now.strftime("%Y-%m-%dT%H:%M:%S"), run_id=f"replay-{t}", now=now)
 
     def _record_load(self, now: datetime, rpm: float) -> None:
         """The minute before ``now`` into the load store, as ingest records arrivals."""

@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping, Optional
 
+from warmcast.errors import InputError
 from warmup.sim.fleet import Observation
+
+PUBLISHED = "replayed-fleet"   # the state kind a replay through Celery publishes its fleet under
 
 
 @dataclass
@@ -101,3 +104,36 @@ class ReplayFleet:
         return ([one(f"r{i}", "ready_busy", self.profile) for i in range(o.ready)]
                 + [one(f"b{i}", "booting", self.profile) for i in range(o.booting)]
                 + [one(f"s{i}", "asleep", self.profile) for i in range(o.asleep)])
+
+
+def publish(state: Any, dep: str, fleet: ReplayFleet) -> None:
+    """What ``fleet`` shows this minute, stored for a worker process to read (:class:`StoredFleet`)."""
+    state.put(PUBLISHED, dep, {"signals": fleet.signals(), "current": fleet.current()})
+
+
+class StoredFleet:
+    """The fleet a replay driver published this minute, as a worker process's backend
+    (``WARMCAST_WORKERS_REPLAYED_FLEET``).  Read only: a replay through Celery runs the workers in
+    forecast-only mode (the shadow replay), so the tick reads the fleet and applies nothing."""
+
+    def __init__(self, state: Any, dep: str) -> None:
+        self.state, self.dep = state, dep
+
+    def _doc(self) -> dict[str, Any]:
+        doc = self.state.get(PUBLISHED, self.dep)
+        if doc is None:
+            raise InputError(f"no replayed fleet published for deployment {self.dep!r}: the replay driver "
+                             "publishes it before each tick (workers/shadow_replay.py)")
+        return doc
+
+    def current(self) -> int:
+        return int(self._doc()["current"])
+
+    def signals(self, now: Optional[float] = None) -> dict[str, Any]:
+        return dict(self._doc()["signals"])
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise InputError(f"the replayed fleet of {self.dep!r} is read only: run the workers in forecast-only "
+                         "mode (WARMCAST_DRY_RUN=true) to shadow a replay")
+
+    scale_to = wake = set_asleep = set_replicas = warm = _read_only

@@ -3,12 +3,18 @@ simulator's HPA-like reactive policy) carries a log, while the workers' own tick
 forecast-only mode on real Redis, minute by minute with the clock injected (as ``warmcast replay``
 drives it, :mod:`workers.replay`), and writes its shadow records.
 
+With a Celery app the tick runs where it runs live: the driver publishes the minute's fleet in
+Redis (:func:`workers.replay_fleet.publish`) and sends ``warmcast.plan`` with the replayed minute as
+its clock to a real worker process, whose backend reads that fleet (``WARMCAST_WORKERS_REPLAYED_FLEET``)
+and which must run forecast-only (``WARMCAST_DRY_RUN=true``); the driver waits for each tick.
+
 Unlike ``warmcast replay`` it works under the settings' own key prefix and keeps what it wrote: the
 shadow records, the audit entries and the arrivals recorded in the load store are what ``warmcast
 report shadow`` reads afterwards, exactly as it reads those of a live loop.
 """
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Optional
 
 import pandas as pd
@@ -20,7 +26,7 @@ from warmup.sim.autoscalers import ReactiveHPA
 from workers.context import Ctx
 from workers.options import WorkerOptions, replay_options
 from workers.replay import ReplayPolicy, deployment_config, minute_times
-from workers.replay_fleet import ReplayFleet
+from workers.replay_fleet import ReplayFleet, publish
 
 
 class ShadowCtx(Ctx):
@@ -38,6 +44,21 @@ class ShadowCtx(Ctx):
         return self.fleet
 
 
+class CeleryTicker(ReplayPolicy):
+    """The tick of each replayed minute sent to a Celery worker (``app``) and awaited."""
+
+    def __init__(self, app: Any, *args: Any, timeout_s: float = 120.0) -> None:
+        super().__init__(*args)
+        self.app, self.timeout_s = app, timeout_s
+
+    def _run(self, now: datetime, t: int) -> None:
+        publish(self.ctx.state, self.dep, self.ctx.fleet)
+        # Results are off for the loop's tasks (task_ignore_result); this one is awaited, so kept.
+        self.app.send_task("warmcast.plan", kwargs={"deployment": self.dep, "tick": now.strftime("%Y-%m-%dT%H:%M:%S"),
+                                                    "now": now.isoformat()},
+                           queue=self.ctx.options.queue, ignore_result=False).get(timeout=self.timeout_s)
+
+
 class ShadowPolicy:
     """The simulator's policy interface: the current autoscaler decides the fleet; each minute the
     workers' tick first reads that fleet and records its own decision (applying nothing)."""
@@ -51,9 +72,10 @@ class ShadowPolicy:
 
 
 def run_shadow(settings: Settings, deployment: str, data: Any, ts: pd.Timestamp, te: Optional[pd.Timestamp],
-               forecaster: str, client: Any = None, utilisation: float = 0.8) -> FleetRun:
+               forecaster: str, client: Any = None, utilisation: float = 0.8, celery: Any = None) -> FleetRun:
     """Replay ``data`` over [ts, te) on a fleet the reactive policy scales for ``utilisation`` of its
-    capacity, with warmcast's tick shadowing it; the fleet's run (provisioned, ready, late per minute)."""
+    capacity, with warmcast's tick shadowing it (in this process, or in ``celery``'s workers); the
+    fleet's run (provisioned, ready, late per minute)."""
     from warmup.sim.backtest import _initial, compute_forecasts, forecast_levels, make_split, predictive_policy
     from workers.coreconfig import live_core_config
 
@@ -65,8 +87,8 @@ def run_shadow(settings: Settings, deployment: str, data: Any, ts: pd.Timestamp,
     bundle = compute_forecasts(data, cfg, forecast_levels(cfg))
     sim_policy, _ = predictive_policy(split, cfg, bundle)
     ctx = ShadowCtx(settings, ReplayFleet(cfg.capacity_rpm), probe.r, live)
-    ticker = ReplayPolicy(ctx, deployment, minute_times(split), bundle.levels, bundle.paths, bundle.model,
-                          sim_policy.cfg)
+    args = (ctx, deployment, minute_times(split), bundle.levels, bundle.paths, bundle.model, sim_policy.cfg)
+    ticker = ReplayPolicy(*args) if celery is None else CeleryTicker(celery, *args)
     hpa = ReactiveHPA(cfg.capacity_rpm, utilisation, cfg.reactive_stabilisation_min,
                       cfg.min_replicas, cfg.max_replicas)
     return run_online(ShadowPolicy(ticker, hpa), split.arrivals, split.minute_before, cfg.fleet_params(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime
 
 import redis
 from celery import shared_task, signals
@@ -85,10 +86,13 @@ def forecast(self, deployment: str, tick: str = "") -> dict:
 
 # The one tick (workers/steps/tick.py): decide once, apply scale, sleep tier, switch and warmups.
 @shared_task(bind=True, name="warmcast.plan", **COMMON)
-def plan(self, deployment: str, tick: str = "") -> dict:
+def plan(self, deployment: str, tick: str = "", now: str = "") -> dict:
+    """``now``: the tick's clock (ISO 8601) when a replay drives the loop (workers/shadow_replay.py);
+    beat leaves it empty and the tick reads the wall clock."""
     ctx = _ctx(self)
+    clock = datetime.fromisoformat(now) if now else None
     return tick_step.step(ctx, deployment, tick=tick or tick_id(ctx.options.plan_every_s),
-                          run_id=self.request.id or "").as_dict()
+                          run_id=self.request.id or "", now=clock).as_dict()
 
 
 @shared_task(bind=True, name="warmcast.retrain", acks_late=True, autoretry_for=(LockBusy,), max_retries=0)

@@ -1,8 +1,10 @@
 """Shadow mode end to end (issue 30): a simulated fleet scaled by the simulator's reactive (HPA-like)
-policy, the "current autoscaler", carries six hours of the Azure 2024 conversation trace while the
-workers' own tick runs in forecast-only mode beside it on real Redis, minute by minute with the clock
-injected (``workers/shadow_replay.py``, the replay driver; no Celery timing).  Then ``warmcast report
-shadow`` (the CLI, a real process) reads the shadow records: its actual instance-hours and late
+policy, the "current autoscaler", carries a whole day of the Azure 2024 conversation trace while
+warmcast runs in forecast-only mode beside it on real Redis and Celery: each replayed minute the
+driver (``workers/shadow_replay.py``) publishes the fleet in Redis and sends ``warmcast.plan``, with
+the minute as its clock, to a real Celery worker process, whose tick reads that fleet and writes the
+shadow record (no beat: the driver is the clock).  Then ``warmcast report shadow`` (the CLI, a real
+process) reads the shadow records: its actual instance-hours and late
 requests are the simulated fleet's, and its warmcast-side figures are `warmcast backtest fleet`'s
 on the same arrivals.  Bad input (no records, not forecast-only, a gap) gets a message naming it.
 """
@@ -19,7 +21,7 @@ from warmcast.store import LoadStore
 from warmup.sim import load_log
 from workers import shadow
 from workers.shadow_replay import run_shadow
-from loophelpers import cli, cli_env
+from loophelpers import Loop, cli, cli_env, wait_for
 
 DEPLOYMENTS = """deployments:
   - name: chat
@@ -29,7 +31,7 @@ DEPLOYMENTS = """deployments:
     profiles:
       day: {capacity_rpm: 300}
 """
-START, END = "2024-05-15 04:00", "2024-05-15 10:00"     # the morning ramp: the reactive fleet runs short
+START, END = "2024-05-15 00:00", "2024-05-16 00:00"     # a whole day: on its ramps the reactive fleet runs short
 FIGURES = ["gpu_hours", "late_requests", "late_share", "minutes_short", "minutes_with_late", "launches",
            "scale_actions", "mean_replicas", "max_replicas", "requests"]
 
@@ -39,7 +41,26 @@ def env(tmp_path, redis_server_url, key_prefix) -> dict[str, str]:
     return cli_env(tmp_path, DEPLOYMENTS, redis_server_url, key_prefix, WARMCAST_DRY_RUN="true")
 
 
-def _shadow_day(env, redis_client, trace):
+@pytest.fixture
+def celery(env, tmp_path):
+    """A real Celery worker process in forecast-only mode reading the replayed fleet, and an app to send to it."""
+    from workers.app import make_celery
+    from workers.options import WorkerOptions
+
+    loop = Loop(tmp_path, env["WARMCAST_REDIS_URL"], env["WARMCAST_KEY_PREFIX"],
+                {**env, "WARMCAST_WORKERS_REPLAYED_FLEET": "true", "WARMCAST_WORKERS_LEASE_S": "60"})
+    loop.worker(concurrency=1)
+    settings = load_settings(redis_url=env["WARMCAST_REDIS_URL"], key_prefix=env["WARMCAST_KEY_PREFIX"])
+    app = make_celery(settings, WorkerOptions())
+    app.worker_log = lambda: (tmp_path / "worker-1.log").read_text()
+    try:
+        wait_for(lambda: app.control.ping(timeout=1.0), 120, "the Celery worker to answer a ping", loop)
+        yield app
+    finally:
+        loop.stop_all()
+
+
+def _shadow_day(env, redis_client, trace, celery):
     """The history before the window in the load store (as ingest keeps it), then the shadowed replay."""
     data = load_log(trace)
     ts, te = pd.Timestamp(START), pd.Timestamp(END)
@@ -49,28 +70,33 @@ def _shadow_day(env, redis_client, trace):
                              deployments_file=env["WARMCAST_DEPLOYMENTS_FILE"], state_dir=env["WARMCAST_STATE_DIR"],
                              dry_run=True)
     # an HPA run hot (target 100% of capacity): every rise in load finds it short for a cold start
-    return run_shadow(settings, "chat", data, ts, te, "seasonal_naive", client=redis_client, utilisation=1.0)
+    return run_shadow(settings, "chat", data, ts, te, "seasonal_naive", client=redis_client, utilisation=1.0,
+                      celery=celery)
 
 
 def test_shadow_report_matches_the_simulated_fleet_and_the_backtest(env, tmp_path, redis_client, key_prefix,
-                                                                    shared_data):
+                                                                    shared_data, celery):
     trace = shared_data / "azure2024_conversation_per_minute.csv"
-    run = _shadow_day(env, redis_client, trace)
+    run = _shadow_day(env, redis_client, trace, celery)
     minutes = len(run.provisioned)
-    assert minutes == 360
+    assert minutes == 1440
+    # every tick ran in the worker process: the last journal entry is a Celery task's, at the last minute
+    journal = StateStore(redis_client, key_prefix).get("plan-journal", "chat")
+    assert journal["tick"] == "2024-05-15T23:59:00" and not journal["task_id"].startswith("replay-")
+    assert celery.worker_log().count("Task warmcast.plan[") >= minutes
     rep = cli(env, "report", "shadow", "-d", "chat", "--since", START, "--until", END, "--forecaster",
                "seasonal_naive", "--out", str(tmp_path / "shadow"))
     assert rep.returncode == 0, rep.stderr[-3000:]
     doc = json.loads((tmp_path / "shadow" / "report.json").read_text())
-    # the records' minutes: the tick at minute t describes minute t - 1, so the last one closes 09:58
-    assert doc["minutes"] == minutes - 1 and doc["compared"]["last_minute"] == "2024-05-15 09:58"
+    # the records' minutes: the tick at minute t describes minute t - 1, so the last one closes 23:58
+    assert doc["minutes"] == minutes - 1 and doc["compared"]["last_minute"] == "2024-05-15 23:58"
     assert doc["actual"]["instance_hours"] == round(float(run.provisioned[:-1].sum()) / 60.0, 3)
     assert doc["actual"]["late_requests"] == round(float(run.late[:-1].sum()), 1)
     assert doc["actual"]["late_requests"] > 0 and doc["short_actual_covered_by_warmcast"]["minutes"] > 0
 
     bt = cli(env, "backtest", "fleet", "--log", str(trace), "--deployment", env["WARMCAST_DEPLOYMENTS_FILE"],
               "--name", "chat", "--stored-calibrations", "--stored-policy", "--policies", "predictive",
-              "--test-start", START, "--test-end", "2024-05-15 09:59", "--forecaster", "seasonal_naive",
+              "--test-start", START, "--test-end", "2024-05-15 23:59", "--forecaster", "seasonal_naive",
               "--no-plot", "--out", str(tmp_path / "bt"))
     assert bt.returncode == 0, bt.stderr[-3000:]
     row = json.loads((tmp_path / "bt" / "report.json").read_text())["policies"]["predictive"]
@@ -107,3 +133,25 @@ def _bad_input(env, tmp_path, redis_client, key_prefix) -> None:
                "--forecaster", "seasonal_naive")
     assert gap.returncode == 2 and "2 minute(s) missing (2024-05-15 05:00..05:01)" in gap.stderr, gap.stderr
     assert not any((tmp_path / d).exists() for d in ("r1", "r2", "r3"))
+
+
+def test_a_worker_reading_a_replayed_fleet_names_what_is_missing_and_applies_nothing(redis_client, key_prefix):
+    """The worker's backend in a replay through Celery: before the driver published a fleet it says so;
+    asked to act, it refuses (a shadow replay is forecast-only) and the published fleet is unchanged."""
+    from warmcast.errors import InputError
+    from warmup.sim.fleet import Observation
+    from workers.replay_fleet import ReplayFleet, StoredFleet, publish
+
+    state = StateStore(redis_client, key_prefix)
+    stored = StoredFleet(state, "chat")
+    with pytest.raises(InputError, match="no replayed fleet published for deployment 'chat'"):
+        stored.signals()
+    fleet = ReplayFleet(300.0)
+    fleet.observe(Observation(t=0, last_minute_rpm=700.0, queue_depth=2.0, ready=3, booting=1, max_wait_last_s=0.0),
+                  pd.Timestamp("2024-05-15 00:00", tz="UTC").to_pydatetime())
+    publish(state, "chat", fleet)
+    before = state.get("replayed-fleet", "chat")
+    assert stored.current() == 4 and stored.signals()["ready"] == 3 and stored.signals()["queue_depth"] == 2.0
+    with pytest.raises(InputError, match="read only: run the workers in forecast-only mode"):
+        stored.scale_to(9, "more")
+    assert state.get("replayed-fleet", "chat") == before
