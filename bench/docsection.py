@@ -12,6 +12,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "BENCHMARKS.md"
@@ -45,3 +46,15 @@ def provenance(load_at_start: float, command: str) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return (f"Written by the script itself (`bench/docsection.py`), {when}; load average {load_at_start:.2f} "
             f"when the run began. Command:\n\n    {command}\n")
+
+
+def add_doc_option(ap: Any) -> None:
+    """The ``--doc`` option every benchmark shares: where its section goes ('none': print only)."""
+    ap.add_argument("--doc", default=str(DOC), help="write this run's section into this document ('none': print only)")
+
+
+def publish(doc: str, name: str, body: str) -> None:
+    """Write section ``name`` into ``doc`` unless it is 'none', and say so."""
+    if doc != "none":
+        write_section(name, body, Path(doc))
+        print(f"section bench:{name} written into {doc}")
