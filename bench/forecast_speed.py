@@ -7,7 +7,8 @@ Runs on the synthetic generator's week (``warmcast.generate``), torch limited to
 beside a baseline's: UnobservedComponents (fit once, then a Kalman-filter update
 per forecast) and seasonal naive.  Targets: training <= 60 s and at most 3x UnobservedComponents'
 fit, 1,000 deployments in one call <= 0.5 s (issue 32); one forecast <= 5 ms (an earlier issue's).
-The load average is printed before and after: run it on a quiet machine (under 1.5).
+The load average is printed before and after: run it on a quiet machine (under 1.5).  Writes its
+section of docs/BENCHMARKS.md (``bench:forecast_speed``) unless ``--doc none`` (or ``--quick``).
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+import docsection  # noqa: E402
 
 
 def week_frame(seed: int = 0):
@@ -48,8 +51,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--deployments", type=int, default=1000)
     ap.add_argument("--quick", action="store_true", help="tiny LSTM config (smoke test)")
+    docsection.add_doc_option(ap)
     args = ap.parse_args()
     torch.set_num_threads(2)
+    load, command = os.getloadavg()[0], docsection.command_line()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     frame = week_frame()
     print(f"history: {len(frame):,} minutes ({len(frame) / DAY:.0f} days), columns {list(frame.columns)}; "
@@ -65,7 +70,7 @@ def main() -> int:
     t = time.perf_counter()
     uc.fit(frame.iloc[:-200])
     t_uc = time.perf_counter() - t
-    rows.append(("train on one week", f"{t_lstm:.1f} s ({t_lstm / t_uc:.1f}x uc)", f"{t_uc:.1f} s (uc_fourier fit)",
+    rows.append((f"train on one week ({len(frame):,} min, the generator's)", f"{t_lstm:.1f} s ({t_lstm / t_uc:.1f}x uc)", f"{t_uc:.1f} s (uc_fourier fit)",
                  "<= 60 s and <= 3x uc", t_lstm <= 60 and t_lstm <= 3 * t_uc))
 
     # online use: one forecast per minute on a history that grows by one minute each call
@@ -91,12 +96,19 @@ def main() -> int:
     rows.append((f"{n:,} deployments, one call", f"{t_many:.3f} s", f"{t_sn:.3f} s (seasonal naive, a loop)",
                  "<= 0.5 s", t_many <= 0.5))
 
-    w = [max(len(str(r[i])) for r in rows) for i in range(4)]
-    print(f"{'':{w[0]}}  {'lstm':{w[1]}}  {'baseline':{w[2]}}  target")
-    for r in rows:
-        print(f"{r[0]:{w[0]}}  {r[1]:{w[1]}}  {r[2]:{w[2]}}  {r[3]}  {'PASS' if r[4] else 'FAIL'}")
-    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    end = os.getloadavg()[0]
+    text = table(rows) + f"\n\nLoad average at the end: {end:.2f} (the LSTM trains on two threads)."
+    print(text)
+    if not args.quick:
+        docsection.publish(args.doc, "forecast_speed", docsection.provenance(load, command) + "\n" + text)
     return 0
+
+
+def table(rows: list[tuple]) -> str:
+    """(what, LSTM, baseline, target, met) rows as a markdown table."""
+    out = ["| | LSTM | baseline beside it | target |", "|---|---|---|---|"]
+    out += [f"| {r[0]} | {r[1]} | {r[2]} | {r[3]}: **{'met' if r[4] else 'not met'}** |" for r in rows]
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
