@@ -15,18 +15,22 @@ pinball loss at least 10 % below the best baseline's at that level (the baseline
 with the lowest pinball loss there), its P50 MAE at most 1.02x the best
 baseline's, and its coverage (share of actuals at or below the level) within
 COVERAGE_TARGETS.  It also prints the LSTM's coverage on the slice of training
-data it held back (its calibration check, chosen without the test window).
+data it held back (its calibration check, chosen without the test window).  Writes its section of
+docs/BENCHMARKS.md (``bench:forecast_accuracy``) unless ``--doc none`` (or ``--quick``).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+import docsection  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 DEFAULT_TRACES = [
@@ -46,9 +50,10 @@ def run_trace(path: Path, test_start: str, out: Path, quick: bool) -> dict:
                        progress=False)
     write_outputs(res, out / path.stem)
     m = res.metrics
-    print(f"\n=== {path.name}: test from {test_start}, {m['origins']} origins x 30 leads "
-          f"({time.perf_counter() - t0:.0f} s) ===")
-    print(table(m))
+    m["heading"] = (f"{path.name}: test from {test_start}, {m['origins']} origins x 30 leads "
+                    f"({time.perf_counter() - t0:.0f} s)")
+    m["table"] = table(m)
+    print(f"\n=== {m['heading']} ===\n{m['table']}")
     return m
 
 
@@ -110,13 +115,25 @@ def checks(name: str, m: dict) -> list[tuple[str, bool]]:
     return out
 
 
+def section(results: dict, lines: list[str], load: float, command: str) -> str:
+    """Each trace's table and the acceptance lines, as BENCHMARKS shows them."""
+    parts = [docsection.provenance(load, command)]
+    for m in results.values():
+        parts.append(f"{m['heading']}:\n\n```\n{m['table']}\n```\n")
+    parts.append("Acceptance lines (`info`: a target stated for the Azure trace only):\n\n```\n"
+                 + "\n".join(lines) + "\n```")
+    return "\n".join(parts)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", action="append", default=[], help="FILE@TEST_START (repeatable)")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench" / "forecast_accuracy")
     ap.add_argument("--quick", action="store_true", help="tiny LSTM (smoke test of the script)")
     ap.add_argument("--json", type=Path, help="also write every trace's metrics here")
+    docsection.add_doc_option(ap)
     args = ap.parse_args()
+    load, command = os.getloadavg()[0], docsection.command_line()
     traces = [(Path(t.split("@")[0]), t.split("@")[1]) for t in args.trace] or DEFAULT_TRACES
     results, lines = {}, []
     for path, start in traces:
@@ -133,6 +150,8 @@ def main() -> int:
             lines.append(f"{'PASS' if ok else 'FAIL'}  {text}")
     print("\n=== acceptance ===")
     print("\n".join(lines))
+    if not args.quick:
+        docsection.publish(args.doc, "forecast_accuracy", section(results, lines, load, command))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
