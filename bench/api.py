@@ -39,6 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import docsection  # noqa: E402
 
 from warmcast.runtime import free_loopback_port as free_port  # noqa: E402
 
@@ -138,7 +141,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes for BOTH servers")
     ap.add_argument("--threads", type=int, default=1, help="wrk threads")
     ap.add_argument("--routes", default=",".join(LABELS), help="comma-separated routes (bare and stored always)")
+    docsection.add_doc_option(ap)
     args = ap.parse_args()
+    load, command = os.getloadavg()[0], docsection.command_line()
     names = [n for n in args.routes.split(",") if n]
     if set(names) - set(LABELS) or not {"bare", "stored"} <= set(names):
         raise SystemExit(f"--routes: bare and stored are needed; known: {','.join(LABELS)}")
@@ -178,7 +183,9 @@ def main() -> None:
         for url in urls.values():  # every route answers 200 (a 503 would be cheap) and is warmed up
             assert httpx.get(url).status_code == 200, (url, httpx.get(url).text)
             run_wrk(url, args.connections, 2, args.threads)
-        report(measure(urls, args), args, len(httpx.get(urls["stored"]).content))
+        res = measure(urls, args)
+        with docsection.printed_into(args.doc, "api", load, command):
+            report(res, args, len(httpx.get(urls["stored"]).content))
     finally:
         for p in procs:
             os.killpg(p.pid, signal.SIGTERM)

@@ -30,6 +30,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import docsection  # noqa: E402
 
 from warmup.actuators.launch import default_vllm_python_path, write_tiny_llama  # noqa: E402
 from warmup.actuators.local import LocalServer, free_port, one_core_env  # noqa: E402
@@ -175,26 +178,34 @@ def main() -> int:
     ap.add_argument("--slo-ttft-ms", type=float, default=1000.0)
     ap.add_argument("--slo-e2e-ms", type=float, default=5000.0)
     ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "img" / "calibration_cpu.png")
+    docsection.add_doc_option(ap)
     args = ap.parse_args()
+    load, command = os.getloadavg()[0], docsection.command_line()
     tmp = Path(tempfile.mkdtemp(prefix="warmcast-bench-cal-"))
     srv = start_server(tmp)
     try:
-        runs = compare(srv, args.rate, args.requests, args.rounds, tmp)
-        print(f"\n{args.requests} requests per run at {args.rate:g} req/s (Poisson), prompt {PROMPT} / output "
-              f"{OUTPUT} tokens, {args.rounds} alternated rounds, means:")
-        print("\n".join(table(runs)))
-        if args.matrix:
-            doc = matrix(srv.url, tmp / "matrix", args)
-            shutil.copy(tmp / "matrix" / "calibration.png", args.plot)
-            (tmp / "matrix" / "calibration.json").replace(tmp / "calibration.json")
-            print(f"\nmatrix (plot: {args.plot.relative_to(ROOT)}; SLO: {doc['slo_text']}):")
-            print("\n".join(matrix_lines(doc)))
-            print(f"capacity: {doc['capacity']['rpm']} req/min ({doc['capacity']['scenario']}), "
-                  f"{doc['capacity']['tokens_per_s']} tokens/s")
+        with docsection.printed_into(args.doc, "calibrate", load, command):
+            run(srv, args, tmp)
     finally:
         srv.stop()
         print(f"(server logs and JSON under {tmp})")
     return 0
+
+
+def run(srv: LocalServer, args: argparse.Namespace, tmp: Path) -> None:
+    """The side-by-side rounds, then the matrix; everything printed goes into bench:calibrate."""
+    runs = compare(srv, args.rate, args.requests, args.rounds, tmp)
+    print(f"\n{args.requests} requests per run at {args.rate:g} req/s (Poisson), prompt {PROMPT} / output "
+          f"{OUTPUT} tokens, {args.rounds} alternated rounds, means:")
+    print("\n".join(table(runs)))
+    if args.matrix:
+        doc = matrix(srv.url, tmp / "matrix", args)
+        shutil.copy(tmp / "matrix" / "calibration.png", args.plot)
+        (tmp / "matrix" / "calibration.json").replace(tmp / "calibration.json")
+        print(f"\nmatrix (plot: {args.plot.relative_to(ROOT)}; SLO: {doc['slo_text']}):")
+        print("\n".join(matrix_lines(doc)))
+        print(f"capacity: {doc['capacity']['rpm']} req/min ({doc['capacity']['scenario']}), "
+              f"{doc['capacity']['tokens_per_s']} tokens/s")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # bench/ itself must not be on the path: bench/api.py would hide the api package.
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
-from bench import chaos_ingest, chaos_redis, chaosapi  # noqa: E402
+from bench import chaos_ingest, chaos_redis, chaosapi, docsection  # noqa: E402
 from bench.chaosrig import Rig, Row  # noqa: E402
 from warmcast.runtime import wait_until  # noqa: E402
 
@@ -193,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the run's folder (logs) and print its path")
     ap.add_argument("--only", default="", help="comma-separated fault functions to run (default: all), "
                     "e.g. fault_cold_burst; the first fault's paused worker is then left paused")
+    docsection.add_doc_option(ap)
     args = ap.parse_args(argv)
+    load, command = os.getloadavg()[0], docsection.command_line()
     faults = [f for f in FAULTS if not args.only or f.__name__ in args.only.split(",")]
     os.environ.setdefault("PYTHONPATH", str(ROOT))
     rows: list[Row] = []
@@ -211,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"({time.monotonic() - t0:.0f} s)", flush=True)
             rows.append(row)
     print()
-    print(Row.table(rows))
+    with docsection.printed_into("none" if args.only else args.doc, "chaos", load, command):
+        print(Row.table(rows))
     return 0 if all(r.ok for r in rows) else 1
 
 

@@ -7,12 +7,14 @@ machine's load average when it began (:func:`provenance`).
 """
 from __future__ import annotations
 
+import io
 import os
 import shlex
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "BENCHMARKS.md"
@@ -58,3 +60,31 @@ def publish(doc: str, name: str, body: str) -> None:
     if doc != "none":
         write_section(name, body, Path(doc))
         print(f"section bench:{name} written into {doc}")
+
+
+class _Tee(io.TextIOBase):
+    """stdout that also keeps what went through it."""
+
+    def __init__(self, out: Any) -> None:
+        self.out, self.buf = out, io.StringIO()
+
+    def write(self, s: str) -> int:
+        self.out.write(s)
+        return self.buf.write(s)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+@contextmanager
+def printed_into(doc: str, name: str, load: float, command: str, intro: str = "") -> Iterator[None]:
+    """What the block prints goes to stdout and, when the block ends without an error, into section
+    ``name`` as printed (for benchmarks whose report is their printed tables)."""
+    tee, old = _Tee(sys.stdout), sys.stdout
+    sys.stdout = tee
+    try:
+        yield
+    finally:
+        sys.stdout = old
+    body = provenance(load, command) + (f"\n{intro}\n" if intro else "")
+    publish(doc, name, body + "\n```\n" + tee.buf.getvalue().strip("\n") + "\n```")

@@ -18,12 +18,14 @@ speed  a generated fortnight per minute: the last week is simulated under all fi
        policies; LSTM training, forecasting and simulation timed separately.
 
 Outputs: tables on stdout, ``--out``/bench_fleet.json, plots under ``--img``
-(docs/img/fleet_azure.png, fleet_tradeoff.png, fleet_ramp.png).
+(docs/img/fleet_azure.png, fleet_tradeoff.png, fleet_ramp.png); what it printed goes into its
+section of docs/BENCHMARKS.md (``bench:fleet``) unless ``--doc none`` (``--parts slo`` writes its own).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,6 +35,9 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import docsection  # noqa: E402
 
 from warmup.sim import FleetBacktestConfig, compute_forecasts, format_table, from_series, load_log  # noqa: E402
 from warmup.sim.backtest import FleetResult, make_split, run_policy  # noqa: E402
@@ -326,10 +331,17 @@ def main() -> None:
     ap.add_argument("--validate", action="store_true", help="also choose a quantile on the two days before the "
                     "test start with an LSTM trained before them (one more training)")
     ap.add_argument("--progress", action="store_true")
+    docsection.add_doc_option(ap)
     args = ap.parse_args()
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    doc = "none" if parts == ["slo"] else args.doc
+    with docsection.printed_into(doc, "fleet", os.getloadavg()[0], docsection.command_line()):
+        run_parts(args, parts)
+
+
+def run_parts(args: argparse.Namespace, parts: list[str]) -> None:
     out: dict = {}
     t0 = time.perf_counter()
-    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     for p in parts:
         if p == "slo":  # SLO-tuned policies on every trace and window (bench/fleet_slo.py)
             sys.path.insert(0, str(ROOT / "bench"))

@@ -40,6 +40,8 @@ from warmcast.runtime import free_loopback_port as free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+import docsection  # noqa: E402
 
 
 
@@ -274,7 +276,9 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=None, help="CPU measurement window (s)")
     ap.add_argument("--skip-latency", action="store_true")
     ap.add_argument("--skip-cpu", action="store_true")
+    docsection.add_doc_option(ap)
     args = ap.parse_args()
+    load, command = os.getloadavg()[0], docsection.command_line()
     trials = args.trials or (5 if args.quick else 12)
     window = args.window or (60.0 if args.quick else 120.0)
     tmp = Path(tempfile.mkdtemp(prefix="warmcast-bench-loop-"))
@@ -297,7 +301,9 @@ def main() -> None:
                 results["cpu"].append(cpu_run(tmp, n, window))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    with docsection.printed_into(args.doc, "loop", load, command):
         report(results)
+    print("\nJSON: " + json.dumps(results))
 
 
 def report(results: dict) -> None:
@@ -322,7 +328,6 @@ def report(results: dict) -> None:
         if base:
             print(f"(baseline: 0 deployments = the idle cost of worker + beat + redis: "
                   f"{base['total'] / (base['window_s'] / 60):.2f} CPU s/min)")
-    print("\nJSON: " + json.dumps(results))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Hot and cold pools on the overlaid Azure 2023 traces: separate always-on pools, separate
 reactive pools, and warmcast's joint plan.
 
-    .venv/bin/python bench/pools.py            # about a minute on one core
+    .venv/bin/python bench/pools.py            # about a minute on one core; writes bench:pools
 
 The conversation trace is the interactive (hot) pool, the code trace the batch (cold)
 pool, overlaid on the same clock, over the minutes both logs cover (2023-11-16 from 18:18 UTC).
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -24,6 +25,9 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import docsection  # noqa: E402
 
 from warmcast.ingest.pool_split import read_requests  # noqa: E402
 from warmup.planning.pools import PoolShape, SharedLimits  # noqa: E402
@@ -100,7 +104,13 @@ def main() -> int:
     ap.add_argument("--cold", type=Path, default=DATA / "azure2023_code_requests.csv")
     ap.add_argument("--img", type=Path, default=ROOT / "docs" / "img" / "pools.png")
     ap.add_argument("--out", type=Path, default=None, help="JSON of the figures")
+    docsection.add_doc_option(ap)
     args = ap.parse_args()
+    with docsection.printed_into(args.doc, "pools", os.getloadavg()[0], docsection.command_line()):
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
     hot, cold, start = per_second(args.hot, args.cold)
     print(f"overlaid from {start}: {hot.sum():.0f} hot and {cold.sum():.0f} cold requests over {len(hot) / 60:.0f} min")
     runs = {r.policy: r for r in run_all(hot, cold, CONFIG)}
@@ -115,7 +125,7 @@ def main() -> int:
           f"{rows[1].gpu_hours:.2f}, reactive tuned in hindsight {best.gpu_hours:.2f})")
     args.img.parent.mkdir(parents=True, exist_ok=True)
     plot([rows[0], best, j], hot, cold, args.img)
-    print(f"plot: {args.img}")
+    print(f"plot: {os.path.relpath(args.img, ROOT)}")
     if args.out:
         args.out.write_text(json.dumps([{**{k: v for k, v in r.__dict__.items() if k != "minutes"},
                                          "gpu_hours": r.gpu_hours} for r in rows], indent=1))

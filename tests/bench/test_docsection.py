@@ -36,3 +36,25 @@ def test_the_fleet_slo_section_has_its_command_every_row_and_the_before_beside_t
     assert "| predictive | 11.0 | 1.100x | 0.0100% | 1 | yes | {'quantile': 0.9} |" in md
     assert "| reactive | 13.0 | 1.300x | 0.1000% | 1 | no |" in md
     assert "| predictive | 1.200x, 0.0000% | 1.100x, 0.0100% |" in md and "commit abc" in md
+
+
+def test_what_a_bench_prints_becomes_its_section_only_when_it_ends_well(tmp_path: Path, capsys) -> None:
+    from docsection import printed_into
+
+    doc = tmp_path / "B.md"
+    doc.write_text("# Benchmarks\n")
+    try:
+        with printed_into(str(doc), "y", 0.5, ".venv/bin/python bench/y.py"):
+            print("half a table")
+            raise RuntimeError("the server died")
+    except RuntimeError:
+        pass
+    assert doc.read_text() == "# Benchmarks\n"          # a failed run writes nothing
+    with printed_into(str(doc), "y", 0.5, ".venv/bin/python bench/y.py"):
+        print("| a | b |")
+    text = doc.read_text()
+    assert "load average 0.50 when the run began" in text and "    .venv/bin/python bench/y.py" in text
+    assert "```\n| a | b |\n```" in text and "half a table" in capsys.readouterr().out
+    with printed_into("none", "y", 0.5, "cmd"):
+        print("not written")
+    assert doc.read_text() == text
