@@ -119,6 +119,19 @@ def share_slower_than(p50: float, p95: float, p99: float, wait_ms: float) -> flo
     return 0.01 * 0.2 ** ((wait_ms - p99) / (p99 - p95)) if p99 > p95 else 0.0
 
 
+def percentiles_ms(curve: LatencyCurve, rps: float) -> tuple[float, float, float]:
+    """(P50, P95, P99) in ms of one replica of the curve's profile at ``rps`` requests/s (past the
+    curve's last rate, its last point; without a measured shape, the P99 for all three)."""
+    rates = [r for r, _ in curve.points]
+    r = min(max(rps, 0.0), rates[-1])
+    p99 = predicted_p99_ms(curve.points, r)
+    p99 = float(curve.points[-1][1] if p99 is None else p99)
+    if not curve.shape:
+        return p99, p99, p99
+    return (float(np.interp(r, rates, [s[0] for s in curve.shape])),
+            float(np.interp(r, rates, [s[1] for s in curve.shape])), p99)
+
+
 def late_below_saturation(curve: LatencyCurve, demand: np.ndarray, ready_capacity_rpm: np.ndarray,
                           queue_late: np.ndarray, wait_s: float) -> np.ndarray:
     """Per minute: the requests the queue did not already make late whose TTFT, read from the curve at
@@ -126,15 +139,11 @@ def late_below_saturation(curve: LatencyCurve, demand: np.ndarray, ready_capacit
     point: the queue counts the overload itself)."""
     if not curve.shape:
         return np.zeros(len(demand))
-    rates = [r for r, _ in curve.points]
-    cols = [np.array([s[0] for s in curve.shape]), np.array([s[1] for s in curve.shape]),
-            np.array([p for _, p in curve.points])]
     demand = np.asarray(demand, float)
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = np.where(demand > 0, demand / np.asarray(ready_capacity_rpm, float) * curve.capacity_rps, 0.0)
     out = np.zeros(len(demand))
     for t in np.flatnonzero(demand > 0):
-        r = min(float(rate[t]), rates[-1]) if math.isfinite(rate[t]) else rates[-1]
-        p50, p95, p99 = (float(np.interp(r, rates, c)) for c in cols)
+        p50, p95, p99 = percentiles_ms(curve, float(rate[t]) if math.isfinite(rate[t]) else math.inf)
         out[t] = max(0.0, demand[t] - queue_late[t]) * share_slower_than(p50, p95, p99, 1000.0 * wait_s)
     return out

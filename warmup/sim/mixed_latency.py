@@ -21,8 +21,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from warmup.calibration.drift import predicted_p99_ms
-from warmup.sim.latency import LatencyCurve, share_slower_than
+from warmup.sim.latency import LatencyCurve, percentiles_ms, share_slower_than
 
 
 @dataclass(frozen=True)
@@ -35,18 +34,6 @@ class MinuteLatency:
 
 
 NONE = MinuteLatency(None, (), 0.0)
-
-
-def percentiles_ms(curve: LatencyCurve, rps: float) -> tuple[float, float, float]:
-    """(P50, P95, P99) in ms of one replica of the curve's profile at ``rps`` requests/s."""
-    rates = [r for r, _ in curve.points]
-    r = min(max(rps, 0.0), rates[-1])
-    p99 = predicted_p99_ms(curve.points, r)
-    p99 = float(curve.points[-1][1] if p99 is None else p99)
-    if not curve.shape:
-        return p99, p99, p99
-    return (float(np.interp(r, rates, [s[0] for s in curve.shape])),
-            float(np.interp(r, rates, [s[1] for s in curve.shape])), p99)
 
 
 def mixture_quantile(parts: list[tuple[float, tuple[float, float, float]]], q: float = 0.99) -> float:
