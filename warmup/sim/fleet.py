@@ -304,6 +304,17 @@ def switch_columns(run: FleetRun, gpus_per_replica: int) -> dict:
             "late_caused_by_switches": round(float(late[own].sum()), 1)}
 
 
+def latency_lateness(run: FleetRun, demand: np.ndarray, cap: np.ndarray, latency: Optional[LatencyCurve],
+                     wait_s: float) -> np.ndarray:
+    """Per minute, the requests late from their TTFT below saturation: the run's own count where the
+    simulation kept one (profiles, each on its curve), else from ``latency`` (none without a curve)."""
+    if run.latency_late is not None:
+        return run.latency_late
+    if latency is None:
+        return np.zeros(len(demand))
+    return late_below_saturation(latency, demand, cap, run.late, wait_s)
+
+
 def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu_hours: Optional[float] = None,
               capacity_per_minute: Optional[np.ndarray] = None, latency: Optional[LatencyCurve] = None) -> dict:
     """The report row of one policy. With a calibration's ``latency`` curve, a request is also late when
@@ -316,8 +327,7 @@ def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu
         per = run.capacity if run.capacity is not None else params.capacity_rpm
         capacity_per_minute = run.ready * per
     cap = capacity_per_minute
-    slow = (run.latency_late if run.latency_late is not None else np.zeros(len(demand)) if latency is None
-            else late_below_saturation(latency, demand, cap, run.late, params.wait_threshold_s))
+    slow = latency_lateness(run, demand, cap, latency, params.wait_threshold_s)
     p99 = run.ttft_p99_ms if run.ttft_p99_ms is not None else (
         None if latency is None else estimate_ttft_p99_ms(latency, demand, cap, run.max_wait))
     late = run.late + slow
