@@ -328,7 +328,9 @@ def test_redis_restarted_empty_the_loop_recreates_its_schedule_and_state(make_lo
         server = _redis_server(port, second)
         wait_for(lambda: _ping(url), 10, "redis to come back empty")
         seed_deployment(ctx, "simdep", mean_rpm=80)   # the fleet's own state (the simulated fleet lives in Redis)
-        wait_for(lambda: _plan_audits(ctx, "simdep"), 60, "a tick after the empty restart", loop)
+        # Recovery, not its speed, is asserted here (bench/chaos.py times it): a CI run on two loaded
+        # cores once saw no tick within 60 s while the worker's consumer was still reconnecting.
+        wait_for(lambda: _plan_audits(ctx, "simdep"), 180, "a tick after the empty restart", loop)
         assert ctx.r.exists(f"{ctx.prefix}:redbeat::schedule"), loop.logs()
         assert "schedule was missing from Redis" in loop.logs()
         lost = ctx.state.audit_log("simdep", kind="state")
