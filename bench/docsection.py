@@ -77,7 +77,7 @@ class _Tee(io.TextIOBase):
 
 
 @contextmanager
-def printed_into(doc: str, name: str, load: float, command: str, intro: str = "") -> Iterator[None]:
+def printed_into(doc: str, name: str, load: float, command: str) -> Iterator[None]:
     """What the block prints goes to stdout and, when the block ends without an error, into section
     ``name`` as printed (for benchmarks whose report is their printed tables)."""
     tee, old = _Tee(sys.stdout), sys.stdout
@@ -86,5 +86,4 @@ def printed_into(doc: str, name: str, load: float, command: str, intro: str = ""
         yield
     finally:
         sys.stdout = old
-    body = provenance(load, command) + (f"\n{intro}\n" if intro else "")
-    publish(doc, name, body + "\n```\n" + tee.buf.getvalue().strip("\n") + "\n```")
+    publish(doc, name, provenance(load, command) + "\n```\n" + tee.buf.getvalue().strip("\n") + "\n```")

@@ -54,8 +54,7 @@ class CeleryTicker(ReplayPolicy):
     def _run(self, now: datetime, t: int) -> None:
         publish(self.ctx.state, self.dep, self.ctx.fleet)
         # Results are off for the loop's tasks (task_ignore_result); this one is awaited, so kept.
-        self.app.send_task("warmcast.plan", kwargs={"deployment": self.dep, "tick": now.strftime("%Y-%m-%dT%H:%M:%S"),
-                                                    "now": now.isoformat()},
+        self.app.send_task("warmcast.plan", kwargs={"deployment": self.dep, "now": now.isoformat()},
                            queue=self.ctx.options.queue, ignore_result=False).get(timeout=self.timeout_s)
 
 

@@ -88,11 +88,11 @@ def forecast(self, deployment: str, tick: str = "") -> dict:
 @shared_task(bind=True, name="warmcast.plan", **COMMON)
 def plan(self, deployment: str, tick: str = "", now: str = "") -> dict:
     """``now``: the tick's clock (ISO 8601) when a replay drives the loop (workers/shadow_replay.py);
-    beat leaves it empty and the tick reads the wall clock."""
+    beat leaves it empty and the tick reads the wall clock.  The slot comes from that clock."""
     ctx = _ctx(self)
     clock = datetime.fromisoformat(now) if now else None
-    return tick_step.step(ctx, deployment, tick=tick or tick_id(ctx.options.plan_every_s),
-                          run_id=self.request.id or "", now=clock).as_dict()
+    slot = tick or tick_id(ctx.options.plan_every_s, clock.timestamp() if clock else None)
+    return tick_step.step(ctx, deployment, tick=slot, run_id=self.request.id or "", now=clock).as_dict()
 
 
 @shared_task(bind=True, name="warmcast.retrain", acks_late=True, autoretry_for=(LockBusy,), max_retries=0)
