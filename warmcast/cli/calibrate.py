@@ -50,6 +50,11 @@ def calibrate_cmd(
     seed: int = typer.Option(0, help="Seed of arrivals and prompts."),
     store: bool = typer.Option(True, "--store/--no-store", help="Store the result as a new calibration version of "
                                                                 "--deployment/--profile (Redis)."),
+    bench_python: Optional[Path] = typer.Option(
+        None, "--bench-python", help="Python of a vLLM install whose `vllm bench serve` sends the load (default: "
+        "$WARMCAST_VLLM_PYTHON or .venv-vllm/bin/python, which scripts/setup-vllm.sh builds)."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer the load generator draws prompt "
+                                            "token ids from: a local path or hub name (default: the served model)."),
     config: Optional[Path] = ConfigOpt,
 ) -> None:
     """Find the highest request rate per instance at which the SLO holds (load steps after a warm-up,
@@ -58,6 +63,7 @@ def calibrate_cmd(
 
     req = CalibrateRequest(out=out, url=url, deployment=deployment, profile=profile, model=model,
                            engine_args=list(engine_arg), port=port, store=store, config=config,
+                           bench_python=bench_python, tokenizer=tokenizer,
                            slo_flags={"ttft_p99_ms": slo_ttft_p99_ms, "e2e_p99_ms": slo_e2e_p99_ms,
                                       "error_share": slo_error_share, "late_wait_s": slo_late_wait_s,
                                       "late_share": slo_late_share},

@@ -160,6 +160,15 @@ def write_tiny_llama(directory: str | Path, **overrides: Any) -> Path:
     return d
 
 
+def write_tiny_tokenizer(directory: str | Path, python: str | Path | None = None) -> Path:
+    """The tiny Llama's word-level tokenizer in ``directory``, built with the vLLM environment's
+    ``tokenizers`` (:mod:`warmup.actuators.tiny_tokenizer`); returns the directory."""
+    script = Path(__file__).with_name("tiny_tokenizer.py")
+    subprocess.run([str(python or default_vllm_python_path()), str(script), str(directory)], check=True,
+                   capture_output=True, timeout=300)
+    return Path(directory)
+
+
 def default_vllm_python_path() -> Path:
     """``$WARMCAST_VLLM_PYTHON`` or the repo's ``.venv-vllm/bin/python`` (may not exist)."""
     return Path(os.environ.get("WARMCAST_VLLM_PYTHON") or REPO_ROOT / ".venv-vllm" / "bin" / "python")

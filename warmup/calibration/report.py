@@ -72,7 +72,7 @@ def document(run: dict[str, Any], *, slo: SLO, plan: Any, url: str, server: dict
                    "drain_s": plan.drain_s, "probe_s": plan.probe_s, "probe_concurrency": plan.probe_concurrency,
                    "tolerance": plan.tolerance, "max_steps": plan.max_steps,
                    "rate_scaling": "low/typical/peak = 50/200/500 req/s scaled so that peak = the probe's throughput"},
-        "scenarios": scen, "burst": run["burst"],
+        "generator": run.get("generator"), "scenarios": scen, "burst": run["burst"],
     }
 
 

@@ -2,27 +2,37 @@
 
 The decisions (which rate next, pass or fail, when the burst recovered) are the pure
 functions of :mod:`warmup.calibration.search`; this module only sequences load steps
-through the load generator and collects what they measured into the calibration
+through the load engine (:class:`LoadEngine`: ``vllm bench serve`` in
+:mod:`warmup.calibration.benchserve`) and collects what they measured into the calibration
 document (see :mod:`warmup.calibration.report` for its files).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 import numpy as np
 
 from warmcast.errors import WarmcastError
 from warmcast.config.slo import SLO
 from warmup.actuators.vllm_client import VLLMClient
-from warmup.calibration import loadgen
 from warmup.core.stats import quantile
 from warmup.calibration.search import (BURST_FACTOR, Scenario, SearchConfig, StepStats, Trial, judge, next_step,
                                        recovery_time_s, scaled_rates, scaled_scenarios)
-from warmup.calibration.steps import first_errors, schedule, step_stats
+from warmup.calibration.steps import Arrival, Record, first_errors, schedule, step_stats
 
 Progress = Callable[[str], None]
+
+
+class LoadEngine(Protocol):
+    """What sends a step's requests and measures them (the field's load generator)."""
+
+    name: str
+
+    async def send(self, arrivals: list[Arrival], *, drain_s: float, seed: int = 0) -> list[Record]: ...
+
+    async def probe(self, scenario: Scenario, *, concurrency: int, duration_s: float, seed: int = 0) -> float: ...
 
 
 class CalibrationError(WarmcastError):
@@ -77,18 +87,18 @@ def curve_point(st: StepStats, passed: bool, why: str, errors: list[str]) -> dic
             "e2e_short_ms": q(st.e2e_short_ms), "error_samples": errors}
 
 
-async def _step(client: VLLMClient, sc: Scenario, rate: float, plan: CalibrationPlan, slo: SLO, seed: int):
+async def _step(engine: LoadEngine, sc: Scenario, rate: float, plan: CalibrationPlan, slo: SLO, seed: int):
     window = max(plan.step_s, plan.min_requests / rate)
     arrivals = schedule(sc, rate, plan.warmup_s, window, np.random.default_rng(seed), plan.arrivals)
-    records = await loadgen.send(client, arrivals, drain_s=plan.drain_s, seed=seed)
+    records = await engine.send(arrivals, drain_s=plan.drain_s, seed=seed)
     st = step_stats(sc.name, rate, window, records, slo.late_wait_s)
     return st, judge(st, slo), records
 
 
-async def search_scenario(client: VLLMClient, sc: Scenario, plan: CalibrationPlan, slo: SLO,
+async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPlan, slo: SLO,
                           progress: Progress) -> ScenarioResult:
     """Probe the scenario's throughput, then step rates until the search has its answer."""
-    probe_rps = await loadgen.probe(client, sc, concurrency=plan.probe_concurrency, duration_s=plan.probe_s,
+    probe_rps = await engine.probe(sc, concurrency=plan.probe_concurrency, duration_s=plan.probe_s,
                                     seed=plan.seed)
     if not math.isfinite(probe_rps):
         raise CalibrationError(f"scenario {sc.name}: the server completed no request in the "
@@ -101,7 +111,7 @@ async def search_scenario(client: VLLMClient, sc: Scenario, plan: CalibrationPla
     trials: list[Trial] = []
     step = next_step(trials, cfg)
     while not step.done:
-        st, verdict, records = await _step(client, sc, step.next_rate, plan, slo, plan.seed + len(trials) + 1)
+        st, verdict, records = await _step(engine, sc, step.next_rate, plan, slo, plan.seed + len(trials) + 1)
         trials.append(Trial(step.next_rate, verdict.passed))
         res.curve.append(curve_point(st, verdict.passed, verdict.reason, first_errors(records)))
         progress(f"{sc.name}: {step.next_rate:.3g} req/s {'meets' if verdict.passed else 'breaks'} the SLO "
@@ -114,14 +124,14 @@ async def search_scenario(client: VLLMClient, sc: Scenario, plan: CalibrationPla
     return res
 
 
-async def burst_step(client: VLLMClient, sc: Scenario, low_rps: float, plan: CalibrationPlan, slo: SLO,
+async def burst_step(engine: LoadEngine, sc: Scenario, low_rps: float, plan: CalibrationPlan, slo: SLO,
                      bound_ms: float) -> dict[str, Any]:
     """Low rate, then 6x low: how long the P99 TTFT takes to be back under ``bound_ms``."""
     rng = np.random.default_rng(plan.seed + 1000)
     pre = plan.warmup_s + plan.step_s / 2
     calm = schedule(sc, low_rps, 0.0, pre, rng, plan.arrivals)
     high = schedule(sc, low_rps * BURST_FACTOR, 0.0, plan.burst_s, rng, plan.arrivals, start_s=pre)
-    records = await loadgen.send(client, calm + high, drain_s=plan.drain_s, seed=plan.seed + 1000)
+    records = await engine.send(calm + high, drain_s=plan.drain_s, seed=plan.seed + 1000)
     samples = [(r.arrival.at_s, r.ttft_ms if r.ok else math.inf) for r in records]
     window = max(2.0, plan.burst_s / 8)
     before = [v for t, v in samples if t < pre]
@@ -139,16 +149,17 @@ async def burst_step(client: VLLMClient, sc: Scenario, low_rps: float, plan: Cal
             "samples": [[round(t, 3), None if not math.isfinite(v) else round(v, 2)] for t, v in samples]}
 
 
-async def run_calibration(client: VLLMClient, plan: CalibrationPlan, slo: SLO,
+async def run_calibration(client: VLLMClient, engine: LoadEngine, plan: CalibrationPlan, slo: SLO,
                           progress: Progress = lambda _: None) -> dict[str, Any]:
-    """Every scenario's search and the burst step; raises CalibrationError when the headline
-    scenario has no rate meeting the SLO."""
+    """Every scenario's search and the burst step, each step sent by ``engine`` (the client only
+    asks the server what it serves); raises CalibrationError when the headline scenario has no
+    rate meeting the SLO."""
     info = await client.model_info()
     scenarios, scaling = scaled_scenarios(info.max_model_len or 2048, plan.scenarios, plan.output_tokens)
     progress(f"model {info.id}, max model length {info.max_model_len}: {scaling.note}")
     results = {}
     for sc in scenarios:
-        results[sc.name] = await search_scenario(client, sc, plan, slo, progress)
+        results[sc.name] = await search_scenario(engine, sc, plan, slo, progress)
     head = results[plan.headline_scenario]
     if head.capacity_rps is None:
         last = head.curve[-1] if head.curve else {}
@@ -158,7 +169,7 @@ async def run_calibration(client: VLLMClient, plan: CalibrationPlan, slo: SLO,
     if plan.burst:
         short = next((s for s in scenarios if s.name == "short"), scenarios[0])
         bound = slo.ttft_p99_ms if slo.ttft_p99_ms is not None else slo.late_wait_s * 1000.0
-        burst = await burst_step(client, short, results[short.name].rates["low"], plan, slo, bound)
+        burst = await burst_step(engine, short, results[short.name].rates["low"], plan, slo, bound)
         progress(f"burst {burst['low_rps']:.3g} -> {burst['high_rps']:.3g} req/s: P99 recovered after "
                  f"{burst['recovery_s']} s")
     return {"model": info.id, "max_model_len": info.max_model_len, "scaling": scaling, "results": results,

@@ -15,7 +15,7 @@ from warmcast.errors import InputError, WarmcastError
 from warmcast.config.slo import SLO
 from warmup.actuators.vllm_client import InstanceError, InstanceUnavailable, VLLMClient
 from warmup.calibration import report
-from warmup.calibration.loadgen import load_client
+from warmup.calibration.benchserve import BenchServe
 from warmup.calibration.runner import CalibrationPlan, run_calibration
 
 
@@ -32,6 +32,8 @@ class CalibrateRequest:
     config: Optional[Path] = None
     slo_flags: dict[str, Optional[float]] = field(default_factory=dict)
     plan_args: dict[str, Any] = field(default_factory=dict)
+    bench_python: Optional[Path] = None   # the interpreter that has vllm bench serve (default .venv-vllm)
+    tokenizer: Optional[str] = None       # what the tool loads for its vocabulary (default: the served model)
 
 
 def resolve_slo(base: SLO, flags: dict[str, Optional[float]]) -> SLO:
@@ -108,21 +110,26 @@ async def calibrate(req: CalibrateRequest, echo: Callable[[str], None]) -> dict[
     slo = resolve_slo(dep.slo if dep is not None else SLO(), req.slo_flags)
     echo(f"SLO: {slo.describe()}")
     async with contextlib.AsyncExitStack() as stack:
-        url, launched = req.url, None
+        url, launched, tool = req.url, None, None
         if url is None:
+            tool = _load_engine(req, echo, dep, settings)  # before a launch that takes minutes
             url, launched = await stack.enter_async_context(
                 _launched(dep, req.profile, settings, req.engine_args, req.port, echo))
-        client = await stack.enter_async_context(load_client(url, req.model))
+        client = await stack.enter_async_context(VLLMClient(url, model=req.model, retries=1))
         try:
-            await client.model_info()
+            client_model = (await client.model_info()).id
         except InstanceUnavailable as err:
             raise WarmcastError(f"calibrate: server {url} is unreachable: {err}") from None
         except InstanceError as err:
             raise WarmcastError(f"calibrate: server {url} cannot be calibrated: {err}") from None
+        tool = tool or _load_engine(req, echo)
+        tool.url, tool.model = url, client_model
         with _progress(plan) as progress:
-            run = await run_calibration(client, plan, slo, progress)
+            run = await run_calibration(client, tool, plan, slo, progress)
         server = await _server_facts(client, launched)
     profile = (req.profile or dep.default_profile) if dep is not None else req.profile
+    run["generator"] = {"name": tool.name, "vllm_version": tool.vllm_version, "python": str(tool.python),
+                        "tokenizer": tool.tokenizer or tool.model, "dataset": "timed_trace (warmcast's schedule)"}
     doc = report.document(run, slo=slo, plan=plan, url=url, server=server,
                           deployment=dep.name if dep else None, profile=profile)
     js, png = report.write_files(doc, req.out)
@@ -135,6 +142,21 @@ async def calibrate(req: CalibrateRequest, echo: Callable[[str], None]) -> dict[
         version = CalibrationStore(redis_client(settings), settings.key_prefix).put(dep.name, profile, doc)
         echo(f"stored as calibration v{version} of {dep.name}/{profile}")
     return doc
+
+
+def _load_engine(req: CalibrateRequest, echo: Callable[[str], None], dep: Any = None,
+                 settings: Any = None) -> BenchServe:
+    """``vllm bench serve`` from --bench-python (default: the vLLM environment), checked before a
+    launch: a missing tool says how to install it.  The tiny ``dummy`` model has no tokenizer, so
+    the tool gets the word-level one built for it (it only draws token ids from its vocabulary)."""
+    from warmup.actuators.launch import default_vllm_python_path, local_state_dir, write_tiny_tokenizer
+
+    tool = BenchServe("", "", Path(req.bench_python or default_vllm_python_path()), tokenizer=req.tokenizer)
+    tool.vllm_version = tool.version()
+    if tool.tokenizer is None and dep is not None and dep.model == "dummy" and not dep.scaler.model_dir:
+        tool.tokenizer = str(write_tiny_tokenizer(local_state_dir(settings.state_dir) / "tiny-tokenizer", tool.python))
+    echo(f"load generator: {tool.name} of vLLM {tool.vllm_version} ({tool.python})")
+    return tool
 
 
 @contextlib.contextmanager

@@ -1,10 +1,12 @@
 """Save a word-level tokenizer for the tiny test Llama (vocab 1024) into a model directory.
 
-Run with the vLLM virtualenv's interpreter (it has ``tokenizers``):
-``.venv-vllm/bin/python bench/tiny_tokenizer.py MODEL_DIR``.  Token i is the word ``t<i>``
+Run with the vLLM virtualenv's interpreter (it has ``tokenizers``; warmcast's own environment
+does not): ``.venv-vllm/bin/python warmup/actuators/tiny_tokenizer.py DIR``, or
+:func:`warmup.actuators.launch.write_tiny_tokenizer`.  Token i is the word ``t<i>``
 (0-2 are <unk>, <s>, </s>), split on whitespace: decoding ids and encoding the text gives the
 same ids back, so a generator that builds prompts as text (``vllm bench serve``'s random
-dataset) sends exactly the prompt lengths it asks for.
+dataset) sends exactly the prompt lengths it asks for; ``vllm bench serve`` also takes its vocabulary
+to draw the token ids of calibration's prompts.
 """
 from __future__ import annotations
 
@@ -12,13 +14,13 @@ import json
 import sys
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
 VOCAB = 1024
 SPECIAL = ["<unk>", "<s>", "</s>"]
 
 
 def build(directory: Path) -> Path:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
     vocab = {w: i for i, w in enumerate(SPECIAL + [f"t{i}" for i in range(len(SPECIAL), VOCAB)])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
