@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from warmcast.config.slo import SLO
-from warmup.calibration.search import (Quantiles, SearchConfig, StepStats, Trial, bracket, judge, next_step,
+from warmup.calibration.search import (Quantiles, verdicts, SearchConfig, StepStats, Trial, bracket, judge, next_step,
                                        recovery_time_s, scaled_rates, scaled_scenarios)
 from warmup.calibration.steps import Arrival, Record, schedule, step_stats
 
@@ -77,6 +77,16 @@ def test_a_failure_is_confirmed_before_it_counts():
     assert [(t.rate_rps, t.passed) for t in trials[:3]] == [(1.0, True), (4.0, False), (4.0, True)]
     assert 7.0 / 1.1 <= step.capacity_rps <= 7.0
     assert next_step([Trial(1.0, True), Trial(4.0, False)], cfg).next_rate == 4.0
+
+
+def test_a_rate_that_passed_once_and_failed_once_is_measured_a_third_time():
+    cfg = SearchConfig(ladder=(1.0, 4.0, 10.0), min_rate=0.1, tolerance=0.1, max_steps=20)
+    tied = [Trial(1.0, True), Trial(4.0, False), Trial(4.0, True)]
+    assert verdicts(tied, 2)[4.0] is None and bracket(tied, 2) == (1.0, None)
+    step = next_step(tied, cfg)
+    assert step.next_rate == 4.0 and "as often as it passed" in step.reason
+    assert bracket([*tied, Trial(4.0, False)], 2) == (1.0, 4.0)  # two of three failed: 4 is past the knee
+    assert bracket([*tied, Trial(4.0, True)], 2) == (4.0, None)
 
 
 def test_matrix_scales_to_the_server_and_says_so():

@@ -1,13 +1,14 @@
 """Capacity calibration, the pure part: what a load step measured, whether it meets the SLO,
 which rate to try next, and how the test matrix scales to a smaller server.
 
-No I/O here: the load generator (:mod:`warmup.calibration.loadgen`) measures steps, the
+No I/O here: the load engine (:mod:`warmup.calibration.benchserve`) measures steps, the
 runner feeds their :class:`StepStats` to :func:`next_step` until it says done.  The search
 is a ladder (low / typical / peak, from the throughput probe) until the first failing
 rate, then bisection between the last passing and the first failing rate until they are
 within ``tolerance`` of each other; all passing grows the rate, all failing halves it down
 to ``min_rate`` (below that no rate meets the SLO and the search says so).  A failing rate is
-measured twice before it counts (``SearchConfig.confirm``): a passing one is believed at once.
+measured twice before it counts (``SearchConfig.confirm``): a passing one is believed at once;
+a rate that has both passed and failed as often is measured again, and the majority decides.
 """
 from __future__ import annotations
 
@@ -119,13 +120,22 @@ class SearchStep:
 
 
 def verdicts(trials: Sequence[Trial], confirm: int = 1) -> dict[float, Optional[bool]]:
-    """Per rate tried: True once it passed; False once it failed ``confirm`` times; None while a
-    failure awaits confirmation.  Past the knee a queue builds step after step, so failures repeat;
-    a transient stall of the machine fails one step, and its repeat passes."""
+    """Per rate tried: True while it passed more often than it failed; False once it failed
+    ``confirm`` times and more often than it passed; None while a failure awaits confirmation or
+    the two are tied.  Past the knee a queue builds step after step, so failures repeat; a
+    transient stall of the machine fails one step, and its repeat passes.  At the knee itself one
+    pass and one fail are a coin toss (bench/calibrate.py took such a rate as capacity and the
+    tool alone then broke the SLO at 0.8x of it), so a third measurement decides."""
     runs: dict[float, list[bool]] = {}
     for t in trials:
         runs.setdefault(t.rate_rps, []).append(t.passed)
-    return {r: True if any(v) else (False if len(v) >= confirm else None) for r, v in runs.items()}
+
+    def verdict(v: list[bool]) -> Optional[bool]:
+        passed, failed = sum(v), len(v) - sum(v)
+        if passed > failed:
+            return True
+        return False if failed > passed and failed >= confirm else None
+    return {r: verdict(v) for r, v in runs.items()}
 
 
 def bracket(trials: Sequence[Trial], confirm: int = 1) -> tuple[Optional[float], Optional[float]]:
@@ -145,7 +155,7 @@ def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> SearchStep:
         return SearchStep(None, ok, f"step budget ({cfg.max_steps}) spent; " + _answer(ok, bad))
     pending = [r for r, x in verdicts(trials, cfg.confirm).items() if x is None]
     if pending:
-        return SearchStep(pending[0], None, f"{pending[0]:.4g} req/s failed once: measure it again to confirm")
+        return SearchStep(pending[0], None, f"{pending[0]:.4g} req/s failed as often as it passed: measure it again")
     if bad is None:
         tried = max((t.rate_rps for t in trials), default=0.0)
         above = [r for r in cfg.ladder if r > tried]
