@@ -30,6 +30,7 @@ import docsection  # noqa: E402
 
 from warmup.actuators.launch import default_vllm_python_path, write_tiny_llama, write_tiny_tokenizer  # noqa: E402
 from warmup.actuators.local import LocalServer, free_port, one_core_env  # noqa: E402
+from warmup.calibration import report  # noqa: E402
 from warmup.calibration.benchserve import DRIVER  # noqa: E402
 
 VLLM_PY = default_vllm_python_path()
@@ -82,8 +83,7 @@ def matrix_lines(doc: dict) -> list[str]:
     b = doc.get("burst")
     if b:
         lines.append(f"\nburst {b['low_rps']:.3g} -> {b['high_rps']:.3g} req/s: TTFT P99 {b['ttft_p99_before_ms']} ms "
-                     f"before, {b['ttft_p99_during_ms']} ms during; P99 back under {b['bound_ms']:g} ms after "
-                     f"{b['recovery_s']} s")
+                     f"before, {b['ttft_p99_during_ms']} ms during; {report.burst_text(b)}")
     return lines
 
 

@@ -73,3 +73,44 @@ def test_a_missing_tool_says_how_to_install_it(tmp_path: Path):
     assert "--bench-python" in str(err.value)
     with pytest.raises(ToolError, match="cannot import vllm.benchmarks.serve"):
         BenchServe("http://x", "m", Path("/usr/bin/python3")).version()
+
+
+def _burst(recovery_s, peak) -> dict:
+    return {"low_rps": 1.0, "high_rps": 6.0, "step_at_s": 8.0, "burst_s": 20.0, "window_s": 2.5, "bound_ms": 1000.0,
+            "recovery_s": recovery_s, "recovered": recovery_s is not None, "peak_window_p99_ms": peak,
+            "samples": [[t * 0.5, 10.0 + t] for t in range(56)]}
+
+
+def test_the_burst_is_told_as_it_went_not_as_recovered_after_0_s():
+    from warmup.calibration.report import burst_text
+
+    calm = burst_text(_burst(0.0, 727.0))
+    assert "under 1000 ms in every 2.5-s window" in calm and "727" in calm and "recovered after 0" not in calm
+    assert "back under 6.5 s after the step" in burst_text(_burst(6.5, 2100.0))
+    assert "not recovered" in burst_text(_burst(None, None)) and "failed" in burst_text(_burst(None, None))
+
+
+def test_window_p99s_and_recovery_read_the_same_windows():
+    from warmup.calibration.search import recovery_time_s, window_p99s
+
+    samples = [(t * 0.1, 10.0) for t in range(100)] + [(10 + t * 0.1, 2000.0 if t < 30 else 10.0) for t in range(60)]
+    windows = window_p99s(samples, 10.0, 2.0)
+    assert windows[0] == (10.0, 2000.0) and max(p for _, p in windows) == 2000.0 and windows[-1][1] == 10.0
+    assert recovery_time_s(samples, 10.0, 500.0, 2.0) == pytest.approx(4.0)  # last bad window starts at 12 s
+
+
+def test_the_calibration_plot_is_a_readable_grid(tmp_path: Path):
+    """Five panels (four scenarios and the burst) in one 1890x324 strip were too small to read."""
+    from PIL import Image
+
+    from warmup.calibration.report import plot
+
+    curve = [{"rate_rps": r, "passed": r < 3, "ttft_ms": {"p50": 10.0, "p99": 100.0 * r},
+              "e2e_ms": {"p50": 50.0, "p99": 300.0 * r}} for r in (1.0, 2.0, 4.0)]
+    scen = {n: {"parts": [{"prompt_tokens": 60}], "curve": curve, "capacity_rps": 2.0}
+            for n in ("short", "medium", "long", "mix")}
+    doc = {"scenarios": scen, "burst": _burst(0.0, 727.0), "slo": {"ttft_p99_ms": 1000.0, "late_wait_s": 5.0},
+           "slo_text": "TTFT P99 <= 1000 ms", "server": {"model": "/m/tiny"}, "generator": {"name": "vllm bench serve"}}
+    plot(doc, tmp_path / "c.png")
+    w, h = Image.open(tmp_path / "c.png").size
+    assert h >= 0.8 * w and w <= 1300, (w, h)

@@ -102,9 +102,14 @@ def plot(doc: dict[str, Any], path: Path) -> None:
 
     scen = doc["scenarios"]
     panels = len(scen) + (1 if doc.get("burst") else 0)
-    fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.6), squeeze=False)
+    cols = min(panels, 2)  # a grid, not a strip: five panels in one row were each too small to read
+    rows = -(-panels // cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(6.4 * cols, 4.4 * rows), squeeze=False)
+    axes = list(grid.flat)
+    for ax in axes[panels:]:
+        ax.remove()
     slo = doc["slo"]
-    for ax, (name, s) in zip(axes[0], scen.items()):
+    for ax, (name, s) in zip(axes, scen.items()):
         pts = sorted(s["curve"], key=lambda p: p["rate_rps"])
         rates = [p["rate_rps"] for p in pts]
         for key, style in (("ttft_ms", "o-"), ("e2e_ms", "s--")):
@@ -122,11 +127,24 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         ax.set_ylabel("latency, ms")
         ax.legend(fontsize=7)
     if doc.get("burst"):
-        _plot_burst(axes[0][-1], doc["burst"])
-    fig.suptitle(f"{Path(doc['server']['model']).name}: {doc['slo_text']}", fontsize=8)
+        _plot_burst(axes[panels - 1], doc["burst"])
+    gen = (doc.get("generator") or {}).get("name", "unknown generator")
+    fig.suptitle(f"{Path(doc['server']['model']).name}, load sent by {gen}\nSLO: {doc['slo_text']}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90, format="png")
     plt.close(fig)
+
+
+def burst_text(b: dict[str, Any]) -> str:
+    """What the burst did to the P99 TTFT, in words (a failure counts as infinitely slow)."""
+    peak = b.get("peak_window_p99_ms")
+    worst = f"highest {peak:g} ms" if peak is not None else "some requests failed"
+    if b["recovery_s"] is None:
+        return f"P99 TTFT still over {b['bound_ms']:g} ms at the end of the run: not recovered ({worst})"
+    if b["recovery_s"] == 0:
+        return (f"P99 TTFT under {b['bound_ms']:g} ms in every {b['window_s']:g}-s window of the burst "
+                f"({worst}): nothing to recover from")
+    return f"P99 TTFT over {b['bound_ms']:g} ms, back under {b['recovery_s']:g} s after the step ({worst})"
 
 
 def _plot_burst(ax, b: dict[str, Any]) -> None:
@@ -137,6 +155,7 @@ def _plot_burst(ax, b: dict[str, Any]) -> None:
     if b["recovery_s"]:
         ax.axvline(b["step_at_s"] + b["recovery_s"], color="green", lw=1, label=f"recovered +{b['recovery_s']} s")
     ax.set_yscale("log")
-    ax.set_title("burst: low -> 6x low")
+    ax.set_title("burst: low -> 6x low\n" + burst_text(b).split(" (")[0], fontsize=9)
     ax.set_xlabel("send time, s")
+    ax.set_ylabel("TTFT, ms")
     ax.legend(fontsize=7)

@@ -19,7 +19,8 @@ from warmcast.config.slo import SLO
 from warmup.actuators.vllm_client import VLLMClient
 from warmup.core.stats import quantile
 from warmup.calibration.search import (BURST_FACTOR, Scenario, SearchConfig, StepStats, Trial, judge, next_step,
-                                       recovery_time_s, scaled_rates, scaled_scenarios)
+                                       recovery_time_s, scaled_rates, scaled_scenarios, window_p99s)
+from warmup.calibration import report
 from warmup.calibration.steps import Arrival, Record, first_errors, schedule, step_stats
 
 Progress = Callable[[str], None]
@@ -137,6 +138,7 @@ async def burst_step(engine: LoadEngine, sc: Scenario, low_rps: float, plan: Cal
     before = [v for t, v in samples if t < pre]
     during = [v for t, v in samples if t >= pre]
     rec = recovery_time_s(samples, pre, bound_ms, window)
+    peak = max((p for _, p in window_p99s(samples, pre, window)), default=math.nan)
 
     def p99(xs: list[float]) -> Optional[float]:  # a failure counts as infinitely slow
         v = quantile(sorted(xs), 0.99) if xs else math.nan
@@ -144,6 +146,7 @@ async def burst_step(engine: LoadEngine, sc: Scenario, low_rps: float, plan: Cal
     return {"scenario": sc.name, "low_rps": round(low_rps, 4), "high_rps": round(low_rps * BURST_FACTOR, 4),
             "step_at_s": round(pre, 3), "burst_s": plan.burst_s, "window_s": window, "bound_ms": bound_ms,
             "recovery_s": None if rec is None else round(rec, 3), "recovered": rec is not None,
+            "peak_window_p99_ms": round(peak, 2) if math.isfinite(peak) else None,
             "ttft_p99_before_ms": p99(before), "ttft_p99_during_ms": p99(during),
             "errors": sum(1 for r in records if not r.ok),
             "samples": [[round(t, 3), None if not math.isfinite(v) else round(v, 2)] for t, v in samples]}
@@ -170,7 +173,6 @@ async def run_calibration(client: VLLMClient, engine: LoadEngine, plan: Calibrat
         short = next((s for s in scenarios if s.name == "short"), scenarios[0])
         bound = slo.ttft_p99_ms if slo.ttft_p99_ms is not None else slo.late_wait_s * 1000.0
         burst = await burst_step(engine, short, results[short.name].rates["low"], plan, slo, bound)
-        progress(f"burst {burst['low_rps']:.3g} -> {burst['high_rps']:.3g} req/s: P99 recovered after "
-                 f"{burst['recovery_s']} s")
+        progress(f"burst {burst['low_rps']:.3g} -> {burst['high_rps']:.3g} req/s: {report.burst_text(burst)}")
     return {"model": info.id, "max_model_len": info.max_model_len, "scaling": scaling, "results": results,
             "headline": head, "burst": burst}

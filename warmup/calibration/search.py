@@ -221,25 +221,36 @@ def scaled_rates(probe_rps: float) -> dict[str, float]:
     return {k: v * f for k, v in REFERENCE_RATES.items()}
 
 
+def window_p99s(samples: Sequence[tuple[float, float]], step_at_s: float,
+                window_s: float) -> list[tuple[float, float]]:
+    """(window start s, P99 TTFT ms) of the windows of ``window_s`` that advance by half a window
+    from the step to the last sample after it (a failure, NaN or inf, counts as infinitely slow)."""
+    after = sorted(s for s in samples if s[0] >= step_at_s)
+    out: list[tuple[float, float]] = []
+    t = step_at_s
+    while after and t <= after[-1][0]:
+        ttfts = [v if math.isfinite(v) else math.inf for s, v in after if t <= s < t + window_s]
+        if ttfts:
+            out.append((t, quantile(sorted(ttfts), 0.99)))
+        t += window_s / 2
+    return out
+
+
 def recovery_time_s(samples: Sequence[tuple[float, float]], step_at_s: float, bound_ms: float,
                     window_s: float) -> Optional[float]:
     """Seconds after the burst starts until the rolling P99 TTFT is back under ``bound_ms`` for good.
 
-    ``samples`` are (send time s, TTFT ms; NaN or inf for a failure).  Windows of ``window_s``
-    advance by half a window from the step; 0 when no window after it breaks the bound, None
-    when the last one still does (not recovered within the run).
+    ``samples`` are (send time s, TTFT ms; NaN or inf for a failure), in :func:`window_p99s`'
+    windows; 0 when no window after the step breaks the bound, None when the last one still does
+    (not recovered within the run).
     """
-    after = sorted(s for s in samples if s[0] >= step_at_s)
-    if not after:
+    windows = window_p99s(samples, step_at_s, window_s)
+    if not windows:
         return None
-    end, t, last_bad = after[-1][0], step_at_s, None
-    while t <= end:
-        ttfts = [v if math.isfinite(v) else math.inf for s, v in after if t <= s < t + window_s]
-        if ttfts and quantile(sorted(ttfts), 0.99) > bound_ms:
-            last_bad = t
-        t += window_s / 2
-    if last_bad is None:
+    bad = [t for t, p99 in windows if p99 > bound_ms]
+    if not bad:
         return 0.0
-    if last_bad + window_s > end:
+    end = max(s for s, _ in samples)
+    if bad[-1] + window_s > end:
         return None
-    return last_bad + window_s - step_at_s
+    return bad[-1] + window_s - step_at_s
