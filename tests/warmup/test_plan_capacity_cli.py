@@ -89,3 +89,5 @@ def test_joint_day_plan_for_both_pools(tmp_path, env):
     assert set(rows["hot"]) == {2} and set(rows["cold"]) == {1} and set(rows["hot_bound"]) == {"slo"}
     assert set(rows["cold_bound"]) == {"deadline"} and set(rows["memory_gb"]) == {72.0}
     assert "total 62.4 GPU-hours" in out
+    # the limits that bound the hot pool, as words (issue 32: printed as a Python list, "['slo']")
+    assert "hot bound by: slo\n" in out + "\n" and "['" not in out, out

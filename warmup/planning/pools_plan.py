@@ -91,5 +91,6 @@ def summary(rows: list[dict[str, Any]], step_min: int) -> str:
     gpu_hours = frame["gpus"].sum() * step_min / 60
     lines = [f"  {'hour':13} {'hot':>4} {'cold':>4} {'GPUs':>6}  cold bound"]
     lines += [f"  {h:13} {r.hot:>4} {r.cold:>4} {r.gpus:>6.1f}  {r.bounds}" for h, r in hours.iterrows()]
-    lines.append(f"  total {gpu_hours:.1f} GPU-hours; hot bound by: {sorted(set(frame['hot_bound']))}")
+    # the bounds as words, like the cold column's (a Python list's repr is not for the reader)
+    lines.append(f"  total {gpu_hours:.1f} GPU-hours; hot bound by: {', '.join(sorted(set(frame['hot_bound'])))}")
     return "\n".join(lines)
