@@ -112,3 +112,40 @@ def test_base_package_modules_do_not_import_each_other_in_a_circle():
 
     cycles = sorted(m for m in modules if m in reach(m))
     assert not cycles, f"modules on an import cycle: {cycles}"
+
+
+def _leaf_commands(cmd, path: tuple[str, ...] = ()):
+    """(path, click command) for every command the program has, groups walked down to their leaves."""
+    subs = getattr(cmd, "commands", None)
+    if subs is None:
+        yield path, cmd
+        return
+    for name, sub in sorted(subs.items()):
+        yield from _leaf_commands(sub, (*path, name))
+
+
+def test_round2_every_help_is_readable_at_80_columns():
+    """Issue 32: at COLUMNS=80 rich's option table cut names and defaults with '…' (backtest fleet,
+    calibrate, plan capacity, ...). Every option's names (with metavar) must be shown in full on one
+    line, its [default: ...] in full (a default longer than the help column may wrap), nothing cut."""
+    import typer
+    from typer.testing import CliRunner
+
+    from warmcast import cli as wcli
+
+    wcli._register_all()
+    commands = list(_leaf_commands(typer.main.get_command(wcli.app)))
+    assert len(commands) >= 25 and (("backtest", "fleet") in dict(commands))
+    runner, bad = CliRunner(), []
+    for path, cmd in commands:
+        out = runner.invoke(wcli.app, [*path, "--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": None}).output
+        flat, bare = " ".join(out.split()), "".join(out.split())  # help text wraps; nothing may be lost
+        ctx = cmd.context_class(cmd, info_name=path[-1])
+        for p in (p for p in cmd.get_params(ctx) if p.param_type_name == "option"):
+            names, help_text = p.get_help_record(ctx) or ("", "")
+            bad += [f"{' '.join(path)}: {names!r}"] if names not in flat else []
+            shown = re.findall(r"\[default: [^\]]*\]", help_text or "")
+            bad += [f"{' '.join(path)}: {d!r}" for d in shown if "".join(d.split()) not in bare]
+        bad += [f"{' '.join(path)}: cut with '…'"] if "…" in out else []
+        bad += [f"{' '.join(path)}: line over 80 columns"] if max(map(len, out.splitlines())) > 80 else []
+    assert bad == [], "\n".join(bad)

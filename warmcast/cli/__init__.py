@@ -10,7 +10,10 @@ import typer
 
 from warmcast.errors import WarmcastError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+# Plain click help, not rich's panels (rich_markup_mode=None, inherited by every subcommand): at
+# 80 columns rich's option table cut option names and defaults with "…" (issue 32); click writes
+# every name in full and wraps only the help text.
+app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                   help="warmcast: forecast LLM load and keep vLLM fleets warm before traffic arrives.")
 backtest_app = typer.Typer(no_args_is_help=True, help="Replay logs offline: forecast accuracy, fleet policies.")
 app.add_typer(backtest_app, name="backtest")
