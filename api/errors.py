@@ -42,8 +42,16 @@ def _input_error(request: Request, err: InputError) -> JSONResponse:
         loc, msg = list(err.loc), err.msg
     else:
         m = _FIELD_PREFIX.match(str(err))
-        loc, msg = (["query", m.group(1)], m.group(2)) if m else (["body"], str(err))
+        loc, msg = (["query", m.group(1)], m.group(2)) if m else (_unnamed_loc(request), str(err))
     return JSONResponse({"detail": [{"loc": loc, "msg": msg, "type": "value_error"}]}, status_code=422)
+
+
+def _unnamed_loc(request: Request) -> list[str]:
+    """Where an error naming no field lies: the body, except for a GET or HEAD, which has none (a
+    plan or advice refused for what the path's deployment lacks, e.g. no 'gpu:' section or token counts)."""
+    if request.method not in ("GET", "HEAD"):
+        return ["body"]
+    return ["path", "deployment"] if "deployment" in request.path_params else ["query"]
 
 
 def _not_found(request: Request, err: NotFoundError) -> JSONResponse:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
+from api.errors import FieldError
 from api.deps import ApiContext, configured_deployment, get_ctx, require_read
 from api.routes import READ_ERR
 from warmcast.config.deployments import Deployment
@@ -74,9 +75,16 @@ def get_gpu_plan(
                                  description="what-if: only these GPU types, comma-separated"),
     what_if_utilisation: Optional[float] = Query(None, ge=0.05, le=1, description="what-if: another SLO"),
 ) -> dict[str, Any]:
-    from warmup.planning.gpu_report import PlanAsk, build, stored_inputs
+    from warmup.planning.gpu_report import AskError, PlanAsk, build, stored_inputs
 
-    history, forecast = stored_inputs(ctx.store, ctx.state, dep, pool)
     ask = PlanAsk(horizon, quantile, utilisation, pool, None, growth,
                   tuple(t for t in types.split(",") if t) if types else None, what_if_utilisation)
-    return build(dep, history, forecast, ask)
+    try:
+        history, forecast = stored_inputs(ctx.store, ctx.state, dep, pool)
+        return build(dep, history, forecast, ask)
+    except AskError as err:  # a GET has no body: the error is located at the query parameter that asked
+        raise FieldError(("query", _QUERY_NAME.get(err.field, err.field)), str(err)) from None
+
+
+# PlanAsk's field -> this route's query parameter where the names differ
+_QUERY_NAME = {"what_if_types": "types", "what_if_growth": "growth"}

@@ -47,6 +47,13 @@ def test_no_token_counts_is_a_422_naming_it(client, store):
     store.upsert_frame("chat-llama", pd.DataFrame({"requests": 5.0}, index=idx))
     r = client.get(URL.format("chat-llama"))
     assert r.status_code == 422 and "no prompt-token counts" in r.text
+    # what the path's deployment lacks; a GET has no body to locate it in (issue 32: ["body"])
+    assert r.json()["detail"][0]["loc"] == ["path", "deployment"]
+
+
+def test_a_bad_query_parameter_is_located_in_the_query(client):
+    r = client.get(URL.format("chat-llama"), params={"memory_gb": 0})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "memory_gb"], r.text
 
 
 def test_unknown_deployment_is_404(client):

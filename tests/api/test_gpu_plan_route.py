@@ -88,6 +88,19 @@ def test_a_deployment_without_gpu_section_says_what_to_add(client, store):
     store.upsert_frame("chat-llama", synthetic_frame(days=1))
     r = client.get(URL.format("chat-llama"))
     assert r.status_code == 422 and "no 'gpu:' section" in r.text
+    assert r.json()["detail"][0]["loc"] == ["path", "deployment"]  # what the path's deployment lacks
+
+
+@pytest.mark.parametrize("dep, params, loc", [
+    ("chat-pools", {"types": "H100"}, ["query", "types"]),          # the planner refuses it
+    ("chat-llama", {"pool": "hot"}, ["query", "pool"]),             # a pool chat-llama does not declare
+    ("chat-pools", {"growth": "-1"}, ["query", "growth"]),          # FastAPI's own check
+])
+def test_a_bad_query_parameter_is_located_in_the_query(client, pools_seeded, store, dep, params, loc):
+    # issue 32: the planner's refusals were located at ["body"], and a GET has no body
+    store.upsert_frame("chat-llama", synthetic_frame(days=1))
+    r = client.get(URL.format(dep), params=params)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == loc, r.text
 
 
 def test_reads_need_the_read_token_when_configured(settings, pools_seeded):

@@ -37,11 +37,20 @@ class PlanAsk:
     what_if_utilisation: float | None = None
 
 
+class AskError(InputError):
+    """Bad input tied to one :class:`PlanAsk` field (``field``, its name there), so the CLI and the API
+    can each locate it at their own flag or query parameter."""
+
+    def __init__(self, field: str, msg: str) -> None:
+        super().__init__(msg)
+        self.field = field
+
+
 def series_name(dep: Deployment, pool: str | None) -> str:
     if pool is None:
         return dep.name
     if dep.pools is None or pool not in ("hot", "cold"):
-        raise InputError(f"deployment {dep.name}: pool {pool!r} is not declared (pools: hot, cold)")
+        raise AskError("pool", f"deployment {dep.name}: pool {pool!r} is not declared (pools: hot, cold)")
     return pool_series_name(dep.name, pool)  # type: ignore[arg-type]
 
 
@@ -100,7 +109,7 @@ def ahead_demand(forecast, quantile: float) -> tuple[list[str], list[float], str
 def build(dep: Deployment, history: pd.Series, forecast, ask: PlanAsk) -> dict[str, Any]:
     """The plan document (JSON-ready): slots, totals, options, exclusions and the what-if."""
     if ask.horizon not in HORIZONS:
-        raise InputError(f"horizon must be one of {list(HORIZONS)}, not {ask.horizon!r}")
+        raise AskError("horizon", f"horizon must be one of {list(HORIZONS)}, not {ask.horizon!r}")
     profile, util = profile_and_utilisation(dep, ask)
     options, excluded = deployment_options(dep, profile, ask.catalogue)
     if not options:
@@ -115,7 +124,8 @@ def build(dep: Deployment, history: pd.Series, forecast, ask: PlanAsk) -> dict[s
     try:
         base, variant = what_if(req, ask.what_if_types, ask.what_if_utilisation, ask.what_if_growth)
     except ValueError as err:
-        raise InputError(f"what-if: {err}") from None
+        # what_if refuses unknown types; the ranges plan_gpu_mix checks are the CLI's and the API's bounds
+        raise AskError("what_if_types", f"what-if: {err}") from None
     doc = {"deployment": dep.name, "pool": ask.pool, "profile": profile, "horizon": ask.horizon,
            "quantile": ask.quantile, "utilisation": util, "method": method, "notes": notes,
            "options": [{"type": o.gpu.name, "capacity_rpm": round(o.capacity_rpm, 3), "capacity_source":
