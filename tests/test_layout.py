@@ -40,6 +40,7 @@ CORE = "warmup.core"
 # counting rule, and the base values they share. A module listed here that does I/O fails.
 PURE = {
     "warmcast.errors", "warmcast.forecast", "warmcast.resolution", "warmcast.config.slo", "warmcast.config.strict",
+    "warmcast.text",
     "warmup.actuators.arrivals",
     "warmup.calibration.drift", "warmup.calibration.search", "warmup.calibration.steps",
     "warmup.planning.advisor", "warmup.planning.advisor_args", "warmup.planning.capacity",

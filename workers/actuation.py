@@ -26,6 +26,7 @@ from typing import Any, Callable
 import redis
 
 from warmcast.config.deployments import Deployment
+from warmcast.text import clip
 from workers.locks import lease
 from workers.simfleet import SimFleet
 
@@ -83,7 +84,7 @@ class RecordingScaler:
             self.inner.scale_to(n, reason)
         after = self.current()
         self.r.xadd(self.key, {"ts": f"{time.time():.3f}", "tick": tick, "before": before, "target": n,
-                               "after": after, "reason": reason[:500]}, maxlen=10_000, approximate=True)
+                               "after": after, "reason": clip(reason, 500)}, maxlen=10_000, approximate=True)
         return ScaleOutcome(before, after, True, f"{before} -> {after}")
 
     def acted_on(self, tick: str, recent: int = 100) -> bool:

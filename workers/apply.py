@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from warmcast.errors import WarmcastError
+from warmcast.text import clip
 from warmup.core import WarmupAction
 from warmup.core.switch_capacity import single_workload_replicas
 from workers.context import Ctx
@@ -81,7 +82,7 @@ def switch(ctx: Ctx, dep: str, dec: Any) -> tuple[bool, str]:
         active = dec.to_profile if a in ("settled", "restored", "cancel") else None
         want = {p: int(n) for p, n in dec.replicas}
         try:
-            out = inner.set_replicas(want, f"profile switch ({a}): {dec.reason.text}"[:500], active)
+            out = inner.set_replicas(want, clip(f"profile switch ({a}): {dec.reason.text}", 500), active)
         except WarmcastError as err:  # recorded as not applied; the machine's next tick decides again
             return False, f"failed: {err}"
         return True, _replicas_outcome(want, out)
@@ -135,7 +136,7 @@ def _rescale(inner: Any, dec: Any, current: int, want: int | None) -> tuple[bool
     rolls, set to the profile's own count once that profile's ready replicas cover the need."""
     if want is None or want == current:
         return True, "no change: the rollout runs in Kubernetes"
-    res = inner.scale_to(want, f"profile switch ({dec.action.value}, {dec.phase.value}): {dec.reason.text}"[:500])
+    res = inner.scale_to(want, clip(f"profile switch ({dec.action.value}, {dec.phase.value}): {dec.reason.text}", 500))
     if not res.applied:
         return False, f"not applied: {res.error}"
     onto = dec.from_profile if dec.phase.value == "rollback" else dec.to_profile

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from warmcast.text import clip
+
 ROOT = Path(__file__).resolve().parents[1]  # the checkout, where the children start
 Say = Callable[[str], bool]   # print a line; False once nobody reads the output any more
 
@@ -135,7 +137,7 @@ def status_line(ctx, dep: str) -> str:
         parts.append(f"forecast ({fc['model']}) P90 peak {max(p90):,.0f} req/min in the next 30 min")
     if plan:
         parts.append(f"plan: {plan.get('action')} {plan.get('current')}->{plan.get('desired')} "
-                     f"({(plan.get('reason') or '')[:90]})")
+                     f"({clip(plan.get('reason') or '', 90)})")
     if len(parts) == 1:
         parts.append("waiting for the first scrape / forecast / plan ...")
     return "  ".join(parts)

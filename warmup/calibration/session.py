@@ -13,6 +13,7 @@ from typing import Any, AsyncIterator, Callable, Optional
 
 from warmcast.errors import InputError, WarmcastError
 from warmcast.config.slo import SLO
+from warmcast.text import clip
 from warmup.actuators.vllm_client import InstanceError, InstanceUnavailable, VLLMClient
 from warmup.calibration import report
 from warmup.calibration.benchserve import BenchServe
@@ -169,7 +170,7 @@ def _progress(plan: CalibrationPlan):
 
         def advance(msg: str) -> None:
             bar.console.print(msg)
-            bar.update(task, advance=1, description=msg[:60])
+            bar.update(task, advance=1, description=clip(msg, 60))
 
         yield advance
         bar.update(task, completed=plan.steps_budget())

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from warmcast.text import clip
 from warmup.core.alerts import AlertDecision, AlertNote
 from workers.alerting import history as hist
 from workers import policy
@@ -50,7 +51,8 @@ def report_text(doc: dict[str, Any]) -> str:
              f"{s['observed_rpm']} req/min, {s['ready']}/{s['provisioned']} ready"]
     lines += _hour_text(h) + _forecast_text(doc["forecast_vs_actual"])
     lines.append("decisions in the last hour (newest first):")
-    lines += [f"  {r['ts']} {r['kind']} {r['decision']}: {r['reason'][:160]}" for r in doc["recent_decisions"][:15]]
+    lines += [f"  {r['ts']} {r['kind']} {r['decision']}: {clip(r['reason'], 160)}"
+              for r in doc["recent_decisions"][:15]]
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from warmcast.errors import InputError, WarmcastError
+from warmcast.text import clip
 from warmup.actuators.scalers.base import Scaler, check_profile
 
 MERGE = "application/merge-patch+json"
@@ -128,7 +129,7 @@ class KubernetesScaler(Scaler):
         pending = pending_after(launches_of(obj, self.prefix), int(obj.spec.replicas or 0), n, time.time())
         scale = self._call("patch", "_scale", {"spec": {"replicas": n}})
         notes = {
-            f"{self.prefix}/reason": reason[:1000],
+            f"{self.prefix}/reason": clip(reason, 1000),
             f"{self.prefix}/target-replicas": str(n),
             f"{self.prefix}/updated-at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             f"{self.prefix}/launches": json.dumps(pending),
