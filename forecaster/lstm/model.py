@@ -40,7 +40,7 @@ import pandas as pd
 
 from forecaster.base import MINUTE, BaseForecaster, InsufficientHistory, resolution
 
-from warmcast.forecast import DEFAULT_QUANTILES, Forecast
+from warmcast.forecast import DEFAULT_QUANTILES, Forecast, mean_from_quantiles
 from forecaster.lstm import artifact, dataset, tails
 from forecaster.lstm.config import LSTMConfig
 from forecaster.lstm.features import build_features, lookback, series_arrays
@@ -151,6 +151,9 @@ class LSTMForecaster(BaseForecaster):
         levels = self.cfg.levels
         pred = apply_scale(self._forward(torch.from_numpy(seq), torch.from_numpy(static)), self.scale, levels)
         pred = pred[:, :horizon] + level[:, None, None]
+        # the mean from the trained heads only, so it is the same whichever levels were asked for
+        # (it was the P50 head's values: issue 32, a "mean" always equal to the P50)
+        means = mean_from_quantiles(levels, np.maximum(np.expm1(pred), 0.0))
         between = sorted({float(q) for q in quantiles} - set(levels))
         out_levels = sorted(set(levels) | set(between))
         if between:
@@ -158,8 +161,7 @@ class LSTMForecaster(BaseForecaster):
             pred = np.stack([pred[..., levels.index(q)] if q in levels else _interp_level(pred, grid, q)
                              for q in out_levels], axis=-1)
         vals = np.maximum(np.expm1(pred), 0.0)
-        mid = out_levels.index(0.5)
-        return [Forecast(pd.Timestamp(o), vals[i, :, mid].copy(), {q: vals[i, :, j] for j, q in enumerate(out_levels)},
+        return [Forecast(pd.Timestamp(o), means[i], {q: vals[i, :, j] for j, q in enumerate(out_levels)},
                          self.name, self.version, step_min=self.cfg.step_min) for i, o in enumerate(origins)]
 
     def _series(self, history):

@@ -60,6 +60,19 @@ def test_heads_for_every_provisioning_level_and_no_other(model):
         model.predict(FRAME, quantiles=(0.5, 0.995))
 
 
+def test_the_mean_is_estimated_from_the_quantiles_not_the_p50(model):
+    """Issue 32: the LSTM's mean was its P50 head, so ``warmcast forecast`` showed a mean always
+    equal to the P50; it is the trapezoid estimate over the trained heads, whatever levels were asked."""
+    from warmcast.forecast import mean_from_quantiles
+
+    f = model.predict(FRAME)
+    levels = sorted(f.quantiles)
+    np.testing.assert_allclose(f.mean, mean_from_quantiles(levels, np.stack([f.quantiles[q] for q in levels], -1)))
+    assert not np.allclose(f.mean, f.quantiles[0.5])
+    assert (f.quantiles[0.1] <= f.mean).all() and (f.mean <= f.quantiles[0.99]).all()
+    np.testing.assert_allclose(model.predict(FRAME, quantiles=(0.5, 0.97)).mean, f.mean, rtol=1e-6)
+
+
 def test_predict_many_matches_predict(model):
     hs = {"a": FRAME, "b": FRAME.iloc[:-77] * 3.0, "c": synth_frame(2, seed=1, level=5000),
           "empty": FRAME.iloc[:0], "a minute missing": FRAME.drop(FRAME.index[-10]),  # read by pandas

@@ -52,7 +52,7 @@ def step(ctx: Ctx, deployment: str) -> ForecastOutcome:
     doc = ctx.state.put_forecast(deployment, fc, trained_at=trained.get("created_at") or trained.get("train_end"))
     metrics.FORECASTS.labels(deployment, fc.model).inc()
     log.info("forecast", extra={"event": {"deployment": deployment, "model": fc.model, "origin": doc["origin"],
-                                          "p50_lead1": doc["mean"][0] if doc["mean"] else None,
+                                          "p50_lead1": (doc["quantiles"].get("0.5") or [None])[0],
                                           "note": fc.note}})
     return ForecastOutcome(deployment, fc.model, doc["origin"], fc.note or "", doc)
 
