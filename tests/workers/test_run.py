@@ -158,3 +158,42 @@ def test_round2_worker_and_beat_refuse_an_invalid_deployments_file(tmp_path, red
                          timeout=60)
     assert res.returncode == 2 and "deployment x: max_replicas" in res.stderr, (res.returncode, res.stderr[-500:])
     assert "celery" not in res.stdout.lower()   # nothing was started
+
+
+@pytest.mark.parametrize("how", ["SIGHUP", "SIGTERM", "SIGKILL"])
+def test_round2_embedded_redis_ends_with_run_signalled_as_it_starts(tmp_path, how):
+    """Issue 32: `warmcast run` with no Redis URL starts an embedded redis-server (in its own session);
+    a terminal closed (SIGHUP) or a SIGTERM in its first second, before its signal handlers were
+    installed, ended `run` and left the server running. It must end with `run` however `run` ends."""
+    import psutil
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARMCAST_")}  # no URL: the embedded server
+    env.update(WARMCAST_STATE_DIR=str(tmp_path / "state"), PYTHONPATH=str(ROOT))
+    p = subprocess.Popen([sys.executable, "-m", "warmcast.cli", "run", "--simulate", "--no-api", "--metrics-port", "0"],
+                         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    run, servers = psutil.Process(p.pid), []
+    try:
+        # the signal goes the moment the server exists: run is still starting, its handlers not yet there
+        servers = wait_for(lambda: [c for c in run.children() if _is_redis_server(c)], 30,
+                           "the embedded redis-server", poll=0.01)
+        run.send_signal(getattr(signal, how))
+        p.wait(timeout=30)
+        gone, alive = psutil.wait_procs(servers, timeout=10)
+        assert alive == [], f"redis-server {[a.pid for a in alive]} outlived `warmcast run` ended by {how}"
+    finally:
+        for s in servers:
+            if s.is_running():
+                s.kill()
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def _is_redis_server(proc) -> bool:
+    import psutil
+
+    try:
+        return "redis-server" in " ".join(proc.cmdline()[:1])
+    except psutil.Error:  # just forked or already gone
+        return False
