@@ -30,7 +30,7 @@ def main() -> int:
     args = ap.parse_args()
     load, command = os.getloadavg()[0], docsection.command_line()
     with tempfile.TemporaryDirectory() as tmp:
-        argv = [sys.executable, "-m", "warmcast.cli", "backtest", "fleet", "--log", str(TRACE), "--deployment",
+        argv = [sys.executable, "-m", "warmcast.cli", "backtest", "fleet", "--log", str(TRACE), "--deployments-file",
                 str(ROOT / "bench" / "switch_daynight.yaml"), "--test-start", "2024-05-17",
                 "--forecaster", "sim_seasonal_profile", "--out", tmp, "--no-plot"]
         done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1200)

@@ -57,7 +57,9 @@ def test_every_command_that_loads_the_file_fails_with_the_same_message(tmp_path)
     log = tmp_path / "load.csv"
     log.write_text("time,requests\n2024-01-01 00:00:00,1\n2024-01-01 00:01:00,2\n")
     runs = [
-        _run(["backtest", "fleet", "--log", str(log), "--deployment", str(bad), "--name", "chat-llama",
+        _run(["backtest", "fleet", "--log", str(log), "--deployment", "chat-llama",
+              "--test-start", "2024-01-01 00:01", "--out", "out"], tmp_path, WARMCAST_DEPLOYMENTS_FILE=str(bad)),
+        _run(["backtest", "fleet", "--log", str(log), "--deployments-file", str(bad), "--deployment", "chat-llama",
               "--test-start", "2024-01-01 00:01", "--out", "out"], tmp_path),
         _run(["plan", "capacity", "--deployment", "chat-llama"], tmp_path, WARMCAST_DEPLOYMENTS_FILE=str(bad)),
         _run(["measure-coldstart", "--deployment", "local-demo"], tmp_path, WARMCAST_DEPLOYMENTS_FILE=str(bad)),

@@ -65,13 +65,36 @@ def test_fleet_command_with_a_deployment(tmp_path: Path) -> None:
         "    schedule:\n      timezone: Europe/Berlin\n"
         "      windows: [{profile: night, start: '22:00', end: '07:00'}]\n")
     out = tmp_path / "out"
-    res = CliRunner().invoke(app(), ["backtest", "fleet", "--log", str(log), "--deployment", str(dep),
-                                     "--test-start", "2024-01-03", "--out", str(out), "--no-plot",
-                                     "--policies", "predictive,oracle", "--forecaster", "sim_seasonal_profile"])
+    res = CliRunner().invoke(app(), ["backtest", "fleet", "--log", str(log), "--deployments-file", str(dep),
+                                     "--deployment", "chat", "--test-start", "2024-01-03", "--out", str(out),
+                                     "--no-plot", "--policies", "predictive,oracle",
+                                     "--forecaster", "sim_seasonal_profile"])
     assert res.exit_code == 0, res.output
     rep = json.loads((out / "report.json").read_text())
     assert rep["meta"]["capacity_rpm"] == 300 and rep["meta"]["cold_start_min"] == 10
     assert rep["policies"]["predictive"]["profile_switches"] >= 1
+
+
+def test_fleet_deployment_is_a_name_as_in_every_command(tmp_path: Path) -> None:
+    """Issue 32: backtest fleet's --deployment took a file while every other command's takes a name."""
+    log = tmp_path / "load.csv"
+    synthetic_minutes(days=3, mean=900.0, seed=7).to_frame().reset_index().to_csv(log, index=False)
+    dep = tmp_path / "deployments.yaml"
+    dep.write_text("deployments:\n  - name: chat\n    max_replicas: 30\n    cold_start_min: 10\n"
+                   "    profiles:\n      day: {capacity_rpm: 300}\n")
+    args = ["backtest", "fleet", "--log", str(log), "--test-start", "2024-01-03", "--out", str(tmp_path / "out"),
+            "--no-plot", "--policies", "static", "--forecaster", "seasonal_naive"]
+    env = {"WARMCAST_DEPLOYMENTS_FILE": str(dep)}
+    res = CliRunner().invoke(app(), [*args, "--deployment", "chat"], env=env)  # the settings' file, as others
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["meta"]["capacity_rpm"] == 300
+
+    old = CliRunner().invoke(app(), [*args, "--deployment", str(dep)])  # a file where a name goes
+    assert isinstance(old.exception, InputError), old.output  # the CLI prints it, exit code 2
+    assert str(old.exception).startswith("--deployment takes a deployment name, not a file: "
+                                         f"use --deployments-file {dep} --deployment NAME")
+    unknown = CliRunner().invoke(app(), [*args, "--deployment", "nope"], env=env)
+    assert "unknown deployment 'nope'" in str(unknown.exception), unknown.output
 
 
 CAL_DEP = ("deployments:\n"
@@ -100,7 +123,7 @@ def _fleet(tmp_path: Path, *extra: str, name: str = "out", env: dict | None = No
     dep = tmp_path / "deployments.yaml"
     dep.write_text(CAL_DEP)
     out = tmp_path / name
-    res = CliRunner().invoke(app(), ["backtest", "fleet", "--log", str(log), "--deployment", str(dep),
+    res = CliRunner().invoke(app(), ["backtest", "fleet", "--log", str(log), "--deployments-file", str(dep),
                                      "--test-start", "2024-01-03", "--out", str(out), "--no-plot",
                                      "--policies", "static,predictive,oracle", "--forecaster", "sim_seasonal_profile",
                                      *extra], env=env)

@@ -68,7 +68,7 @@ def _both(env, tmp_path, trace, dep: str, start: str, end: str, *stored: str,
               "--no-plot"]
     rep = cli(env, "replay", "-d", dep, "--out", str(tmp_path / "replay"), *window)
     assert rep.returncode == 0, rep.stderr[-2000:]
-    bt = cli(env, "backtest", "fleet", "--deployment", env["WARMCAST_DEPLOYMENTS_FILE"], "--name", dep,
+    bt = cli(env, "backtest", "fleet", "--deployment", dep,
              "--stored-policy", *stored, "--policies", "predictive", "--decisions", "--out", str(tmp_path / "bt"),
              *window)
     assert bt.returncode == 0, bt.stderr[-2000:]

@@ -94,8 +94,8 @@ def test_shadow_report_matches_the_simulated_fleet_and_the_backtest(env, tmp_pat
     assert doc["actual"]["late_requests"] == round(float(run.late[:-1].sum()), 1)
     assert doc["actual"]["late_requests"] > 0 and doc["short_actual_covered_by_warmcast"]["minutes"] > 0
 
-    bt = cli(env, "backtest", "fleet", "--log", str(trace), "--deployment", env["WARMCAST_DEPLOYMENTS_FILE"],
-              "--name", "chat", "--stored-calibrations", "--stored-policy", "--policies", "predictive",
+    bt = cli(env, "backtest", "fleet", "--log", str(trace), "--deployment", "chat", "--stored-calibrations",
+              "--stored-policy", "--policies", "predictive",
               "--test-start", START, "--test-end", "2024-05-15 23:59", "--forecaster", "seasonal_naive",
               "--no-plot", "--out", str(tmp_path / "bt"))
     assert bt.returncode == 0, bt.stderr[-3000:]

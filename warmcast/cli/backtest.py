@@ -44,10 +44,14 @@ def fleet(
     min_replicas: int = typer.Option(1, "--min-replicas", min=0),
     max_replicas: int = typer.Option(100_000, "--max-replicas", min=1),
     gpus_per_replica: int = typer.Option(1, "--gpus-per-replica", min=0),
-    deployment: Optional[Path] = typer.Option(None, "--deployment", help="Deployments file: the predictive policy "
-                                              "then uses that deployment's bounds, profiles and schedule "
-                                              "(profile switches are simulated as capacity changes)."),
-    name: Optional[str] = typer.Option(None, "--name", help="Deployment name in --deployment (default: the only one)."),
+    deployment: Optional[str] = typer.Option(None, "--deployment", "-d", help="Deployment name (deployments "
+                                             "file, as every command's): the predictive policy then uses its "
+                                             "bounds, profiles and schedule (profile switches are simulated as "
+                                             "capacity changes)."),
+    deployments_file: Optional[Path] = typer.Option(None, "--deployments-file", help="Deployments file to find "
+                                                    "--deployment in (default: the settings' deployments file); "
+                                                    "one holding a single deployment needs no --deployment."),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML settings file (else WARMCAST_* env vars)."),
     decisions: bool = typer.Option(False, "--decisions", help="Also write the predictive decision log "
                                    "(decisions_predictive.csv: every minute with its reason)."),
     no_plot: bool = typer.Option(False, "--no-plot"),
@@ -59,7 +63,8 @@ def fleet(
     from warmup.sim import FleetBacktestConfig, load_log, run_backtest
 
     names, (ts, te) = tuple(p.strip() for p in policies.split(",") if p.strip()), _test_window(test_start, test_end)
-    dep, core, caps = _capacities(deployment, name, capacity_rpm, calibration, stored_calibrations, stored_policy)
+    dep = _deployment(deployment, deployments_file, config)
+    core, caps = _capacities(dep, capacity_rpm, calibration, stored_calibrations, stored_policy, config)
     if dep is not None:  # the deployment's bounds and cold start, unless a flag says otherwise
         cold_start_min = dep.cold_start_min if cold_start_min is None else cold_start_min
         min_replicas, max_replicas, gpus_per_replica = dep.min_replicas, dep.max_replicas, dep.gpus_per_replica
@@ -82,27 +87,26 @@ def _quantile(flag: Optional[float], core: Any) -> float:
     return core.scaling.quantile if core is not None else 0.9
 
 
-def _capacities(deployment: Optional[Path], name: Optional[str], capacity_rpm: Optional[float],
-                calibration: Optional[Path], stored: bool, stored_policy: bool = False) -> tuple[Any, Any, Any]:
-    """(the deployment or None, its core config, the capacities); says which capacities it is."""
+def _capacities(dep: Any, capacity_rpm: Optional[float], calibration: Optional[Path], stored: bool,
+                stored_policy: bool, config: Optional[Path]) -> tuple[Any, Any]:
+    """(the deployment's core config, the capacities); says which capacities it is."""
     from warmup.sim.fleet_capacity import for_backtest
 
-    dep = _deployment(deployment, name) if deployment is not None else None
     if (stored or stored_policy) and dep is None:
         raise InputError("--stored-calibrations and --stored-policy need --deployment (both are stored per deployment)")
-    overrides = (_stored_policy(dep) or {}) if stored_policy else None
+    overrides = (_stored_policy(dep, config) or {}) if stored_policy else None
     core, caps = for_backtest(dep, capacity_rpm, calibration, stored, overrides)
     typer.echo(caps.describe() + (f"; {caps.note}" if caps.note and (calibration is not None or stored) else ""))
-    return dep, core, caps
+    return core, caps
 
 
-def _stored_policy(dep: Any) -> Optional[dict]:
-    """The deployment's stored policy-config (WARMCAST_* settings' Redis), as the live loop reads it."""
+def _stored_policy(dep: Any, config: Optional[Path]) -> Optional[dict]:
+    """The deployment's stored policy-config (the settings' Redis), as the live loop reads it."""
     from warmcast.runtime import redis_client
     from warmcast.config.settings import load_settings
     from warmcast.state import StateStore
 
-    settings = load_settings(None)
+    settings = load_settings(config)
     return StateStore(redis_client(settings), settings.key_prefix).get("policy-config", dep.name)
 
 
@@ -138,13 +142,24 @@ def _test_window(test_start: str, test_end: Optional[str]) -> tuple[Any, Any]:
         raise InputError(f"--test-start/--test-end: {err}") from None
 
 
-def _deployment(path: Path, name: Optional[str]) -> Any:
-    """The deployment named in the deployments file, or its only one."""
+def _deployment(name: Optional[str], path: Optional[Path], config: Optional[Path]) -> Any:
+    """The deployment --deployment names, found as every command finds it (the settings' deployments
+    file, or the demo), or in --deployments-file; that file's only one when no name is given; else None."""
     from warmcast.config.deployments import load_deployments
 
+    if name is not None and Path(name).is_file():  # this option took the file until issue 32
+        raise InputError(f"--deployment takes a deployment name, not a file: use --deployments-file {name} "
+                         "--deployment NAME (NAME may be left out when the file holds one deployment)")
+    if path is None:
+        if name is None:
+            return None
+        from warmcast.config.settings import load_settings
+        from warmcast.runtime import load_fleet
+
+        return load_fleet(load_settings(config)).get(name)
     dfile = load_deployments(path)
     if name is None and len(dfile.deployments) != 1:
-        raise InputError(f"{path} holds {len(dfile.deployments)} deployments: name one with --name")
+        raise InputError(f"{path} holds {len(dfile.deployments)} deployments: name one with --deployment")
     return dfile.get(name) if name else dfile.deployments[0]
 
 
