@@ -44,16 +44,12 @@ def fleet(
     min_replicas: int = typer.Option(1, "--min-replicas", min=0),
     max_replicas: int = typer.Option(100_000, "--max-replicas", min=1),
     gpus_per_replica: int = typer.Option(1, "--gpus-per-replica", min=0),
-    deployment: Optional[str] = typer.Option(None, "--deployment", "-d", help="Deployment name (deployments "
-                                             "file, as every command's): the predictive policy then uses its "
-                                             "bounds, profiles and schedule (profile switches are simulated as "
-                                             "capacity changes)."),
-    deployments_file: Optional[Path] = typer.Option(None, "--deployments-file", help="Deployments file to find "
-                                                    "--deployment in (default: the settings' deployments file); "
-                                                    "one holding a single deployment needs no --deployment."),
+    deployment: Optional[str] = typer.Option(None, "--deployment", "-d", help="Deployment name: the predictive "
+                                             "policy uses its bounds, profiles and schedule (switches too)."),
+    deployments_file: Optional[Path] = typer.Option(None, "--deployments-file", help="File to find --deployment "
+                                                    "in (default: the settings'); one deployment needs no name."),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML settings file (else WARMCAST_* env vars)."),
-    decisions: bool = typer.Option(False, "--decisions", help="Also write the predictive decision log "
-                                   "(decisions_predictive.csv: every minute with its reason)."),
+    decisions: bool = typer.Option(False, "--decisions", help="Also write decisions_predictive.csv (each minute, why)."),
     no_plot: bool = typer.Option(False, "--no-plot"),
     *,
     reading: LogReading,
@@ -65,19 +61,27 @@ def fleet(
     names, (ts, te) = tuple(p.strip() for p in policies.split(",") if p.strip()), _test_window(test_start, test_end)
     dep = _deployment(deployment, deployments_file, config)
     core, caps = _capacities(dep, capacity_rpm, calibration, stored_calibrations, stored_policy, config)
-    if dep is not None:  # the deployment's bounds and cold start, unless a flag says otherwise
-        cold_start_min = dep.cold_start_min if cold_start_min is None else cold_start_min
-        min_replicas, max_replicas, gpus_per_replica = dep.min_replicas, dep.max_replicas, dep.gpus_per_replica
+    cold_start_min, min_replicas, max_replicas, gpus_per_replica = _bounds(
+        dep, cold_start_min, min_replicas, max_replicas, gpus_per_replica)
     data = load_log(log, **reading.kwargs())
-    cfg = FleetBacktestConfig(capacity_rpm=caps.capacity_rpm, cold_start_min=15.0 if cold_start_min is None
-                              else cold_start_min, test_start=ts, test_end=te,
-                              policies=names, quantile=_quantile(quantile, core), target_utilisation=target_utilisation,
+    cfg = FleetBacktestConfig(capacity_rpm=caps.capacity_rpm, cold_start_min=15.0 if cold_start_min is None else
+                              cold_start_min, test_start=ts, test_end=te, policies=names,
+                              quantile=_quantile(quantile, core), target_utilisation=target_utilisation,
                               reactive_utilisation=reactive_utilisation, queue_target_waiting=queue_target,
                               forecaster=forecaster, min_replicas=min_replicas, max_replicas=max_replicas,
                               gpus_per_replica=gpus_per_replica, record_decisions=decisions, core=core,
                               capacity_source=caps.source, latency=caps.latency,
                               latency_by_profile=tuple(sorted(caps.curves.items())))
     _write_and_report(run_backtest(data, _tiers_and_risk(data, cfg, dep, slo_flags), progress=True), out, not no_plot)
+
+
+def _bounds(dep: Any, cold_start_min: Optional[float], *flags: int) -> tuple:
+    """(cold start, min, max replicas, GPUs per replica): the deployment's, its cold start only where
+    the flag does not say otherwise; the flags' without a deployment."""
+    if dep is None:
+        return (cold_start_min, *flags)
+    return (dep.cold_start_min if cold_start_min is None else cold_start_min, dep.min_replicas, dep.max_replicas,
+            dep.gpus_per_replica)
 
 
 def _quantile(flag: Optional[float], core: Any) -> float:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -59,21 +59,27 @@ def calibrate_cmd(
 ) -> None:
     """Find the highest request rate per instance at which the SLO holds (load steps after a warm-up,
     bisection between the last passing and the first failing rate) and write calibration.json/.png."""
-    from warmup.calibration.session import CalibrateRequest, calibrate
+    from warmup.calibration.session import calibrate
 
-    req = CalibrateRequest(out=out, url=url, deployment=deployment, profile=profile, model=model,
-                           engine_args=list(engine_arg), port=port, store=store, config=config,
-                           bench_python=bench_python, tokenizer=tokenizer,
-                           slo_flags={"ttft_p99_ms": slo_ttft_p99_ms, "e2e_p99_ms": slo_e2e_p99_ms,
-                                      "error_share": slo_error_share, "late_wait_s": slo_late_wait_s,
-                                      "late_share": slo_late_share},
-                           plan_args=dict(scenarios=tuple(s.strip() for s in scenarios.split(",") if s.strip()),
-                                          headline=headline, warmup_s=warmup_s, step_s=step_s,
-                                          min_requests=min_requests, drain_s=drain_s,
-                                          probe_s=probe_s, probe_concurrency=probe_concurrency, arrivals=arrivals,
-                                          burst=burst, burst_s=burst_s, tolerance=tolerance, max_steps=max_steps,
-                                          output_tokens=output_tokens, seed=seed))
-    asyncio.run(calibrate(req, typer.echo))
+    asyncio.run(calibrate(_request(locals()), typer.echo))  # locals(): here, exactly the flags
+
+
+PLAN_FLAGS = ("headline", "warmup_s", "step_s", "min_requests", "drain_s", "probe_s", "probe_concurrency",
+              "arrivals", "burst", "burst_s", "tolerance", "max_steps", "output_tokens", "seed")
+SLO_FLAGS = ("ttft_p99_ms", "e2e_p99_ms", "error_share", "late_wait_s", "late_share")
+
+
+def _request(flags: dict[str, Any]) -> Any:
+    """The calibration run ``calibrate_cmd``'s flags (its parameters, by name) describe."""
+    from warmup.calibration.session import CalibrateRequest
+
+    plan = {k: flags[k] for k in PLAN_FLAGS}
+    plan["scenarios"] = tuple(s.strip() for s in flags["scenarios"].split(",") if s.strip())
+    return CalibrateRequest(out=flags["out"], url=flags["url"], deployment=flags["deployment"],
+                            profile=flags["profile"], model=flags["model"], engine_args=list(flags["engine_arg"]),
+                            port=flags["port"], store=flags["store"], config=flags["config"],
+                            bench_python=flags["bench_python"], tokenizer=flags["tokenizer"],
+                            slo_flags={k: flags[f"slo_{k}"] for k in SLO_FLAGS}, plan_args=plan)
 
 
 @calibration_app.command("list")
