@@ -133,12 +133,12 @@ class BenchServe:
             n = max(n, min(5000, math.ceil(thr * duration_s)))
         return thr
 
-    def argv(self, trace: Path, out: Path, seed: int) -> list[str]:
+    def argv(self, trace: Path, n: int, out: Path, seed: int) -> list[str]:
         """The tool's command line for one step (what an operator would type after ``vllm bench serve``)."""
         return ["--backend", "vllm", "--base-url", self.url, "--endpoint", "/v1/completions",
                 "--model", self.model, *(["--tokenizer", self.tokenizer] if self.tokenizer else []),
                 "--dataset-name", "timed_trace", "--dataset-path", str(trace),
-                "--num-prompts", str(sum(1 for _ in trace.open())), "--seed", str(seed),
+                "--num-prompts", str(n), "--seed", str(seed),
                 "--ready-check-timeout-sec", "0", "--temperature", "0", "--disable-tqdm",
                 "--save-result", "--save-detailed", "--result-dir", str(out.parent), "--result-filename", out.name]
 
@@ -147,7 +147,7 @@ class BenchServe:
         with tempfile.TemporaryDirectory(prefix="warmcast-bench-") as tmp:
             trace, out = Path(tmp) / "trace.jsonl", Path(tmp) / "result.json"
             trace.write_text("\n".join(trace_lines(arrivals, seed)) + "\n")
-            cmd = [str(self.python), "-c", DRIVER, *self.argv(trace, out, seed), *extra]
+            cmd = [str(self.python), "-c", DRIVER, *self.argv(trace, len(arrivals), out, seed), *extra]
             env = {**os.environ, "PYTHONHASHSEED": str(seed % 2**32)}  # the tool seeds prompts by hash()
             proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE,
                                                         stderr=asyncio.subprocess.STDOUT, env=env)
