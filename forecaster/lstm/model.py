@@ -45,7 +45,8 @@ from forecaster.lstm import artifact, dataset, tails
 from forecaster.lstm.config import LSTMConfig
 from forecaster.lstm.features import build_features, lookback, series_arrays
 from forecaster.lstm.network import torch_module
-from forecaster.lstm.training import apply_scale, calibrate, log_metrics, reproducible, train_member
+from forecaster.lstm.members import train_members
+from forecaster.lstm.training import apply_scale, calibrate, log_metrics, reproducible
 
 
 class LSTMForecaster(BaseForecaster):
@@ -94,16 +95,15 @@ class LSTMForecaster(BaseForecaster):
                       else cfg.time_budget_s / max(cfg.members, 1) / (2 if cfg.refit_full else 1))
             bar = tqdm(total=cfg.members * cfg.epochs, desc="training lstm", unit="epoch",
                        disable=not self.progress, leave=False)
-            runs = [train_member(cfg.seed + m, tensors, tr, va, cfg, budget, bar=bar) for m in range(cfg.members)]
+            done = train_members(tensors, tr, va, cfg, budget, bar)
             bar.close()
+            runs = [d.run for d in done]
+            refits = [d.refit for d in done if d.refit is not None]
             self.nets = [r.net for r in runs]
             val_pred = self._forward(tensors[0][va], tensors[1][va])
             self.scale = (calibrate(val_pred, target[va], cfg.levels, cfg.cal_margin, cfg.cal_lead_edges)
                           if cfg.calibrate else {})
-            refits = []
-            if cfg.refit_full:  # the calibration factors stay those measured out of sample above
-                refits = [train_member(cfg.seed + m, tensors, np.arange(len(target)), None, cfg, budget,
-                                       fixed_epochs=r.best_epoch) for m, r in enumerate(runs)]
+            if refits:  # the calibration factors stay those measured out of sample above
                 self.nets = [r.net for r in refits]
             self.meta = {
                 **dataset.summary(data),

@@ -36,6 +36,35 @@ def test_same_seed_same_model_bit_for_bit():
     assert "time_budget" not in a.meta
 
 
+def test_members_side_by_side_give_the_weights_they_give_in_turn(monkeypatch):
+    """Two members trained in forked processes (one torch thread each) and the same two trained
+    one after another: the same weights bit for bit, and the same early-stopping record."""
+    from forecaster.lstm import members, model as lstm_model
+
+    assert members.can_fork(), "the test process must be single-threaded to fork members"
+    cfg = LSTMConfig.tiny(members=2, threads=1, epochs=4, min_epochs=2)
+    fits = {}
+    for parallel in (True, False):
+        monkeypatch.setattr(lstm_model, "train_members",
+                            lambda *a, p=parallel, **kw: members.train_members(*a, parallel=p, **kw))
+        fits[parallel] = LSTMForecaster(cfg, progress=False).fit(FRAME.iloc[:DAY + 600])
+    ta, tb = fits[True].to_artifact()[0], fits[False].to_artifact()[0]
+    assert ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta)
+    assert fits[True].meta["members"] == fits[False].meta["members"] and fits[True].scale == fits[False].scale
+
+
+def test_members_go_side_by_side_only_where_their_threads_fit_the_cores(monkeypatch):
+    from forecaster.lstm import members
+
+    seen = []
+    monkeypatch.setattr(members, "_forked", lambda *a: seen.append("forked") or [])
+    monkeypatch.setattr(members, "_one", lambda m, *a: seen.append(m))
+    monkeypatch.setattr(members.os, "cpu_count", lambda: 2)
+    members.train_members(None, None, None, LSTMConfig(members=2, threads=2), None, None)
+    members.train_members(None, None, None, LSTMConfig(members=2, threads=1), None, None)
+    assert seen == [0, 1, "forked"]
+
+
 def test_a_time_budget_that_fires_is_recorded():
     m = LSTMForecaster(LSTMConfig.tiny(time_budget_s=0.0, epochs=5), progress=False).fit(FRAME.iloc[:DAY + 600])
     assert m.meta["time_budget"]["budget_s"] == 0.0

@@ -89,6 +89,25 @@ def test_a_rate_that_passed_once_and_failed_once_is_measured_a_third_time():
     assert bracket([*tied, Trial(4.0, True)], 2) == (4.0, None)
 
 
+def test_the_answer_has_passed_twice_and_a_lucky_pass_at_the_knee_does_not_stand():
+    cfg = SearchConfig(ladder=(1.0, 4.0, 10.0), min_rate=0.1, tolerance=0.1, max_steps=20)
+    step, trials = _search(7.0, cfg)
+    assert sum(t.passed for t in trials if t.rate_rps == step.capacity_rps) >= 2, trials
+    lucky = {}
+
+    def flaky(rate, i):  # the knee is at 5, but the first step at each rate above it may pass by chance
+        if rate > 5.0 and rate not in lucky:
+            lucky[rate] = True
+            return rate < 6.0
+        return rate <= 5.0
+    step, trials = _search(0.0, cfg, flaky)
+    assert 5.0 / 1.1 <= step.capacity_rps <= 5.0, trials
+    converged = [Trial(1.0, True), Trial(4.0, True), Trial(10.0, False), Trial(10.0, False), Trial(7.0, False),
+                 Trial(7.0, False), Trial(5.5, True), Trial(6.25, False), Trial(6.25, False), Trial(5.875, True)]
+    again = next_step(converged, cfg)
+    assert again.next_rate == 5.875 and "confirm" in again.reason
+
+
 def test_matrix_scales_to_the_server_and_says_so():
     full, s_full = scaled_scenarios(40000)
     assert s_full.factor == 1.0 and full[0].parts[0][1] == 1024

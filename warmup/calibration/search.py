@@ -7,8 +7,11 @@ is a ladder (low / typical / peak, from the throughput probe) until the first fa
 rate, then bisection between the last passing and the first failing rate until they are
 within ``tolerance`` of each other; all passing grows the rate, all failing halves it down
 to ``min_rate`` (below that no rate meets the SLO and the search says so).  A failing rate is
-measured twice before it counts (``SearchConfig.confirm``): a passing one is believed at once;
-a rate that has both passed and failed as often is measured again, and the majority decides.
+measured twice before it counts (``SearchConfig.confirm``); a passing one is believed at once
+while the search goes on, but the rate it answers with must have passed as often (near the
+knee one lucky step passes: bench/calibrate.py once answered such a rate, and the tool alone
+then broke the SLO at 0.8x of it); a rate that has both passed and failed as often is measured
+again, and the majority decides.
 """
 from __future__ import annotations
 
@@ -99,7 +102,7 @@ class SearchConfig:
     tolerance: float = 0.1         # done when first failing - last passing <= tolerance * last passing
     max_steps: int = 10
     growth: float = 2.0            # every rate so far passed: try this much more
-    confirm: int = 2               # a rate fails once it failed this often (and never passed)
+    confirm: int = 2               # measurements before a failure counts, and before the answer stands
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +173,15 @@ def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> SearchStep:
                                           f"stops at {cfg.min_rate:.4g} req/s")
         return SearchStep(half, None, f"{bad:.4g} req/s failed with no pass below: try {half:.4g}")
     if bad - ok <= cfg.tolerance * ok:
+        if _passes(trials, ok) < cfg.confirm:  # the answer is the one rate a planner will trust
+            return SearchStep(ok, None, f"{ok:.4g} req/s would be the capacity: measure it again to confirm")
         return SearchStep(None, ok, _answer(ok, bad))
     mid = (ok + bad) / 2.0
     return SearchStep(mid, None, f"bisect {ok:.4g} (passed) .. {bad:.4g} (failed): try {mid:.4g}")
+
+
+def _passes(trials: Sequence[Trial], rate: float) -> int:
+    return sum(1 for t in trials if t.rate_rps == rate and t.passed)
 
 
 def _answer(ok: Optional[float], bad: Optional[float]) -> str:
