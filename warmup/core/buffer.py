@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Mapping, Optional, Sequence
 
@@ -29,6 +30,69 @@ def forecast_errors(actual: Sequence[float], forecast: Sequence[float]) -> tuple
 
 
 LOOKBACK_WINDOWS = 4  # minutes with no error (a gap in the record) are skipped this many windows back
+ADAPT_CATCH_UP = 30   # record minutes kept beyond the window, so the adaptation catches up after missed ticks
+SHIFT_WINDOW = 30     # the adaptation's recent outcomes kept, and the span a shift is judged on
+SHIFT_FACTOR = 3.0    # a shift: misses over SHIFT_WINDOW at this multiple of the nominal miss rate (and >= 3)
+
+
+@dataclass(frozen=True, slots=True)
+class BufferState:
+    """The warm buffer's adaptation (adaptive conformal inference, Gibbs and Candes 2021): the miss
+    rate aimed at, ``alpha``, moves after every minute by ``buffer_adapt * (nominal - missed)``, so
+    a run of minutes above the planned level raises the level the buffer covers and a run below
+    lowers it.  Their theorem: over any T minutes the miss rate is within
+    ``(max(a1, 1 - a1) + gamma) / (gamma T)`` of nominal where the buffer at alpha <= 0 covers every
+    error; here it covers the window's largest (a finite buffer), and alpha is kept >= -nominal so a
+    long shift does not leave the buffer at its largest for longer than 1/gamma minutes after it."""
+
+    alpha: Optional[float] = None      # None: not started (the nominal 1 - buffer_level)
+    through: int = -1                  # minute key of the newest error counted
+    outcomes: tuple[bool, ...] = ()    # the last SHIFT_WINDOW minutes counted: True where missed
+
+    def level(self, cfg: ScalingConfig) -> float:
+        """The level of the recent errors the buffer covers now (0.5 .. 1; 1 is the window's largest)."""
+        nominal = float(cfg.buffer_level or 0.0)
+        if cfg.buffer_adapt is None or self.alpha is None:
+            return nominal
+        return min(1.0, max(0.5, 1.0 - self.alpha))
+
+    def misses(self) -> int:
+        return sum(self.outcomes)
+
+    def shift(self, cfg: ScalingConfig) -> str:
+        """The evidence of a level shift the forecast missed ("" : none seen)."""
+        n, k = len(self.outcomes), self.misses()
+        nominal = 1.0 - float(cfg.buffer_level or 0.0)
+        if n < min(SHIFT_WINDOW, 10) or k < 3 or k < SHIFT_FACTOR * nominal * n:
+            return ""
+        return (f"forecast shift: load above the planned level in {k} of the last {n} minutes "
+                f"(nominal {nominal:.0%}); warm buffer raised to P{self.level(cfg) * 100:.3g} of its errors")
+
+    def evidence(self, cfg: ScalingConfig) -> str:
+        return (f"adaptive, nominal P{float(cfg.buffer_level or 0) * 100:g}: above the planned level in "
+                f"{self.misses()} of the last {len(self.outcomes)} minutes")
+
+
+def adapt(cfg: ScalingConfig, st: BufferState, keys: Sequence[int], errors: Sequence[float]) -> BufferState:
+    """The adaptation after every minute of the record newer than ``st.through``: was its error
+    above the buffer the tick before it sized (from the window of errors before it, at the level
+    then)?  Pure: the simulator and the live tick call it on their own records."""
+    if cfg.buffer_level is None or cfg.buffer_adapt is None or not keys:
+        return st
+    nominal = 1.0 - cfg.buffer_level
+    a = nominal if st.alpha is None else st.alpha
+    outcomes, through = list(st.outcomes), st.through
+    for i, k in enumerate(keys):
+        if k <= st.through:
+            continue
+        through = k
+        before = [e for e in errors[max(0, i - cfg.buffer_window_min):i] if math.isfinite(e)]
+        if len(before) < min(10, cfg.buffer_window_min) or not math.isfinite(errors[i]):
+            continue
+        missed = errors[i] > max(0.0, quantile(before, BufferState(a).level(cfg)))
+        a = max(-nominal, a + cfg.buffer_adapt * (nominal - missed))
+        outcomes.append(missed)
+    return BufferState(a, through, tuple(outcomes[-SHIFT_WINDOW:]))
 
 
 def minute_key(t: datetime) -> int:
@@ -36,35 +100,48 @@ def minute_key(t: datetime) -> int:
     return int(as_utc(t).timestamp() // 60)
 
 
-def lead_errors(cfg: ScalingConfig, planned: Mapping[int, float], actual: Mapping[int, float],
-                now: datetime) -> tuple[float, ...]:
-    """The warm buffer's recent errors at ``now``, oldest first: for each whole minute before ``now``
-    (newest first, at most the last ``buffer_window_min`` with both sides), its recorded load less the
-    planned quantile's forecast for it made ``buffer_lead_min`` before.  ``planned`` and ``actual`` are
-    keyed by :func:`minute_key`.  The simulator and the live tick both call this, on their own records."""
+def lead_error_record(cfg: ScalingConfig, planned: Mapping[int, float], actual: Mapping[int, float],
+                      now: datetime) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """(minute keys, errors), oldest first: for each whole minute before ``now`` (newest first, at most
+    the last ``buffer_window_min + ADAPT_CATCH_UP`` with both sides), its recorded load less the planned
+    quantile's forecast for it made ``buffer_lead_min`` before.  ``planned`` and ``actual`` are keyed by
+    :func:`minute_key`.  The simulator and the live tick both call this, on their own records."""
     if cfg.buffer_level is None:
-        return ()
+        return (), ()
     m = minute_key(now) - 1
+    keys: list[int] = []
     out: list[float] = []
     for k in range(m, m - LOOKBACK_WINDOWS * cfg.buffer_window_min, -1):
         a, f = actual.get(k), planned.get(k)
         if a is not None and f is not None and math.isfinite(a) and math.isfinite(f):
+            keys.append(k)
             out.append(a - f)
-            if len(out) >= cfg.buffer_window_min:
+            if len(out) >= cfg.buffer_window_min + ADAPT_CATCH_UP:
                 break
-    return tuple(reversed(out))
+    return tuple(reversed(keys)), tuple(reversed(out))
 
 
-def stage_buffer(cfg: ScalingConfig, errors: Sequence[float], capacity_rpm: float) -> tuple[int, str]:
-    """(buffer replicas, why) from the last ``buffer_window_min`` short-lead errors."""
+def lead_errors(cfg: ScalingConfig, planned: Mapping[int, float], actual: Mapping[int, float],
+                now: datetime) -> tuple[float, ...]:
+    """The errors of :func:`lead_error_record` alone."""
+    return lead_error_record(cfg, planned, actual, now)[1]
+
+
+def stage_buffer(cfg: ScalingConfig, errors: Sequence[float], capacity_rpm: float,
+                 adapted: Optional[BufferState] = None) -> tuple[int, str]:
+    """(buffer replicas, why) from the last ``buffer_window_min`` short-lead errors, at the level
+    the adaptation has reached (``adapted``; None: the configured ``buffer_level``)."""
     if cfg.buffer_level is None:
         return 0, ""
     recent = [e for e in errors[-cfg.buffer_window_min:] if math.isfinite(e)]
     if len(recent) < min(10, cfg.buffer_window_min):
         return 0, f"warm buffer off: {len(recent)} recent forecast errors are too few to size it"
-    gap = quantile(recent, cfg.buffer_level)
-    tag = (f"P{cfg.buffer_level * 100:g} of the last {len(recent)} lead-{cfg.buffer_lead_min} forecast "
+    level = cfg.buffer_level if adapted is None else adapted.level(cfg)
+    gap = quantile(recent, level)
+    tag = (f"P{level * 100:.3g} of the last {len(recent)} lead-{cfg.buffer_lead_min} forecast "
            f"errors is {gap:+,.0f} req/min")
+    if adapted is not None and cfg.buffer_adapt is not None:
+        tag += f" ({adapted.evidence(cfg)})"
     if gap <= 0:
         return 0, f"warm buffer 0: {tag} (the forecast has been high enough)"
     n = int(math.ceil(gap / capacity_rpm - 1e-9))

@@ -33,6 +33,7 @@ class ScalingConfig:
     buffer_level: Optional[float] = None  # level of the recent short-lead errors the buffer covers (None: off)
     buffer_window_min: int = 120         # errors of the last this many minutes count
     buffer_lead_min: int = 5             # the short lead whose errors are measured
+    buffer_adapt: Optional[float] = 0.01  # step of the buffer level's adaptation to recent misses (None: fixed level)
     # asleep tier (issue 19): instances kept asleep wake in ``wake_s`` instead of a cold start
     wake_s: Optional[float] = None       # measured/recorded wake time (None: no asleep tier)
     sleep_cost_share: float = 1.0        # an asleep instance costs this share of a GPU-hour (the GPU stays held)
@@ -69,6 +70,8 @@ class ScalingConfig:
             raise ValueError("buffer_level must be in (0, 1] or None")
         if self.buffer_window_min < 1 or self.buffer_lead_min < 0:
             raise ValueError("buffer_window_min must be >= 1 and buffer_lead_min >= 0")
+        if self.buffer_adapt is not None and not (0.0 < self.buffer_adapt <= 0.2):
+            raise ValueError("buffer_adapt (the adaptation's step) must be in (0, 0.2] or None")
         if self.wake_s is not None and self.wake_s < 0:
             raise ValueError("wake_s must be >= 0 or None")
         if not (0.0 <= self.sleep_cost_share <= 1.0):

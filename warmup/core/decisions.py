@@ -40,6 +40,7 @@ class ScaleDecision:
     buffer: int = 0                    # warm-buffer replicas sized from the forecast's recent errors
     asleep: int = 0                    # instances asleep now (not counted in ``current``)
     asleep_target: int = 0             # instances to keep asleep (the buffer, where it is kept asleep)
+    shift: str = ""                    # evidence of a level shift the forecast missed ("" : none seen)
 
 
 class WarmupAction(str, Enum):

@@ -55,7 +55,8 @@ def decide(cfg: CoreConfig, inp: TickInput, state: PolicyState | None = None) ->
     cap = planning_capacity(cfg, state, inp.active_profile)
 
     scale, state = decide_scale(cfg.scaling, now, inp.instances, inp.observed_rpm, inp.queue_depth,
-                                inp.forecast, state, capacity_rpm=cap, errors=inp.recent_errors)
+                                inp.forecast, state, capacity_rpm=cap, errors=inp.recent_errors,
+                                error_minutes=inp.error_minutes)
     if sw_dec.replicas:  # a switch sizes each profile from the plan's need now, not the old fleet's
         # the planner's stabilised need: the highest raw recommendation in its window, never the
         # count of instances (those include the switch's own targets)

@@ -142,6 +142,7 @@ class TickInput:
     active_profile: str = ""
     recent_errors: tuple[float, ...] = ()     # actual minus planned-quantile forecast at the buffer's short
     #                                           lead, req/min, oldest first (warmup/core/buffer.py)
+    error_minutes: tuple[int, ...] = ()       # their minutes (buffer.minute_key); () : the buffer does not adapt
     ready_by_profile: tuple[tuple[str, int], ...] = ()   # () : counted from the instances' profiles
     mix: Optional[MixAsk] = None            # what the live context mix asks for (None: not configured)
     p99_by_profile: tuple[tuple[str, float], ...] = ()   # each profile's own instances' P99 (() : unknown)

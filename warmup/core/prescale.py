@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Callable, Optional, Sequence
 
-from warmup.core.buffer import apply_buffer, asleep_target, plan_wakes, split_asleep, stage_buffer
+from warmup.core.buffer import BufferState, adapt, apply_buffer, asleep_target, plan_wakes, split_asleep, stage_buffer
 from warmup.core.config import ScalingConfig
 from warmup.core.decisions import GuardrailStep, ScaleAction, ScaleDecision
 from warmup.core.hpa import HPAState, follow
@@ -271,15 +271,16 @@ class ScaleNeeds:
 
 
 def scale_needs(cfg: ScalingConfig, now: datetime, current: int, observed_rpm: float, queue_depth: float,
-                forecast: Optional[ForecastInput], capacity_rpm: float, errors: Sequence[float] = ()) -> ScaleNeeds:
-    """The reactive and the forecast need (with a ready warm buffer on top); an unknown load never
-    asks for scale-in."""
+                forecast: Optional[ForecastInput], capacity_rpm: float, errors: Sequence[float] = (),
+                adapted: Optional[BufferState] = None) -> ScaleNeeds:
+    """The reactive and the forecast need (with a ready warm buffer on top, at the level its
+    adaptation reached); an unknown load never asks for scale-in."""
     load_known = math.isfinite(observed_rpm)
     reactive, load, queue_dominated = reactive_need(cfg, observed_rpm, queue_depth, capacity_rpm)
     if not load_known:
         reactive = current
     f_need, no_forecast, peak, peak_at = forecast_need(cfg, forecast, now, capacity_rpm)
-    buffer, buffer_why = stage_buffer(cfg, errors, capacity_rpm) if f_need is not None else (0, "")
+    buffer, buffer_why = stage_buffer(cfg, errors, capacity_rpm, adapted) if f_need is not None else (0, "")
     return ScaleNeeds(reactive, load, queue_dominated, load_known, apply_buffer(f_need, buffer, cfg), no_forecast,
                       peak, peak_at, buffer, buffer_why)
 
@@ -361,23 +362,26 @@ def next_scale_state(cfg: ScalingConfig, state: PolicyState, now: datetime, raw:
     )
 
 
-def with_tiers(reason: Reason, needs: ScaleNeeds, wake_why: str) -> Reason:
-    """The reason with the warm buffer's and the asleep tier's part appended where they acted."""
-    extra = [t for t in (needs.buffer_why if needs.buffer > 0 else "", wake_why) if t]
+def with_tiers(reason: Reason, needs: ScaleNeeds, wake_why: str, shift: str = "") -> Reason:
+    """The reason with a detected forecast shift, the warm buffer's and the asleep tier's part
+    appended where they acted."""
+    extra = [t for t in (shift, needs.buffer_why if needs.buffer > 0 else "", wake_why) if t]
     return Reason(reason.code, "; ".join([reason.text] + extra)) if extra else reason
 
 
 def decide_scale(cfg: ScalingConfig, now: datetime, instances: tuple[Instance, ...], observed_rpm: float,
                  queue_depth: float, forecast: Optional[ForecastInput], state: PolicyState,
-                 capacity_rpm: Optional[float] = None,
-                 errors: Sequence[float] = ()) -> tuple[ScaleDecision, PolicyState]:
+                 capacity_rpm: Optional[float] = None, errors: Sequence[float] = (),
+                 error_minutes: Sequence[int] = ()) -> tuple[ScaleDecision, PolicyState]:
     """Needs -> why -> guardrails -> action -> reason -> new state, each a stage above.  Asleep
-    instances are not counted as provisioned; a scale-up wakes them before launching."""
+    instances are not counted as provisioned; a scale-up wakes them before launching.  The warm
+    buffer's level adapts to its record's recent misses where ``error_minutes`` date the errors."""
     now = as_utc(now)
     cap = capacity_rpm if capacity_rpm is not None and capacity_rpm > 0 else cfg.capacity_rpm
     instances, asleep = split_asleep(instances)
     current = len(instances)
-    needs = scale_needs(cfg, now, current, observed_rpm, queue_depth, forecast, cap, errors)
+    adapted = adapt(cfg, state.buffer, error_minutes, errors) if len(error_minutes) == len(errors) else state.buffer
+    needs = scale_needs(cfg, now, current, observed_rpm, queue_depth, forecast, cap, errors, adapted)
     raw = needs.raw
     hpa = follow_hpa(cfg, state.hpa, current, observed_rpm, cap)
     guard = hpa.replicas if cfg.reactive_guard is not None else None
@@ -392,8 +396,9 @@ def decide_scale(cfg: ScalingConfig, now: datetime, instances: tuple[Instance, .
     wake, wake_why = plan_wakes(cfg, asleep, desired - current)
     remove = scale_in_order(instances)[: current - desired] if action is ScaleAction.DOWN else ()
     ready = sum(1 for i in instances if i.state.ready)
+    shift = adapted.shift(cfg) if needs.forecast is not None else ""
     return ScaleDecision(current=current, ready=ready, desired=desired, action=action,
-                         reason=with_tiers(reason, needs, wake_why), reactive_replicas=needs.reactive,
+                         reason=with_tiers(reason, needs, wake_why, shift), reactive_replicas=needs.reactive,
                          forecast_replicas=needs.forecast, raw=raw, steps=steps, remove=remove, wake=wake,
-                         buffer=needs.buffer, asleep=len(asleep), asleep_target=asleep_target(cfg, needs.buffer)
-                         ), replace(next_scale_state(cfg, state, now, raw, action), hpa=hpa)
+                         buffer=needs.buffer, asleep=len(asleep), asleep_target=asleep_target(cfg, needs.buffer),
+                         shift=shift), replace(next_scale_state(cfg, state, now, raw, action), hpa=hpa, buffer=adapted)

@@ -8,6 +8,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Optional
 
+from warmup.core.buffer import BufferState
 from warmup.core.hpa import HPAState
 from warmup.core.inputs import as_utc
 from warmup.core.reasons import Reason
@@ -65,6 +66,7 @@ class PolicyState:
     warmup: WarmupState = field(default_factory=WarmupState)
     scale_actions: int = 0
     hpa: HPAState = field(default_factory=HPAState)   # the replaced autoscaler, followed (warmup/core/hpa.py)
+    buffer: BufferState = field(default_factory=BufferState)  # the warm buffer's adaptation (warmup/core/buffer.py)
 
     @property
     def last_scale(self) -> Optional[datetime]:

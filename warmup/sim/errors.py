@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from warmup.core.buffer import lead_errors, minute_key
+from warmup.core.buffer import lead_error_record, minute_key
 from warmup.core.inputs import level_value
 from warmup.core.config import ScalingConfig
 
@@ -33,9 +33,9 @@ class ForecastErrors:
     def reset(self) -> None:
         self.actual = {}
 
-    def observe(self, now: datetime, last_minute_rpm: float) -> tuple[float, ...]:
-        """Record the load of the minute before ``now`` and return the recent errors, oldest first."""
+    def observe(self, now: datetime, last_minute_rpm: float) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """Record the load of the minute before ``now`` and return the recent (minutes, errors), oldest first."""
         if not self.on:
-            return ()
+            return (), ()
         self.actual[minute_key(now) - 1] = last_minute_rpm
-        return lead_errors(self.cfg, self.planned, self.actual, now)
+        return lead_error_record(self.cfg, self.planned, self.actual, now)

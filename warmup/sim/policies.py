@@ -136,11 +136,11 @@ class CorePolicy:
 
     def decide(self, obs: Observation) -> int:
         t = obs.t
+        minutes, errors = self.errors.observe(self.times[t], obs.last_minute_rpm)
         inp = TickInput(now=self.times[t], instances=self._instances(obs.ready, obs.booting, obs.asleep),
                         observed_rpm=obs.last_minute_rpm, queue_depth=obs.queue_depth,
                         p99_latency_s=obs.p99_s, forecast=self.forecast_at(t), active_profile="",
-                        recent_errors=self.errors.observe(self.times[t], obs.last_minute_rpm),
-                        p99_by_profile=obs.p99_by_profile)
+                        recent_errors=errors, error_minutes=minutes, p99_by_profile=obs.p99_by_profile)
         out = decide(self.cfg, inp, self.state)
         self.state = out.state
         self.last = out

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 from warmup.core import CoreConfig, ForecastInput, Instance, TickInput
-from warmup.core.buffer import LOOKBACK_WINDOWS, lead_errors, minute_key
+from warmup.core.buffer import LOOKBACK_WINDOWS, lead_error_record, minute_key
 from warmup.core.inputs import level_value
 from warmup.core.lead import Lead
 from warmup.core.mix_trigger import MixAsk
@@ -45,6 +45,7 @@ class Gathered:
     load_rpm: float
     load_source: str
     errors: tuple[float, ...]
+    error_minutes: tuple[int, ...]
     ready: Optional[dict[str, int]]
     mix: Optional[MixAsk]
 
@@ -52,6 +53,7 @@ class Gathered:
         """The core's input; a manual profile request wins over the live mix."""
         return TickInput(now=self.now, instances=self.instances, observed_rpm=self.load_rpm,
                          queue_depth=self.queue, p99_latency_s=self.p99_s, forecast=self.fc, active_profile=active_profile, recent_errors=self.errors,
+                         error_minutes=self.error_minutes,
                          ready_by_profile=tuple(sorted(self.ready.items())) if self.ready is not None else (),
                          mix=None if manual else self.mix,
                          p99_by_profile=tuple(sorted((str(k), float(v)) for k, v in
@@ -69,7 +71,8 @@ def gather(ctx: Ctx, dep: str, now: datetime) -> Gathered:
     fdoc, fc = forecast.stored(ctx, dep)
     cfg, used = with_prewarm_lead(ctx, dep)
     load, source = last_minute_load(ctx, dep, now, *scraped)
-    return Gathered(now, cfg, used, sig, insts, queue, p99, fdoc, fc, load, source, recent_errors(ctx, dep, cfg, now),
+    minutes, errors = recent_errors(ctx, dep, cfg, now)
+    return Gathered(now, cfg, used, sig, insts, queue, p99, fdoc, fc, load, source, errors, minutes,
                     ready_by_profile(ctx, dep), live_mix(ctx, dep, now))
 
 
@@ -94,17 +97,18 @@ def last_minute_load(ctx: Ctx, dep: str, now: datetime, rate: float, minute: Opt
     return rate, f"live signals' rate ({source})"
 
 
-def recent_errors(ctx: Ctx, dep: str, cfg: CoreConfig, now: datetime) -> tuple[float, ...]:
-    """The warm buffer's recent forecast errors: the stored record against the recorded arrivals."""
+def recent_errors(ctx: Ctx, dep: str, cfg: CoreConfig, now: datetime) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The warm buffer's recent forecast errors and their minutes: the stored record against the
+    recorded arrivals."""
     sc = cfg.scaling
     if sc.buffer_level is None:
-        return ()
+        return (), ()
     span = LOOKBACK_WINDOWS * sc.buffer_window_min
     end = _naive(now).replace(second=0, microsecond=0)
     try:
         s = ctx.store.series(dep, "requests", start=end - timedelta(minutes=span), end=end)
     except NotFoundError:
-        return ()
+        return (), ()
     actual = {minute_key(t.to_pydatetime()): float(v) for t, v in s.items() if math.isfinite(float(v))}
     first = minute_key(end) - span
     raw = ctx.r.hmget(_record_key(ctx, dep), [str(first + k) for k in range(span)])
@@ -114,7 +118,7 @@ def recent_errors(ctx: Ctx, dep: str, cfg: CoreConfig, now: datetime) -> tuple[f
             levels, values = json.loads(v)
             if levels[0] <= sc.quantile <= levels[-1]:
                 planned[first + k] = level_value(levels, values, sc.quantile)
-    return lead_errors(sc, planned, actual, now)
+    return lead_error_record(sc, planned, actual, now)
 
 
 def record_forecast(pipe: Any, ctx: Ctx, dep: str, cfg: CoreConfig, fc: Optional[ForecastInput]) -> None:
