@@ -51,6 +51,10 @@ TRACES = {
                  windows=("1995-07-12", "1995-07-19", "1995-07-26")),
     "servegen": dict(file="servegen_mmid_10min.csv", capacity=5000.0,
                      windows=("2025-01-15", "2025-01-17", "2025-01-19")),
+    # generated stress traces on the Azure one (bench/stress_traces.py)
+    "shift3": dict(file="azure2024_conversation_10s.csv", capacity=300.0, windows=("2024-05-17",)),
+    "spikes4": dict(file="azure2024_conversation_10s.csv", capacity=300.0,
+                    windows=("2024-05-17", "2024-05-16", "2024-05-18")),
 }
 
 
@@ -72,9 +76,14 @@ def servegen_log(path: Path, seed: int = 0):
 
 
 def load_trace(name: str, data: Path):
+    import stress_traces
+
     t = TRACES[name]
     path = data / t["file"]
-    return servegen_log(path) if name == "servegen" else load_log(path)
+    if name == "servegen":
+        return servegen_log(path)
+    log = load_log(path)
+    return getattr(stress_traces, name)(log) if name in ("shift3", "spikes4") else log
 
 
 def window_rows(log, cfg, tuning, slo) -> tuple[dict, dict, dict]:
@@ -95,16 +104,21 @@ def window_rows(log, cfg, tuning, slo) -> tuple[dict, dict, dict]:
 
 
 def verdict(rows: dict, slo: SLO) -> str:
-    p, r = rows["predictive"], rows["reactive"]
-    if p["late_share"] > slo.late_share:
-        return "NOT MET: predictive misses the SLO"
-    if r["late_share"] <= slo.late_share:
-        saving = 1.0 - p["gpu_hours"] / r["gpu_hours"]
-        ok = saving >= 0.10
-        return f"{'MET' if ok else 'NOT MET'}: both meet the SLO; predictive {saving:+.1%} GPU-hours vs reactive"
-    ok = p["gpu_hours"] <= r["gpu_hours"]
+    """Issue 27's targets: never later than reactive; where both meet the SLO, <= 0.90x its
+    GPU-hours; where no policy meets it, the least late of the non-static policies."""
+    p, r, q = rows["predictive"], rows["reactive"], rows["queue"]
+    if p["late_share"] > r["late_share"]:
+        return (f"NOT MET: predictive later than reactive ({p['late_pct']:.4f}% vs {r['late_pct']:.4f}% "
+                f"of requests late)")
     ratio = p["gpu_hours"] / r["gpu_hours"]
-    return f"{'MET' if ok else 'NOT MET'}: reactive misses the SLO; predictive at {ratio:.3f}x its GPU-hours"
+    if r["late_share"] <= slo.late_share:
+        ok = ratio <= 0.90
+        return f"{'MET' if ok else 'NOT MET'}: both meet the SLO; predictive at {ratio:.3f}x reactive's GPU-hours"
+    if p["late_share"] <= slo.late_share:
+        return f"MET: only predictive meets the SLO, at {ratio:.3f}x reactive's GPU-hours"
+    ok = p["late_share"] <= min(r["late_share"], q["late_share"])
+    return (f"{'MET' if ok else 'NOT MET'}: no policy meets the SLO; predictive "
+            f"{'is' if ok else 'is not'} the least late ({p['late_pct']:.4f}%)")
 
 
 def fmt(rows: dict, slo: SLO) -> str:
@@ -154,7 +168,7 @@ def run_window(name: str, log, day: str, slo: SLO, args) -> dict:
     cfg = FleetBacktestConfig(capacity_rpm=t["capacity"], cold_start_min=15.0, test_start=ts,
                               test_end=ts + pd.Timedelta(days=1), forecaster=args.forecaster)
     t0 = time.perf_counter()
-    tuning = tune(log, cfg, slo, 2.0, POLICIES, model=make_forecaster(args.forecaster))
+    tuning = tune(log, cfg, slo, 2.0, POLICIES, model=make_forecaster(args.forecaster), windows=args.tune_windows)
     rows, hs, meta = window_rows(log, cfg, tuning, slo)
     took = time.perf_counter() - t0
     print(f"\n--- {name} {day} (test one day; {meta['requests']:,} requests; oracle "
@@ -224,7 +238,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--out", default=str(ROOT / "out" / "bench_fleet_slo"))
     ap.add_argument("--img", default=str(ROOT / "docs" / "img"))
-    ap.add_argument("--traces", default="azure,nasa,servegen")
+    ap.add_argument("--traces", default="azure,nasa,servegen,shift3,spikes4")
+    ap.add_argument("--tune-windows", type=int, default=1, help="consecutive validation windows per choice")
     ap.add_argument("--windows", type=int, default=2, help="test windows per trace (one day each)")
     ap.add_argument("--forecaster", default="seasonal_naive")
     ap.add_argument("--late-share", type=float, default=0.0005)

@@ -15,7 +15,10 @@ pinball loss at least 10 % below the best baseline's at that level (the baseline
 with the lowest pinball loss there), its P50 MAE at most 1.02x the best
 baseline's, and its coverage (share of actuals at or below the level) within
 COVERAGE_TARGETS.  It also prints the LSTM's coverage on the slice of training
-data it held back (its calibration check, chosen without the test window).  Writes its section of
+data it held back (its calibration check, chosen without the test window).  The ablation (issue 27):
+the same LSTM trained and used with its recurrent state zeroed (``lstm_no_recurrent``) runs beside
+it, and an info line per trace says what the recurrent part changes at P50 and each provisioning
+level (``--no-ablation`` skips it).  Writes its section of
 docs/BENCHMARKS.md (``bench:forecast_accuracy``) unless ``--doc none`` (or ``--quick``).
 """
 from __future__ import annotations
@@ -39,14 +42,15 @@ DEFAULT_TRACES = [
 ]
 
 
-def run_trace(path: Path, test_start: str, out: Path, quick: bool) -> dict:
+def run_trace(path: Path, test_start: str, out: Path, quick: bool, ablation: bool = True) -> dict:
     from forecaster.backtest import run_backtest, table, write_outputs
     from forecaster.catalogue import ALL_MODELS, make_models
     from warmcast.ingest import load_minute_frame
 
     frame = load_minute_frame(path)
     t0 = time.perf_counter()
-    res = run_backtest(frame, test_start, make_models(list(ALL_MODELS), quick=quick), horizon=30, step=10,
+    names = list(ALL_MODELS) + (["lstm_no_recurrent"] if ablation else [])
+    res = run_backtest(frame, test_start, make_models(names, quick=quick), horizon=30, step=10,
                        progress=False)
     write_outputs(res, out / path.stem)
     m = res.metrics
@@ -95,6 +99,20 @@ def level_checks(name: str, m: dict) -> list[tuple[str, bool]]:
     return out
 
 
+def ablation_lines(name: str, m: dict) -> list[str]:
+    """What the recurrent part buys (issue 27): the full LSTM beside the same model with its
+    recurrent state zeroed in training and use, at P50 (MAE) and each provisioning level (pinball)."""
+    full, cut = m["models"].get("lstm"), m["models"].get("lstm_no_recurrent")
+    if not full or not cut or full.get("mae") is None or cut.get("mae") is None:
+        return []
+    parts = [f"MAE {full['mae']:.2f} vs {cut['mae']:.2f} ({full['mae'] / cut['mae'] - 1:+.1%})"]
+    for lv in PROVISION_LEVELS:
+        a, b = full["pinball_by_level"].get(lv), cut["pinball_by_level"].get(lv)
+        if a is not None and b:
+            parts.append(f"{lv} pinball {a:.2f} vs {b:.2f} ({a / b - 1:+.1%})")
+    return [f"info  {name}: ablation, lstm vs lstm_no_recurrent (recurrent state zeroed): " + "; ".join(parts)]
+
+
 def checks(name: str, m: dict) -> list[tuple[str, bool]]:
     models = m["models"]
     if "lstm" not in models:
@@ -131,6 +149,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench" / "forecast_accuracy")
     ap.add_argument("--quick", action="store_true", help="tiny LSTM (smoke test of the script)")
     ap.add_argument("--json", type=Path, help="also write every trace's metrics here")
+    ap.add_argument("--no-ablation", dest="ablation", action="store_false",
+                    help="skip the LSTM with its recurrent state zeroed (issue 27's ablation)")
     docsection.add_doc_option(ap)
     args = ap.parse_args()
     load, command = os.getloadavg()[0], docsection.command_line()
@@ -140,7 +160,7 @@ def main() -> int:
         if not path.exists():
             print(f"skip {path}: not found")
             continue
-        m = run_trace(path, start, args.out, args.quick)
+        m = run_trace(path, start, args.out, args.quick, args.ablation)
         results[path.name] = m
         for text, ok in checks(path.stem, m):
             # the 15 % and coverage targets are stated for the Azure trace
@@ -148,6 +168,7 @@ def main() -> int:
             lines.append(f"{'PASS' if ok else ('FAIL' if strict else 'info')}  {text}")
         for text, ok in level_checks(path.stem, m):  # issue 14: every trace
             lines.append(f"{'PASS' if ok else 'FAIL'}  {text}")
+        lines += ablation_lines(path.stem, m)
     print("\n=== acceptance ===")
     print("\n".join(lines))
     if not args.quick:

@@ -15,6 +15,9 @@ def make_models(names: list[str], quick: bool = False, progress: bool = True) ->
 
     factories = {
         "lstm": lambda: LSTMForecaster(LSTMConfig.tiny(epochs=4) if quick else LSTMConfig(), progress=progress),
+        # the ablation (bench/forecast_accuracy.py): the same model with its recurrent state zeroed
+        "lstm_no_recurrent": lambda: LSTMForecaster((LSTMConfig.tiny(epochs=4, recurrent=False) if quick
+                                                     else LSTMConfig(recurrent=False)), progress=progress),
         "persistence": Persistence,
         "seasonal_naive_day": lambda: SeasonalNaive(DAY),
         "seasonal_naive_week": lambda: SeasonalNaive(WEEK),

@@ -32,6 +32,7 @@ class LSTMConfig:
     threads: int = 2  # fixed during training: the float sums, hence the weights, depend on it
     calibrate: bool = True
     refit_full: bool = True  # after early stopping, retrain each member on all origins for its best epoch count
+    recurrent: bool = True  # False: the LSTM's state is replaced by zeros in training and use (the ablation)
     token_dropout: float = 0.3  # share of training windows shown without their tokens (serve either way)
     cal_margin: float = 0.02  # calibrate the outer levels this much wider on validation (drift allowance)
     cal_lead_edges: tuple[int, ...] = (5, 15)  # calibrated per lead bucket: leads 1-5, 6-15, 16-horizon

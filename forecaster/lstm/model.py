@@ -63,6 +63,8 @@ class LSTMForecaster(BaseForecaster):
         if 0.5 not in cfg.levels:
             raise ValueError("levels must include 0.5")
         self.cfg = cfg
+        if not cfg.recurrent:  # the ablation is reported beside the model, never mistaken for it
+            self.name = "lstm_no_recurrent"
         self.progress = progress
         self.nets: list = []
         self.scale: dict[str, list[float]] = {}  # calibration factors per level and lead (training.calibrate)

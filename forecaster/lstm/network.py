@@ -37,8 +37,12 @@ def make_net(cfg: LSTMConfig):
             self.drop = nn.Dropout(cfg.dropout)
 
         def forward(self, seq, static):
-            _, (h, _) = self.lstm(seq)
-            z = torch.cat([self.drop(h[-1]), static], dim=1)
+            if cfg.recurrent:
+                _, (h, _) = self.lstm(seq)
+                state = h[-1]
+            else:  # the ablation: what the head and the linear path do without the recurrent part
+                state = seq.new_zeros((seq.shape[0], cfg.hidden))
+            z = torch.cat([self.drop(state), static], dim=1)
             raw = self.head(z).view(-1, self.H, self.Q)
             base = raw[..., self.mid] + self.skip(torch.cat([seq[..., 0], static], dim=1))
             outs = [None] * self.Q

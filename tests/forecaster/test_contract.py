@@ -24,6 +24,7 @@ MODELS = {
     "holt_winters": lambda: HoltWinters(max_days=3),
     "uc_fourier": lambda: UCFourier(max_days=2, maxiter=15),
     "lstm": lambda: LSTMForecaster(LSTMConfig.tiny(), progress=False),
+    "lstm_no_recurrent": lambda: LSTMForecaster(LSTMConfig.tiny(recurrent=False), progress=False),  # the ablation
     "fallback": lambda: FallbackForecaster(None, [Persistence(), SeasonalNaive(DAY)]),
 }
 

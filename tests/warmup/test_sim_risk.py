@@ -104,3 +104,18 @@ def test_cli_tunes_for_the_slo_before_the_test_start(tmp_path: Path, monkeypatch
     meta = json.loads((out / "report.json").read_text())["meta"]
     assert meta["wait_threshold_s"] == 10.0 and meta["slo_tuning"]["slo"]["late_share"] == 0.001
     assert meta["slo_tuning"]["validation"] == ["2024-01-03 00:00:00", "2024-01-04 00:00:00"]
+
+
+def test_rolling_validation_judges_each_setting_on_its_worst_window_and_says_how_robust(series) -> None:
+    t = tune(from_series(series), cfg(), SLO(late_share=0.0005), validation_days=1.0, grids=GRIDS, windows=2,
+             policies=("reactive", "queue"))
+    assert t.window == ("2024-01-02 00:00:00", "2024-01-04 00:00:00") and "in 2 windows" in t.report()
+    for c in t.choices.values():
+        for r in c.table:
+            assert len(r["late_by_window"]) == 2 and r["late_share"] == max(r["late_by_window"])
+        assert "windows; met on" in c.why and "oldest first" in c.why
+    wild = series.copy()   # what lies after the test start changes nothing
+    wild[wild.index >= TS] *= 5.0
+    again = tune(from_series(wild), cfg(), SLO(late_share=0.0005), validation_days=1.0, grids=GRIDS, windows=2,
+                 policies=("reactive", "queue"))
+    assert again.knobs() == t.knobs()

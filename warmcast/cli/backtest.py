@@ -131,7 +131,7 @@ def _tiers_and_risk(data: Any, cfg: Any, dep: Any, flags: SLOFlags) -> Any:
     if flags.wanted:
         slo = (dep.slo if dep is not None else SLO()).model_copy(update={
             k: v for k, v in (("late_share", flags.late_share), ("late_wait_s", flags.wait_s)) if v is not None})
-    cfg, tuning = for_deployment(data, cfg, dep, slo, flags.validation_days, progress=True)
+    cfg, tuning = for_deployment(data, cfg, dep, slo, flags.validation_days, progress=True, windows=flags.windows)
     if tuning is not None:
         typer.echo(tuning.report())
     return cfg

@@ -16,6 +16,7 @@ class SLOFlags:
     wait_s: Optional[float] = None
     tune: bool = False
     validation_days: float = 2.0
+    windows: int = 1
 
     @property
     def wanted(self) -> bool:
@@ -32,6 +33,8 @@ _OPTIONS: dict[str, tuple[Any, Any]] = {
                           "without naming its numbers."), bool),
     "validation_days": (typer.Option(2.0, "--validation-days", min=0.1, help="Days before --test-start the SLO "
                                      "tuning simulates (the forecaster trains before them)."), float),
+    "windows": (typer.Option(1, "--tune-windows", min=1, max=14, help="Consecutive windows of --validation-days "
+                             "a setting must meet the SLO on (its worst counts)."), int),
 }
 
 

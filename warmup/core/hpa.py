@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from warmup.core.config import ScalingConfig
+
 SYNC_S = 15.0
 TOLERANCE = 0.1
 UP_PERCENT = 100.0
@@ -62,3 +64,11 @@ def follow(st: HPAState, current: int, observed_rpm: float, per_pod_target: floa
     rec = recommend(start, max(0.0, observed_rpm), per_pod_target)
     n, recent = scale(start, rec, st.recent, window_min, lo, hi)
     return HPAState(n, recent)
+
+
+def follow_hpa(cfg: ScalingConfig, st: HPAState, current: int, observed_rpm: float, cap: float) -> HPAState:
+    """The replaced HPA's count after this minute (unchanged without a reactive guard)."""
+    if cfg.reactive_guard is None:
+        return st
+    return follow(st, current, observed_rpm, cap * cfg.reactive_guard, cfg.reactive_guard_window_min,
+                  cfg.min_replicas, cfg.max_replicas)

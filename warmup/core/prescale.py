@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 from warmup.core.buffer import BufferState, adapt, apply_buffer, asleep_target, plan_wakes, split_asleep, stage_buffer
 from warmup.core.config import ScalingConfig
 from warmup.core.decisions import GuardrailStep, ScaleAction, ScaleDecision
-from warmup.core.hpa import HPAState, follow
+from warmup.core.hpa import follow_hpa
 from warmup.core.inputs import ForecastInput, Instance, InstanceState, as_utc
 from warmup.core.reasons import Reason, ReasonCode
 from warmup.core.state import PolicyState
@@ -205,14 +205,6 @@ def stage_reactive_guard(n: int, c: GuardrailContext) -> tuple[int, Optional[Rea
                          f"held at {c.hpa}: the HPA it replaces (target {c.cfg.reactive_guard:.0%} of capacity, "
                          f"{c.cfg.reactive_guard_window_min} min scale-down window) would hold {c.hpa} on this "
                          f"load, and warmcast never holds less (its own need: {n})")
-
-
-def follow_hpa(cfg: ScalingConfig, st: HPAState, current: int, observed_rpm: float, cap: float) -> HPAState:
-    """The replaced HPA's count after this minute (unchanged without a reactive guard)."""
-    if cfg.reactive_guard is None:
-        return st
-    return follow(st, current, observed_rpm, cap * cfg.reactive_guard, cfg.reactive_guard_window_min,
-                  cfg.min_replicas, cfg.max_replicas)
 
 
 GUARDRAILS: tuple[tuple[str, Stage], ...] = (
