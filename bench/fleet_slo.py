@@ -214,9 +214,11 @@ def run_all(data: Path, out: Path, img: Path, traces: list[str], windows: int, s
     out.mkdir(parents=True, exist_ok=True)
     img.mkdir(parents=True, exist_ok=True)
     report: dict = {"slo": slo.model_dump(), "forecaster": args.forecaster, "traces": {},
-                    "command": docsection.command_line(), "load_at_start": os.getloadavg()[0]}
+                    "command": docsection.command_line(), "load_at_start": os.getloadavg()[0],
+                    "tune_windows": args.tune_windows, "sources": {}}
     for name in traces:
         log = load_trace(name, data)
+        report["sources"][name] = log.source
         print(f"\n=== {name}: {log.source}, {log.step_s} s steps, capacity {TRACES[name]['capacity']:g} req/min "
               f"per instance, cold start 15 min; SLO {slo.describe()} ===", flush=True)
         res = {d: run_window(name, log, d, slo, args) for d in TRACES[name]["windows"][:windows]}
@@ -247,6 +249,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--wake-s", type=float, default=30.0, help="assumed wake time of the asleep tier")
     ap.add_argument("--doc", default=str(ROOT / "docs" / "BENCHMARKS.md"),
                     help="write the results section into this document ('none': do not)")
+    ap.add_argument("--section", default="fleet_slo", help="the BENCHMARKS section written (a partial run: its own)")
     ap.add_argument("--before", default=None, help="a bench_fleet_slo.json of an earlier run, shown beside")
     ap.add_argument("--before-note", default="", help="what the --before run was (commit, command)")
     ap.add_argument("--render", default=None, help="write the section from this finished run's JSON; run nothing")
@@ -269,8 +272,8 @@ def main(argv: list[str] | None = None) -> None:
         from fleet_slo_doc import render
 
         before = json.loads(Path(args.before).read_text()) if args.before else None
-        write_section("fleet_slo", render(report, before, args.before_note), Path(args.doc))
-        print(f"section bench:fleet_slo written into {args.doc}")
+        write_section(args.section, render(report, before, args.before_note), Path(args.doc))
+        print(f"section bench:{args.section} written into {args.doc}")
 
 
 if __name__ == "__main__":

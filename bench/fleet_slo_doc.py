@@ -38,13 +38,15 @@ def render(report: dict, before: Optional[dict], before_note: str = "") -> str:
     slo = report["slo"]
     lines = [provenance(report["load_at_start"], report["command"]),
              f"Forecaster: **{report['forecaster']}**. SLO: at most {100 * slo['late_share']:.3g}% of requests "
-             f"late (wait > {slo['late_wait_s']:g} s). Each policy's knobs are chosen on the two days before "
-             "the test day (the forecaster trains on the data before those); the test day is read only to "
-             "score them. Cold start 15 min."]
+             f"late (wait > {slo['late_wait_s']:g} s). Each policy's knobs are chosen on "
+             + _tuned_on(report.get("tune_windows", 1)) + " (the forecaster trains on the data before those); "
+             "the test day is read only to score them. Cold start 15 min."]
     if before is not None:
         lines += ["", f"Before/after: {before_note or 'the same script at an earlier commit'} "
                       f"(forecaster {before.get('forecaster')})."]
     for trace, windows in report["traces"].items():
+        source = report.get("sources", {}).get(trace)
+        lines += ["", f"Trace {trace}: {source}."] if source else []
         for day, r in windows.items():
             lines += ["", f"#### {trace}, test day {day} ({r['seconds']:.0f} s)", "",
                       *window_table(r["rows"], slo["late_share"]), "", f"Target: {r['verdict']}"]
@@ -54,6 +56,13 @@ def render(report: dict, before: Optional[dict], before_note: str = "") -> str:
         lines += ["", f"GPU-hours / oracle against late share for every knob setting on the test day (star: the "
                       f"setting chosen before it): ![{trace}](img/fleet_slo_{trace}.png)"]
     return "\n".join(lines + sleep_table(report.get("sleep"))) + "\n"
+
+
+def _tuned_on(windows: int) -> str:
+    if windows <= 1:
+        return "the two days before the test day"
+    return (f"{windows} consecutive two-day windows before the test day, each setting judged on its worst "
+            "window (rolling validation)")
 
 
 def sleep_table(sleep: Optional[dict]) -> list[str]:
