@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import pandas as pd
 
@@ -27,6 +27,7 @@ from warmup.core import CoreConfig
 from warmup.sim.fleet import Observation
 from warmup.sim.switches import profile_targets
 from warmup.sim.policies import fleet_capacity
+from warmup.sim.warmups import WarmupCharges
 from workers.context import Ctx
 from workers.coreconfig import live_core_config
 from workers.options import WorkerOptions, replay_options
@@ -70,6 +71,7 @@ class ReplayPolicy:
         self.events: list[tuple[int, str, str]] = []
         self.warmups = self.switches = 0
         self.journal: dict[str, Any] = {}
+        self.charges = WarmupCharges()
 
     # ------------------------------------------------------------ what the simulator calls
     def decide(self, obs: Observation) -> int:
@@ -78,6 +80,10 @@ class ReplayPolicy:
 
     def asleep_target(self) -> int:
         return self.ctx.fleet.asleep_target
+
+    def warmup_load(self, t: int, booting: Sequence[int] = ()) -> float:
+        """Requests the tick's warmups take in minute ``t``, by the simulator's rule (``warmup.sim.warmups``)."""
+        return self.charges.take(t, booting)
 
     def capacity_now(self) -> float:
         from workers import policy
@@ -145,6 +151,7 @@ class ReplayPolicy:
         if w["action"] == "start":
             self.warmups += 1
             self.events.append((t, "warmup", w["reason"]["text"]))
+            self.charges.start(t, w["requests_per_instance"], w["instances"], w["duration_s"])
         if s["action"] == "move_all":
             self.switches += 1
             self.events.append((t, "switch", s["reason"]["text"]))

@@ -157,7 +157,7 @@ class _WarmingFleet:
     def decide(self, obs: Observation) -> int:
         return 2
 
-    def warmup_load(self, t: int) -> float:
+    def warmup_load(self, t: int, booting=()) -> float:
         return 120.0 if 2 <= t < 5 else 0.0
 
 
@@ -171,3 +171,17 @@ def test_warmup_requests_take_serving_capacity() -> None:
     run = run_online(_WarmingFleet(), arrivals, 90.0, params, initial_ready=2)
     assert run.queue[1] == 0 and run.queue[2] == pytest.approx(90.0) and run.queue[4] == pytest.approx(270.0)
     assert run.late[2:5].sum() > 0 and run.queue[5] == pytest.approx(240.0)   # draining at 30 req/min after
+
+
+def test_a_warmup_costs_its_targets_only_once_they_are_ready_and_only_before_its_deadline() -> None:
+    """As the live sender does: a booting target is warmed in the minute it answers, within the
+    warmup's duration; a ready one at once; one still booting at the deadline never."""
+    from warmup.sim.warmups import WarmupCharges
+
+    c = WarmupCharges()
+    c.start(10, 6, ("b0", "b1", "b2", "r0", "x9"), duration_s=240.0)   # deadline: minute 14
+    booting = [12, 13, 20]                                             # ready minutes, launch order
+    assert c.take(10, booting) == 6.0                                  # r0 at once; nothing booting yet
+    assert [c.take(t, booting) for t in (11, 12, 13, 14, 20)] == [0.0, 6.0, 6.0, 0.0, 0.0]
+    c.start(30, 5, ("b0", "b1"), duration_s=60.0)
+    assert c.take(30, [30, 31]) == 5.0 and c.take(31, [31]) == 0.0    # b1 ready after the one-minute deadline

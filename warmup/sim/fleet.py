@@ -202,7 +202,7 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
     rows = arrivals.tolist()
     minute_sums = arrivals.sum(axis=1).tolist()
     cap_fn = getattr(policy, "capacity_now", None)
-    warm_fn = getattr(policy, "warmup_load", None)  # requests/min its warmups send (they take capacity)
+    warm_fn = getattr(policy, "warmup_load", None)  # requests its warmups send in a minute (they take capacity)
     caps = np.full(T, params.capacity_rpm)
     pool = make_pool(policy, params)
     standby = np.zeros(T)
@@ -225,7 +225,7 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
         rdy[t] = ready
         c = float(cap_fn()) if cap_fn is not None else params.capacity_rpm
         caps[t] = c
-        q, lt, mx = serve_tick(q, rows[t], ready, woke, k_wake, c, float(warm_fn(t)) if warm_fn else 0.0, dt, w)
+        q, lt, mx = serve_tick(q, rows[t], ready, woke, k_wake, c, float(warm_fn(t, booting)) if warm_fn else 0.0, dt, w)
         late[t] = lt
         queue[t] = q
         mw[t] = mx

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -29,12 +29,12 @@ from warmup.core import (
     SwitchPhase,
     TickInput,
     WarmupAction,
-    WarmupDecision,
     decide,
     plan_replicas,
 )
 from warmup.sim.errors import ForecastErrors
 from warmup.sim.fleet import Observation
+from warmup.sim.warmups import WarmupCharges
 
 
 @dataclass
@@ -82,7 +82,7 @@ class CorePolicy:
         self.events: list[tuple[int, str, str]] = []
         self.warmups = 0
         self.switches = 0
-        self._warm_rpm: dict[int, float] = {}
+        self.charges = WarmupCharges()
         self._inst_cache: dict[tuple[int, int, int], tuple[Instance, ...]] = {}
         self.errors = ForecastErrors(cfg.scaling, self.levels, self._fc, times)
         self._asleep_target = 0
@@ -98,21 +98,14 @@ class CorePolicy:
         self.events = []
         self.warmups = 0
         self.switches = 0
-        self._warm_rpm = {}
+        self.charges = WarmupCharges()
         self.errors.reset()
         self._asleep_target = 0
         self.last = None
 
-    def warmup_load(self, t: int) -> float:
-        """Requests per minute the warmups running in minute ``t`` send: they take serving capacity."""
-        return self._warm_rpm.get(t, 0.0)
-
-    def _take_warmup(self, t: int, w: WarmupDecision) -> None:
-        """Spread a started warmup's requests (per instance, times its instances) over its minutes."""
-        minutes = max(1, math.ceil(w.duration_s / 60.0 - 1e-9))
-        per_minute = w.requests_per_instance * max(1, len(w.instances)) / minutes
-        for m in range(t, t + minutes):
-            self._warm_rpm[m] = self._warm_rpm.get(m, 0.0) + per_minute
+    def warmup_load(self, t: int, booting: Sequence[int] = ()) -> float:
+        """Requests warmups take from serving capacity in minute ``t`` (``warmup.sim.warmups``)."""
+        return self.charges.take(t, booting)
 
     def asleep_target(self) -> int:
         """Instances the last decision keeps asleep (the fleet's asleep tier reads it)."""
@@ -151,7 +144,8 @@ class CorePolicy:
         if out.warmup.action is WarmupAction.START:
             self.warmups += 1
             self.events.append((t, "warmup", out.warmup.reason.text))
-            self._take_warmup(t, out.warmup)
+            w = out.warmup
+            self.charges.start(t, w.requests_per_instance, w.instances, w.duration_s)
         if out.switch.action.value == "move_all":
             self.switches += 1
             self.events.append((t, "switch", out.switch.reason.text))
