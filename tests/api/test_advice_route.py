@@ -58,3 +58,13 @@ def test_a_bad_query_parameter_is_located_in_the_query(client):
 
 def test_unknown_deployment_is_404(client):
     assert client.get(URL.format("nope")).status_code == 404
+
+
+def test_weights_that_fill_the_memory_are_a_422_at_weights_gb(client, store):
+    store.upsert_frame("chat-llama", generate_minute_frame(days=1, mean_rpm=30, seed=2).drop(columns=["coverage"],
+                                                                                            errors="ignore"))
+    r = client.get(URL.format("chat-llama"), params={"memory_gb": 24, "weights_gb": 40})
+    assert r.status_code == 422, r.text
+    d = r.json()["detail"][0]
+    assert d["loc"] == ["query", "weights_gb"] and "no room for the KV cache in 24 GB" in d["msg"]
+    assert client.get(URL.format("chat-llama"), params={"memory_gb": 80, "weights_gb": 40}).status_code == 200

@@ -81,9 +81,14 @@ def instance_spec(dep: Deployment, frame: pd.DataFrame, memory_gb: float | None,
         cat = load_catalogue(dep.gpu.catalogue)
         ref = dep.gpu.reference
         memory_gb = cat[ref].memory_gb * dep.gpu.gpus_per_instance if ref in cat else None
+    mem, weights = memory_gb or 80.0, weights_gb or 16.0
+    if weights >= mem:  # the field named first: the API answers 422 at that query parameter
+        raise InputError(f"weights_gb: {weights:g} GB of model weights leave no room for the KV cache in "
+                         f"{mem:g} GB of accelerator memory per instance; give the instance's memory "
+                         "(memory_gb, or the deployment's gpu: section) or the model's real weight size")
     out = float(frame["output_tokens"].sum() / frame["requests"].sum()) \
         if {"output_tokens", "requests"} <= set(frame) and frame["requests"].sum() > 0 else 512.0
-    return InstanceSpec(memory_gb=memory_gb or 80.0, weights_gb=weights_gb or 16.0,
+    return InstanceSpec(memory_gb=mem, weights_gb=weights,
                         kv_bytes_per_token=kv_bytes_per_token, output_tokens=out if math.isfinite(out) else 512.0,
                         accepted_block_sizes=tuple(sizes), block_sizes_from=f"{names} of vLLM {c.version}",
                         has_swap_space="swap-space" in c.options, vllm_version=c.version)
