@@ -60,7 +60,10 @@ def test_a_stored_error_history_sizes_the_live_buffer(ctx):
     tick.step(ctx, "simdep", tick="T2", run_id="b")
     d = ctx.state.get("plan-journal", "simdep")["decision"]
     assert d["buffer"] == 2 and "warm buffer 2" in d["reason"]["text"], d   # +200 req/min at 100 per replica
-    assert ctx.state.get("plan-journal", "simdep")["inputs"]["recent_errors"] == 10
+    # the record read holds the window and the adaptation's catch-up minutes (buffer.ADAPT_CATCH_UP);
+    # the buffer is sized from the window's last 10
+    assert ctx.state.get("plan-journal", "simdep")["inputs"]["recent_errors"] == 15
+    assert "of the last 10 lead-5 forecast errors" in d["reason"]["text"], d
 
 
 def test_a_wake_reaches_a_backend_with_sleep_mode(tmp_path, redis_client, key_prefix, redis_server_url):
