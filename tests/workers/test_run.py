@@ -169,9 +169,11 @@ def test_round2_embedded_redis_ends_with_run_signalled_as_it_starts(tmp_path, ho
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARMCAST_")}  # no URL: the embedded server
     env.update(WARMCAST_STATE_DIR=str(tmp_path / "state"), PYTHONPATH=str(ROOT))
+    # a terminal's process has SIGHUP's default action; a runner started under nohup passes SIG_IGN
+    # down, and `run` then rightly goes on (CI started with nohup failed here on that alone)
     p = subprocess.Popen([sys.executable, "-m", "warmcast.cli", "run", "--simulate", "--no-api", "--metrics-port", "0"],
                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     run, servers = psutil.Process(p.pid), []
     try:
         # the signal goes the moment the server exists: run is still starting, its handlers not yet there
