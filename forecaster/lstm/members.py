@@ -29,7 +29,7 @@ import numpy as np
 
 from forecaster.lstm.config import LSTMConfig
 from forecaster.lstm.network import make_net, torch_module
-from forecaster.lstm.training import MemberRun, train_member
+from forecaster.lstm.training import MemberRun, reproducible, train_member
 
 
 @dataclass
@@ -81,11 +81,9 @@ class _QueueBar:
 
 
 def _child(m: int, queue, tensors, tr, va, cfg: LSTMConfig, budget: Optional[float]) -> None:
-    torch = torch_module()
-    torch.set_num_threads(max(1, int(cfg.threads)))
-    torch.use_deterministic_algorithms(True)
     try:
-        res = _one(m, tensors, tr, va, cfg, budget, _QueueBar(queue))
+        with reproducible(cfg.threads):  # the settings fit() trains under, in this process too
+            res = _one(m, tensors, tr, va, cfg, budget, _QueueBar(queue))
         queue.put(("done", m, _pack(res)))
     except BaseException:  # noqa: BLE001 - the parent raises it with the child's traceback
         queue.put(("error", m, traceback.format_exc()))

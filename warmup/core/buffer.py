@@ -63,7 +63,7 @@ class BufferState:
         """The evidence of a level shift the forecast missed ("" : none seen)."""
         n, k = len(self.outcomes), self.misses()
         nominal = 1.0 - float(cfg.buffer_level or 0.0)
-        if n < min(SHIFT_WINDOW, 10) or k < 3 or k < SHIFT_FACTOR * nominal * n:
+        if n < 10 or k < 3 or k < SHIFT_FACTOR * nominal * n:
             return ""
         return (f"forecast shift: load above the planned level in {k} of the last {n} minutes "
                 f"(nominal {nominal:.0%}); warm buffer raised to P{self.level(cfg) * 100:.3g} of its errors")
@@ -119,12 +119,6 @@ def lead_error_record(cfg: ScalingConfig, planned: Mapping[int, float], actual: 
             if len(out) >= cfg.buffer_window_min + ADAPT_CATCH_UP:
                 break
     return tuple(reversed(keys)), tuple(reversed(out))
-
-
-def lead_errors(cfg: ScalingConfig, planned: Mapping[int, float], actual: Mapping[int, float],
-                now: datetime) -> tuple[float, ...]:
-    """The errors of :func:`lead_error_record` alone."""
-    return lead_error_record(cfg, planned, actual, now)[1]
 
 
 def stage_buffer(cfg: ScalingConfig, errors: Sequence[float], capacity_rpm: float,

@@ -1,4 +1,4 @@
-"""The simulator's side of the warm buffer's error record (the rule is ``warmup.core.buffer.lead_errors``).
+"""The simulator's side of the warm buffer's error record (the rule is ``warmup.core.buffer.lead_error_record``).
 
 At the start of minute ``t`` the load of minute ``t - 1`` is known; its error is that load less what
 the planned quantile's forecast made ``buffer_lead_min`` minutes before said for it (the forecast from

@@ -8,7 +8,7 @@ into a :class:`warmup.core.TickInput`.
 - forecast: the stored forecast document, and its planned-quantile values at the buffer's lead
   recorded by the minute they are for (``<prefix>:fc-lead:<dep>``), so that later ticks can score it;
 - recent errors: that record against the recorded arrivals, by the core's rule
-  (:func:`warmup.core.buffer.lead_errors`, which the simulator calls on its own record too);
+  (:func:`warmup.core.buffer.lead_error_record`, which the simulator calls on its own record too);
 - ready replicas per profile as the scaler sees them, and what the live context mix asks for.
 """
 from __future__ import annotations
