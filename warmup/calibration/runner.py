@@ -18,8 +18,8 @@ from warmcast.errors import WarmcastError
 from warmcast.config.slo import SLO
 from warmup.actuators.vllm_client import VLLMClient
 from warmup.core.stats import quantile
-from warmup.calibration.search import (BURST_FACTOR, Scenario, SearchConfig, StepStats, Trial, judge, next_step,
-                                       recovery_time_s, scaled_rates, scaled_scenarios, window_p99s)
+from warmup.calibration.search import (BURST_FACTOR, CONFIRM, Scenario, SearchConfig, StepStats, Trial, judge,
+                                       next_step, recovery_time_s, scaled_rates, scaled_scenarios, window_p99s)
 from warmup.calibration import report
 from warmup.calibration.steps import Arrival, Record, first_errors, schedule, step_stats
 
@@ -63,8 +63,9 @@ class CalibrationPlan:
         return self.headline or ("mix" if "mix" in self.scenarios else self.scenarios[0])
 
     def steps_budget(self) -> int:
-        """Progress units: a probe and at most ``max_steps`` steps per scenario, and the burst."""
-        return 1 + len(self.scenarios) * (self.max_steps + 1) + int(self.burst)
+        """Progress units: a probe and at most ``max_steps`` steps per scenario (and the steps
+        that confirm the answer past them), and the burst."""
+        return 1 + len(self.scenarios) * (self.max_steps + CONFIRM + 1) + int(self.burst)
 
 
 @dataclass
