@@ -3,7 +3,8 @@
     .venv/bin/python bench/forecast_speed.py
 
 Runs on the synthetic generator's week (``warmcast.generate``), torch limited to
-2 threads (the size of this project's machines).  Each LSTM figure is printed
+2 threads (the size of this project's machines); the LSTM's two members train side by side on one
+thread each (``forecaster/lstm/members.py``).  Each LSTM figure is printed
 beside a baseline's: UnobservedComponents (fit once, then a Kalman-filter update
 per forecast) and seasonal naive.  Targets: training <= 60 s and at most 3x UnobservedComponents'
 fit, 1,000 deployments in one call <= 0.5 s (issue 32); one forecast <= 5 ms (an earlier issue's).
@@ -97,7 +98,7 @@ def main() -> int:
                  "<= 0.5 s", t_many <= 0.5))
 
     end = os.getloadavg()[0]
-    text = table(rows) + f"\n\nLoad average at the end: {end:.2f} (the LSTM trains on two threads)."
+    text = table(rows) + f"\n\nLoad average at the end: {end:.2f} (the LSTM's members train side by side, one thread each)."
     print(text)
     if not args.quick:
         docsection.publish(args.doc, "forecast_speed", docsection.provenance(load, command) + "\n" + text)

@@ -29,7 +29,7 @@ class LSTMConfig:
     max_train_days: int = 28  # origins older than this are not used for training
     max_origins: int = 12_000  # cap on training origins (thinned evenly over max_train_days; several series share it)
     seed: int = 0
-    threads: int = 2  # fixed during training: the float sums, hence the weights, depend on it
+    threads: int = 1  # per member, fixed: the weights depend on it (members go side by side: members.py)
     calibrate: bool = True
     refit_full: bool = True  # after early stopping, retrain each member on all origins for its best epoch count
     recurrent: bool = True  # False: the LSTM's state is replaced by zeros in training and use (the ablation)

@@ -4,12 +4,13 @@ every origin) in a process of its own where that is safe, one after another othe
 Why processes: the net is small (hidden 32), so a second torch thread inside one member buys
 little, while members on cores of their own train side by side.  On this project's 2-core
 machine (2026-12-05, a slow host) the default week trained in 84.3 s with two members in turn on
-two threads each and in 69.5 s with the two side by side on one thread each.  Members go side by
-side only where ``members x threads`` fits the cores (the default, two threads each, does not on
-two cores: four spinning OpenMP threads on two cores took 245 s).  The weights do not depend on
+two threads each and in 69.5 s with the two side by side on one thread each; on a quieter one
+(2026-12-05 07:05, `bench/forecast_speed.py`) 32.6 s against 26.2 s.  So the default is one thread
+per member (``LSTMConfig.threads``).  Members go side by side only where ``members x threads`` fits
+the cores (four spinning OpenMP threads on two cores took 245 s).  The weights do not depend on
 where a member runs: each runs on ``LSTMConfig.threads`` torch threads with its own seed whatever
 the layout, so side by side and in turn give the same weights bit for bit
-(tests/forecaster/test_lstm.py).
+(tests/forecaster/test_lstm.py), on any number of cores.
 
 Forking is safe only from a process with no other Python thread (a thread of the parent could
 hold a lock the child needs: the worker's thread pool, a Redis client); the CLI and the
