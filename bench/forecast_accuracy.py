@@ -1,6 +1,6 @@
 """Forecast accuracy benchmark: the rolling backtest on real traces, every model in one run.
 
-    .venv/bin/python bench/forecast_accuracy.py                      # both shipped traces
+    .venv/bin/python bench/forecast_accuracy.py                      # Azure, NASA, ServeGen m-mid
     .venv/bin/python bench/forecast_accuracy.py --trace FILE@'YYYY-MM-DD HH:MM' ...   # any other trace
 
 For each trace it runs exactly what ``warmcast backtest forecast --log FILE
@@ -39,6 +39,8 @@ DATA = ROOT.parent / "shared" / "data"
 DEFAULT_TRACES = [
     (DATA / "azure2024_conversation_per_minute.csv", "2024-05-17 00:00"),
     (DATA / "nasa_http_1995_per_minute.csv", "1995-08-24 00:00"),
+    # issue 27's second acceptance trace: 10-minute bins, its last three days (outage-like zero runs in it)
+    (DATA / "servegen_mmid_10min.csv", "2025-01-17 00:00"),
 ]
 
 

@@ -17,6 +17,11 @@ Shape of the model
   early stopping, a refit on all origins for the chosen epoch count, then a
   conformal calibration factor per level and lead bucket on the validation split
   (held back from the early-stopping fit; never the test window). Reproducible bit for bit.
+* **Ceiling**: no level above ``CEILING`` times the highest load in the lookback (a week).  The
+  heads work in log space, so a spread learned from a series with outage gaps (zero runs of
+  hours in a series of a million requests per bin: ServeGen m-mid) turns into P99s of 1e22
+  once exponentiated; ten times the week's peak is a bound no real forecast here reaches (a x3
+  shift, x4 spikes) and no planner can use anything above.
 * **Several series** (a global model, :mod:`forecaster.lstm.dataset`): ``fit`` also takes a
   list of histories; each gives its share of the origins and its own split, scaled by its
   own level, so series of any size train one model.
@@ -47,6 +52,8 @@ from forecaster.lstm.features import build_features, lookback, series_arrays
 from forecaster.lstm.network import torch_module
 from forecaster.lstm.members import train_members
 from forecaster.lstm.training import apply_scale, calibrate, log_metrics, reproducible
+
+CEILING = 10.0  # no forecast level above this times the highest load in the lookback (module docstring)
 
 
 class LSTMForecaster(BaseForecaster):
@@ -146,23 +153,23 @@ class LSTMForecaster(BaseForecaster):
             raise ValueError(f"lstm was trained for levels {list(self.cfg.levels)}; it cannot produce {outside} "
                              "(no extrapolation beyond the outer heads)")
 
-    def _forecasts(self, seq, static, level, origins, horizon, quantiles) -> list[Forecast]:
+    def _forecasts(self, seq, static, level, origins, horizon, quantiles, cap: np.ndarray) -> list[Forecast]:
         """Every trained level from its own head; a level between two heads (a simulator's
-        quantile sweep) interpolated between them in log space."""
+        quantile sweep) interpolated between them in log space; none above ``cap`` (per origin)."""
         torch = torch_module()
         levels = self.cfg.levels
         pred = apply_scale(self._forward(torch.from_numpy(seq), torch.from_numpy(static)), self.scale, levels)
         pred = pred[:, :horizon] + level[:, None, None]
         # the mean from the trained heads only, so it is the same whichever levels were asked for
         # (it was the P50 head's values: issue 32, a "mean" always equal to the P50)
-        means = mean_from_quantiles(levels, np.maximum(np.expm1(pred), 0.0))
+        means = np.minimum(mean_from_quantiles(levels, np.maximum(np.expm1(pred), 0.0)), cap[:, None])
         between = sorted({float(q) for q in quantiles} - set(levels))
         out_levels = sorted(set(levels) | set(between))
         if between:
             grid = np.array(levels)
             pred = np.stack([pred[..., levels.index(q)] if q in levels else _interp_level(pred, grid, q)
                              for q in out_levels], axis=-1)
-        vals = np.maximum(np.expm1(pred), 0.0)
+        vals = np.clip(np.expm1(pred), 0.0, cap[:, None, None])
         return [Forecast(pd.Timestamp(o), means[i], {q: vals[i, :, j] for j, q in enumerate(out_levels)},
                          self.name, self.version, step_min=self.cfg.step_min) for i, o in enumerate(origins)]
 
@@ -194,7 +201,8 @@ class LSTMForecaster(BaseForecaster):
                                             self.cfg)
         if not np.isfinite(level).all():
             raise InsufficientHistory("lstm: no observed minute in the last day")
-        return self._forecasts(seq, static, level, [origin], horizon, quantiles)[0]
+        return self._forecasts(seq, static, level, [origin], horizon, quantiles,
+                               ceilings(logv, np.array([len(logv)]), need))[0]
 
     def predict_origins(self, history, origins, horizon: int = 30,
                         quantiles: Sequence[float] = DEFAULT_QUANTILES) -> list[Forecast]:
@@ -215,7 +223,8 @@ class LSTMForecaster(BaseForecaster):
         seq, static, level = build_features(logv, logtok, ends, origins, self.cfg)
         if not np.isfinite(level).all():
             raise InsufficientHistory("lstm: an origin has no observed minute in the day before it")
-        return self._forecasts(seq, static, level, origins, horizon, quantiles)
+        return self._forecasts(seq, static, level, origins, horizon, quantiles,
+                               ceilings(logv, ends, lookback(self.cfg)))
 
     def predict_many(self, histories: Mapping[str, pd.Series | pd.DataFrame], horizon: int = 30,
                      quantiles: Sequence[float] = DEFAULT_QUANTILES) -> dict[str, Forecast]:
@@ -251,7 +260,8 @@ class LSTMForecaster(BaseForecaster):
         keep = np.flatnonzero(np.isfinite(level))  # no observed minute in the last day: left out
         if not len(keep):
             return {}
-        fcs = self._forecasts(seq[keep], static[keep], level[keep], origins[keep], horizon, quantiles)
+        cap = ceiling(np.nanmax(vals[keep], axis=1))  # each row is its lookback; a kept row has a value
+        fcs = self._forecasts(seq[keep], static[keep], level[keep], origins[keep], horizon, quantiles, cap)
         return {live[i][0]: f for i, f in zip(keep, fcs)}
 
     # ------------------------------------------------------------ artifacts
@@ -269,6 +279,18 @@ class LSTMForecaster(BaseForecaster):
                        for k, v in dict(meta.get("band_scale", {})).items()}
         model.meta = dict(meta.get("training", {}))
         return model
+
+
+def ceilings(logv: np.ndarray, ends: np.ndarray, need: int) -> np.ndarray:
+    """Per end e: :func:`ceiling` of the highest load in logv[e - need:e] (log1p; NaN = missing)."""
+    peak = pd.Series(logv).rolling(need, min_periods=1).max().to_numpy()
+    return ceiling(peak[np.clip(np.asarray(ends, dtype=np.int64) - 1, 0, len(peak) - 1)])
+
+
+def ceiling(peak_log: np.ndarray) -> np.ndarray:
+    """``CEILING`` times a lookback's highest load (log1p), and at least ``CEILING`` requests a
+    step (a week of zeros still lets a small forecast through)."""
+    return CEILING * np.maximum(np.expm1(np.nan_to_num(peak_log, nan=0.0)), 1.0)
 
 
 def _interp_level(pred: np.ndarray, grid: np.ndarray, q: float) -> np.ndarray:

@@ -214,3 +214,24 @@ def test_outage_gap_history(model):
 def test_horizon_guard(model):
     with pytest.raises(ValueError):
         model.predict(FRAME, horizon=31)
+
+
+def test_no_level_above_ten_times_the_weeks_peak(model):
+    """ServeGen m-mid (a million requests per 10 min, zero runs of hours: outage gaps) trained heads
+    whose P99, exponentiated, read up to 1e22 requests (bench/forecast_accuracy.py, 2026-12-05).
+    Spreads blown up here by hand: every answer stays within CEILING times the lookback's peak."""
+    import copy
+
+    from forecaster.lstm.model import CEILING
+
+    wild = copy.copy(model)
+    wild.scale = {q: [60.0] * model.cfg.horizon for q in model.scale}  # log-space distances x60
+    hist = FRAME.iloc[: 2 * DAY]
+    peak = float(hist["requests"].max())
+    one = wild.predict(hist)
+    many = wild.predict_many({"a": hist, "b": hist * 3})
+    at = wild.predict_origins(FRAME.iloc[: 2 * DAY + 120], [hist.index[-1] + pd.Timedelta(minutes=1)])
+    for fc, top in ((one, peak), (many["a"], peak), (many["b"], 3 * peak), (at[0], peak)):
+        assert fc.quantiles[0.99].max() <= CEILING * top + 1e-6 and fc.mean.max() <= CEILING * top + 1e-6
+        assert fc.quantiles[0.99].max() >= 0.99 * CEILING * top  # the bound binds: the blow-up was there
+    assert model.predict(hist).quantiles[0.99].max() < 2 * peak  # a sane model never comes near it
