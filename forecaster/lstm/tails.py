@@ -17,6 +17,7 @@ import pandas as pd
 from pandas.tseries.frequencies import to_offset
 
 from forecaster.base import TOKEN_COLUMNS, token_total
+from forecaster.lstm.features import outage_zeros
 from warmcast.resolution import ATTR as RESOLUTION_ATTR, NS_PER_MIN
 
 LOG_THREADS = 2  # this project's machines have two cores
@@ -25,7 +26,8 @@ UNIT_NS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}  # an index's unit in 
 
 def regular_counts(hist, need: int, step_min: int) -> tuple[np.ndarray, np.ndarray | None, pd.Timestamp] | None:
     """(load, tokens or None, last time) of a history whose last ``need`` steps lie on the model's grid:
-    counts clipped at 0, not yet logged, at most ``need`` of them.  None: not that case (the
+    counts clipped at 0 (an impossible zero missing: ``features.outage_zeros``), not yet logged, at
+    most ``need`` of them.  None: not that case (the
     general path reads it, and says what is wrong with it)."""
     idx = hist.index
     marked = (getattr(hist, "attrs", None) or {}).get(RESOLUTION_ATTR, step_min)
@@ -47,7 +49,7 @@ def regular_counts(hist, need: int, step_min: int) -> tuple[np.ndarray, np.ndarr
         tok = token_total([table[:, cols.index(c)] for c in TOKEN_COLUMNS if c in cols])
     else:
         y, tok = hist.to_numpy(dtype=float)[-need:], None
-    return np.clip(y, 0, None), None if tok is None else np.clip(tok, 0, None), idx[-1]
+    return outage_zeros(np.clip(y, 0, None)), None if tok is None else np.clip(tok, 0, None), idx[-1]
 
 
 def _on_grid(idx: pd.DatetimeIndex, need: int, step_min: int) -> bool:

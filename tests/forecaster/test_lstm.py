@@ -235,3 +235,27 @@ def test_no_level_above_ten_times_the_weeks_peak(model):
         assert fc.quantiles[0.99].max() <= CEILING * top + 1e-6 and fc.mean.max() <= CEILING * top + 1e-6
         assert fc.quantiles[0.99].max() >= 0.99 * CEILING * top  # the bound binds: the blow-up was there
     assert model.predict(hist).quantiles[0.99].max() < 2 * peak  # a sane model never comes near it
+
+
+def _with(frame, rows: slice, value: float):
+    out = frame.copy()
+    out.iloc[rows, out.columns.get_loc("requests")] = value
+    return out
+
+
+def test_a_zero_that_cannot_be_load_is_read_as_missing(model):
+    """ServeGen m-mid's outage-like zero runs (hours of 0 between a million requests per bin) are
+    gaps, as NASA's blanks are: training and every forecasting path read them as missing, while a
+    low-volume series' zeros stay load."""
+    busy = FRAME.iloc[: 2 * DAY]  # 71..354 requests a minute: never a real zero
+    gone, blank = _with(busy, slice(-300, -200), 0.0), _with(busy, slice(-300, -200), np.nan)
+    for a, b in ((model.predict(gone), model.predict(blank)),  # the numpy read of a regular history
+                 (model.predict(gone.assign(note="x")), model.predict(blank)),  # the pandas read
+                 (model.predict_many({"x": gone})["x"], model.predict(blank))):
+        for q in a.quantiles:
+            np.testing.assert_array_equal(a.quantiles[q], b.quantiles[q])
+    fit = [LSTMForecaster(LSTMConfig.tiny(), progress=False).fit(f).predict(busy) for f in (gone, blank)]
+    np.testing.assert_array_equal(fit[0].quantiles[0.99], fit[1].quantiles[0.99])  # trained the same too
+    quiet = busy.assign(requests=np.floor(busy["requests"] / 60.0))  # 1..5 a minute: a zero is load
+    low_zero, low_blank = _with(quiet, slice(-30, None), 0.0), _with(quiet, slice(-30, -1), np.nan)
+    assert not np.array_equal(model.predict(low_zero).quantiles[0.5], model.predict(low_blank).quantiles[0.5])
