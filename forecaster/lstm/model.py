@@ -202,7 +202,7 @@ class LSTMForecaster(BaseForecaster):
         if not np.isfinite(level).all():
             raise InsufficientHistory("lstm: no observed minute in the last day")
         return self._forecasts(seq, static, level, [origin], horizon, quantiles,
-                               ceilings(logv, np.array([len(logv)]), need))[0]
+                               ceiling(np.nanmax(logv[-need:])[None]))[0]  # level is finite: a value is there
 
     def predict_origins(self, history, origins, horizon: int = 30,
                         quantiles: Sequence[float] = DEFAULT_QUANTILES) -> list[Forecast]:
