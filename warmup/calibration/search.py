@@ -198,12 +198,12 @@ def _passes(trials: Sequence[Trial], rate: float) -> int:
     return sum(1 for t in trials if t.rate_rps == rate and t.passed)
 
 
-def _answer(ok: Optional[float], bad: Optional[float], trials: Sequence[Trial] = (), confirm: int = 1) -> str:
+def _answer(ok: Optional[float], bad: Optional[float], trials: Sequence[Trial], confirm: int) -> str:
     if ok is None:
         return "no rate met the SLO"
     passes = _passes(trials, ok)
-    seen = f"passed {passes} of {sum(1 for t in trials if t.rate_rps == ok)}" if trials else "last passing"
-    if trials and passes < confirm:
+    seen = f"passed {passes} of {sum(1 for t in trials if t.rate_rps == ok)}"
+    if passes < confirm:
         seen += ", unconfirmed"
     return f"capacity {ok:.4g} req/s ({seen}" + (f"; {bad:.4g} failed)" if bad is not None else ")")
 
