@@ -28,7 +28,8 @@ from warmcast.store import LoadStore
 # (serially the suite took 31 min on a 2-core machine, against CI's 35).
 REALTIME = ("integration/", "workers/test_arrivals_vllm.py", "workers/test_switch_vllm.py",
             "workers/test_alerts_e2e.py", "workers/test_e2e_vllm.py", "workers/test_processes.py",
-            "workers/test_sentinel.py", "workers/test_run.py", "foundation/test_redis_sentinel.py")
+            "workers/test_sentinel.py", "workers/test_run.py", "workers/test_leases.py",
+            "foundation/test_redis_sentinel.py")
 TESTS = Path(__file__).resolve().parent
 REDIS_URL = os.environ.get("WARMCAST_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
