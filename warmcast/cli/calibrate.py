@@ -50,11 +50,14 @@ def calibrate_cmd(
     seed: int = typer.Option(0, help="Seed of arrivals and prompts."),
     store: bool = typer.Option(True, "--store/--no-store", help="Store the result as a new calibration version of "
                                                                 "--deployment/--profile (Redis)."),
+    engine: str = typer.Option("vllm-bench", "--engine", help="Load generator that sends every step: vllm-bench "
+                               "(`vllm bench serve`) or guidellm (GuideLLM; the server needs a tokenizer)."),
     bench_python: Optional[Path] = typer.Option(
-        None, "--bench-python", help="Python of a vLLM install whose `vllm bench serve` sends the load (default: "
-        "$WARMCAST_VLLM_PYTHON or .venv-vllm/bin/python, which scripts/setup-vllm.sh builds)."),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer the load generator draws prompt "
-                                            "token ids from: a local path or hub name (default: the served model)."),
+        None, "--bench-python", help="Python of the install that has the load generator (default: vllm-bench: "
+        "$WARMCAST_VLLM_PYTHON or .venv-vllm/bin/python, built by scripts/setup-vllm.sh; guidellm: "
+        "$WARMCAST_GUIDELLM_PYTHON or .venv-guidellm/bin/python, built by scripts/setup-guidellm.sh)."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer the load generator builds prompts "
+                                            "with: a local path or hub name (default: the served model)."),
     config: Optional[Path] = ConfigOpt,
 ) -> None:
     """Find the highest request rate per instance at which the SLO holds (load steps after a warm-up,
@@ -78,7 +81,7 @@ def _request(flags: dict[str, Any]) -> Any:
     return CalibrateRequest(out=flags["out"], url=flags["url"], deployment=flags["deployment"],
                             profile=flags["profile"], model=flags["model"], engine_args=list(flags["engine_arg"]),
                             port=flags["port"], store=flags["store"], config=flags["config"],
-                            bench_python=flags["bench_python"], tokenizer=flags["tokenizer"],
+                            engine=flags["engine"], bench_python=flags["bench_python"], tokenizer=flags["tokenizer"],
                             slo_flags={k: flags[f"slo_{k}"] for k in SLO_FLAGS}, plan_args=plan)
 
 

@@ -160,11 +160,13 @@ def write_tiny_llama(directory: str | Path, **overrides: Any) -> Path:
     return d
 
 
-def write_tiny_tokenizer(directory: str | Path, python: str | Path | None = None) -> Path:
-    """The tiny Llama's word-level tokenizer in ``directory``, built with the vLLM environment's
-    ``tokenizers`` (:mod:`warmup.actuators.tiny_tokenizer`); returns the directory."""
+def write_tiny_tokenizer(directory: str | Path, python: str | Path | None = None, chars: bool = False) -> Path:
+    """The tiny Llama's word-level tokenizer (``chars``: one token per character) in ``directory``,
+    built with an interpreter that has ``tokenizers`` (default: the vLLM environment's;
+    :mod:`warmup.actuators.tiny_tokenizer`); returns the directory."""
     script = Path(__file__).with_name("tiny_tokenizer.py")
-    subprocess.run([str(python or default_vllm_python_path()), str(script), str(directory)], check=True,
+    flags = ["--chars"] if chars else []
+    subprocess.run([str(python or default_vllm_python_path()), str(script), str(directory), *flags], check=True,
                    capture_output=True, timeout=300)
     return Path(directory)
 

@@ -3,7 +3,8 @@
 The decisions (which rate next, pass or fail, when the burst recovered) are the pure
 functions of :mod:`warmup.calibration.search`; this module only sequences load steps
 through the load engine (:class:`LoadEngine`: ``vllm bench serve`` in
-:mod:`warmup.calibration.benchserve`) and collects what they measured into the calibration
+:mod:`warmup.calibration.benchserve`, or GuideLLM in
+:mod:`warmup.calibration.guidellm`) and collects what they measured into the calibration
 document (see :mod:`warmup.calibration.report` for its files).
 """
 from __future__ import annotations

@@ -17,7 +17,12 @@ from warmcast.text import clip
 from warmup.actuators.vllm_client import InstanceError, InstanceUnavailable, VLLMClient
 from warmup.calibration import report
 from warmup.calibration.benchserve import BenchServe
+from warmup.calibration.guidellm import GuideLLM
+from warmup.calibration.tool import LoadTool
 from warmup.calibration.runner import CalibrationPlan, run_calibration
+
+
+ENGINES = ("vllm-bench", "guidellm")  # --engine: vllm bench serve (the default), GuideLLM
 
 
 @dataclass
@@ -33,7 +38,8 @@ class CalibrateRequest:
     config: Optional[Path] = None
     slo_flags: dict[str, Optional[float]] = field(default_factory=dict)
     plan_args: dict[str, Any] = field(default_factory=dict)
-    bench_python: Optional[Path] = None   # the interpreter that has vllm bench serve (default .venv-vllm)
+    engine: str = "vllm-bench"            # the load generator: vllm-bench (vllm bench serve) or guidellm
+    bench_python: Optional[Path] = None   # the interpreter that has it (default .venv-vllm / .venv-guidellm)
     tokenizer: Optional[str] = None       # what the tool loads for its vocabulary (default: the served model)
 
 
@@ -97,6 +103,8 @@ async def _launched(dep: Any, profile: Optional[str], settings: Any, overrides: 
 async def calibrate(req: CalibrateRequest, echo: Callable[[str], None]) -> dict[str, Any]:
     """Run the calibration ``req`` describes; returns the document written."""
     plan = make_plan(req.plan_args)
+    if req.engine not in ENGINES:
+        raise InputError(f"--engine: {req.engine!r}; choose from {', '.join(ENGINES)}")
     settings = dep = None
     if req.deployment or not req.url:
         from warmcast.runtime import load_fleet
@@ -129,8 +137,7 @@ async def calibrate(req: CalibrateRequest, echo: Callable[[str], None]) -> dict[
             run = await run_calibration(client, tool, plan, slo, progress)
         server = await _server_facts(client, launched)
     profile = (req.profile or dep.default_profile) if dep is not None else req.profile
-    run["generator"] = {"name": tool.name, "vllm_version": tool.vllm_version, "python": str(tool.python),
-                        "tokenizer": tool.tokenizer or tool.model, "dataset": "timed_trace (warmcast's schedule)"}
+    run["generator"] = tool.describe()
     doc = report.document(run, slo=slo, plan=plan, url=url, server=server,
                           deployment=dep.name if dep else None, profile=profile)
     js, png = report.write_files(doc, req.out)
@@ -146,17 +153,26 @@ async def calibrate(req: CalibrateRequest, echo: Callable[[str], None]) -> dict[
 
 
 def _load_engine(req: CalibrateRequest, echo: Callable[[str], None], dep: Any = None,
-                 settings: Any = None) -> BenchServe:
-    """``vllm bench serve`` from --bench-python (default: the vLLM environment), checked before a
-    launch: a missing tool says how to install it.  The tiny ``dummy`` model has no tokenizer, so
-    the tool gets the word-level one built for it (it only draws token ids from its vocabulary)."""
+                 settings: Any = None) -> LoadTool:
+    """The load generator --engine names, from --bench-python (default: its own environment),
+    checked before a launch: a missing tool says how to install it.  The tiny ``dummy`` model
+    has no tokenizer: ``vllm bench serve`` gets the word-level one built for it (it only draws
+    token ids from its vocabulary); GuideLLM sends text, which such a server cannot read."""
     from warmup.actuators.launch import default_vllm_python_path, local_state_dir, write_tiny_tokenizer
+    from warmup.calibration import guidellm
 
-    tool = BenchServe("", "", Path(req.bench_python or default_vllm_python_path()), tokenizer=req.tokenizer)
-    tool.vllm_version = tool.version()
-    if tool.tokenizer is None and dep is not None and dep.model == "dummy" and not dep.scaler.model_dir:
+    dummy = dep is not None and dep.model == "dummy" and not dep.scaler.model_dir
+    if req.engine == "guidellm":
+        if dummy:
+            raise InputError("--engine guidellm sends text prompts and the launched 'dummy' model has no tokenizer "
+                             "(--skip-tokenizer-init): use the default engine, or --url of a server with a tokenizer")
+        tool: LoadTool = GuideLLM("", "", Path(req.bench_python or guidellm.default_python()), tokenizer=req.tokenizer)
+    else:
+        tool = BenchServe("", "", Path(req.bench_python or default_vllm_python_path()), tokenizer=req.tokenizer)
+    tool.tool_version = tool.version()
+    if tool.tokenizer is None and dummy:
         tool.tokenizer = str(write_tiny_tokenizer(local_state_dir(settings.state_dir) / "tiny-tokenizer", tool.python))
-    echo(f"load generator: {tool.name} of vLLM {tool.vllm_version} ({tool.python})")
+    echo(f"load generator: {tool.name} {tool.tool_version} ({tool.python})")
     return tool
 
 

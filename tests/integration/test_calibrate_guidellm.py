@@ -1,0 +1,121 @@
+"""``warmcast calibrate --engine guidellm`` against a real vLLM CPU server: every load step sent by
+GuideLLM (0.8.1, from .venv-guidellm: scripts/setup-guidellm.sh), its JSON report read back.
+
+GuideLLM sends text prompts, so this server (unlike the shared one of conftest.py, started with
+``--skip-tokenizer-init``) has a tokenizer: the tiny Llama's one-token-per-character tokenizer
+(warmup/actuators/tiny_tokenizer.py --chars), which reads GuideLLM's English as distinct tokens.
+The independent 0.8x / 1.5x check of a calibrated rate is test_calibrate_vllm.py's, on the
+default engine; here: the search runs on GuideLLM's measurements, the result names it and is
+stored per profile, and a missing GuideLLM says how to install it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from warmup.actuators.launch import default_vllm_python_path, write_tiny_llama, write_tiny_tokenizer
+from warmup.actuators.local import LocalServer, free_port, one_core_env
+from warmup.calibration.guidellm import PINNED, default_python
+from warmup.calibration.store import CalibrationStore
+
+VLLM_PY = default_vllm_python_path()
+GUIDELLM_PY = default_python()
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not VLLM_PY.exists(), reason=f"no vLLM virtualenv at {VLLM_PY}"),
+              pytest.mark.skipif(not GUIDELLM_PY.exists(),
+                                 reason=f"no GuideLLM virtualenv at {GUIDELLM_PY} (bash scripts/setup-guidellm.sh)")]
+
+FLAGS = ["--engine", "guidellm", "--scenarios", "short", "--no-burst", "--warmup-s", "2", "--step-s", "8",
+         "--probe-s", "4", "--drain-s", "5", "--output-tokens", "32", "--max-steps", "4",
+         "--slo-ttft-p99-ms", "1000"]
+
+
+@pytest.fixture(scope="module")
+def text_server():
+    tmp = Path(tempfile.mkdtemp(prefix="warmcast-guidellm-"))
+    model = write_tiny_tokenizer(write_tiny_llama(tmp / "model"), VLLM_PY, chars=True)  # the server reads text
+    args = {"load-format": "dummy", "enforce-eager": True, "max-num-seqs": 2, "max-model-len": 2048,
+            "kv-cache-memory-bytes": 128 * 1024 * 1024, "block-size": 32}
+    srv = LocalServer(model, args, port=free_port(8450), python=VLLM_PY, log_dir=tmp, name="it-guidellm",
+                      env=one_core_env(0))
+    srv.start()
+    try:
+        srv.wait_healthy_sync(timeout_s=300)
+        yield srv
+    finally:
+        srv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def env(tmp_path, key_prefix, redis_server_url) -> dict[str, str]:
+    deps = tmp_path / "deployments.yaml"
+    deps.write_text("deployments:\n  - name: gdep\n    profiles:\n      day: {capacity_rpm: 100}\n")
+    return {**os.environ, "PYTHONPATH": str(ROOT), "WARMCAST_REDIS_URL": redis_server_url,
+            "WARMCAST_KEY_PREFIX": key_prefix, "WARMCAST_DEPLOYMENTS_FILE": str(deps),
+            "WARMCAST_STATE_DIR": str(tmp_path / "state")}
+
+
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "warmcast.cli", "calibrate", *args], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT, env=env)
+
+
+@pytest.mark.timeout(900)
+def test_guidellm_sends_every_step_and_its_report_gives_the_capacity(text_server, env, tmp_path, redis_client,
+                                                                      key_prefix):
+    out = tmp_path / "cal"
+    r = _cli(["--url", text_server.url, "-d", "gdep", "--profile", "day", "--out", str(out), *FLAGS], env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"load generator: guidellm {PINNED}" in r.stdout
+    doc = json.loads((out / "calibration.json").read_text())
+    assert doc["generator"]["name"] == "guidellm" and doc["generator"]["version"] == PINNED
+    assert doc["generator"]["dataset"].startswith("mooncake trace replay")
+    curve = doc["scenarios"]["short"]["curve"]
+    assert len(curve) >= 2 and any(p["passed"] for p in curve), curve
+    for p in curve:  # every step measured from GuideLLM's per-request timings
+        assert p["ttft_ms"]["p99"] > 0 and p["e2e_ms"]["p50"] > p["ttft_ms"]["p50"]
+    cap = doc["capacity"]["rps"]
+    assert cap > 0 and cap == max(p["rate_rps"] for p in curve if p["passed"] and p["rate_rps"] <= cap)
+    stored = CalibrationStore(redis_client, key_prefix).get("gdep", "day")
+    assert stored["generator"]["name"] == "guidellm" and stored["capacity"]["rps"] == cap
+
+
+def test_a_missing_guidellm_says_how_to_install_it_and_keeps_the_stored_calibration(text_server, env, tmp_path,
+                                                                                      redis_client, key_prefix):
+    store = CalibrationStore(redis_client, key_prefix)
+    store.put("gdep", "day", {"capacity": {"rpm": 42.0}})
+    r = _cli(["--url", text_server.url, "-d", "gdep", "--out", str(tmp_path / "cal"), *FLAGS,
+              "--bench-python", str(tmp_path / "no-guidellm" / "python")], env)
+    assert r.returncode == 2 and "guidellm not found" in r.stderr, r.stderr
+    assert "scripts/setup-guidellm.sh" in r.stderr and "pip install guidellm==" in r.stderr
+    bad = _cli(["--url", text_server.url, "-d", "gdep", "--out", str(tmp_path / "cal"), *FLAGS, "--engine", "aiperf"],
+               env)
+    assert bad.returncode == 2 and "--engine: 'aiperf'" in bad.stderr and "guidellm" in bad.stderr
+    assert store.versions("gdep", "day") == [1] and store.get("gdep", "day")["capacity"]["rpm"] == 42.0
+    assert not (tmp_path / "cal" / "calibration.json").exists()
+
+
+def test_the_character_tokenizer_reads_guidellms_english_and_round_trips_any_ids(tmp_path):
+    """GuideLLM encodes Faker's English with the tokenizer: the word-level one read it as all
+    ``<unk>`` (GuideLLM then failed to build distinct prompt blocks); this one gives each character
+    its token, and any ids decode to text that encodes back to them (what vllm bench relies on)."""
+    tok = write_tiny_tokenizer(tmp_path / "tok", VLLM_PY, chars=True)
+    code = ("import json, random, sys; from transformers import AutoTokenizer; "
+            "t = AutoTokenizer.from_pretrained(sys.argv[1]); "
+            "text = 'The quick brown fox, 42 times.\\nAgain!'; ids = t.encode(text); "
+            "rnd = (lambda r: [r.randrange(3, 1024) for _ in range(400)])(random.Random(3)); "
+            "print(json.dumps([len(ids) == len(text), t.unk_token_id in ids, t.decode(ids) == text, "
+            "t.encode(t.decode(rnd)) == rnd, len(t.get_vocab())]))")
+    out = subprocess.run([str(VLLM_PY), "-c", code, str(tok)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [True, False, True, True, 1024]
