@@ -36,8 +36,9 @@ from warmup.calibration.benchserve import DRIVER  # noqa: E402
 VLLM_PY = default_vllm_python_path()
 
 
-def start_server(tmp: Path) -> LocalServer:
-    model = write_tiny_tokenizer(write_tiny_llama(tmp / "model"), VLLM_PY)
+def start_server(tmp: Path, chars: bool = False) -> LocalServer:
+    """The bench's server; ``chars``: the one-token-per-character tokenizer (GuideLLM sends text)."""
+    model = write_tiny_tokenizer(write_tiny_llama(tmp / "model"), VLLM_PY, chars=chars)
     args = {"load-format": "dummy", "enforce-eager": True, "max-num-seqs": 4, "max-model-len": 2048,
             "kv-cache-memory-bytes": 128 * 1024 * 1024, "block-size": 32}
     srv = LocalServer(model, args, port=free_port(8700), python=VLLM_PY, log_dir=tmp, name="bench-calibrate",
@@ -62,11 +63,11 @@ def tool_check(srv: LocalServer, rate: float, prompt: int, output: int, seconds:
     return json.loads((tmp / f"check-{seed}.json").read_text())
 
 
-def matrix(url: str, out: Path, args: argparse.Namespace) -> dict:
+def matrix(url: str, out: Path, args: argparse.Namespace, extra: tuple[str, ...] = ()) -> dict:
     cmd = [sys.executable, "-m", "warmcast.cli", "calibrate", "--url", url, "--out", str(out),
            "--slo-ttft-p99-ms", str(args.slo_ttft_ms), "--slo-e2e-p99-ms", str(args.slo_e2e_ms),
            "--step-s", str(args.step_s), "--warmup-s", "3", "--probe-s", "6", "--drain-s", "8",
-           "--max-steps", str(args.max_steps)]
+           "--max-steps", str(args.max_steps), *extra]
     subprocess.run(cmd, check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     return json.loads((out / "calibration.json").read_text())
 
