@@ -1,0 +1,68 @@
+"""Calibration's two load engines on one server: the short scenario calibrated with every step sent
+by ``vllm bench serve`` (the default engine) and by GuideLLM, then each answer checked by
+``vllm bench serve`` alone (its random dataset, its own Poisson arrivals) at 0.8x and 1.5x.
+
+    .venv/bin/python bench/calibrate_engines.py     # ~10 min on 2 shared cores; needs .venv-guidellm
+
+The server is bench/calibrate.py's (tiny random-weight Llama, max-num-seqs 4, one core) with the
+one-token-per-character tokenizer, because GuideLLM sends text.  Both engines get the same
+schedule (warmcast's Poisson arrivals as a trace file), so the capacities differ only by what each
+tool measures: its client, its timing, its TTFT.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import docsection  # noqa: E402
+from calibrate import matrix, start_server, tool_check  # noqa: E402
+
+ENGINES = ("vllm-bench", "guidellm")
+
+
+def run(srv, args: argparse.Namespace, tmp: Path) -> None:
+    print(f"short scenario, SLO TTFT P99 <= {args.slo_ttft_ms:g} ms, {args.step_s:g}-s steps; the check: vllm bench "
+          f"serve alone, {args.step_s:g} s at 0.8x and 1.5x the engine's capacity\n")
+    print("| engine (version) | steps (req/s, ✓ met) | capacity req/s | check 0.8x TTFT P99 ms "
+          "| check 1.5x TTFT P99 ms |\n|---|---|---|---|---|")
+    for i, engine in enumerate(ENGINES):
+        doc = matrix(srv.url, tmp / engine, args, ("--engine", engine, "--scenarios", "short", "--no-burst"))
+        short, gen = doc["scenarios"]["short"], doc["generator"]
+        steps = ", ".join(f"{p['rate_rps']:.3g}{'✓' if p['passed'] else '✗'}" for p in short["curve"])
+        cap, prompt, output = short["capacity_rps"], short["parts"][0]["prompt_tokens"], short["output_tokens"]
+        checks = [tool_check(srv, cap * k, prompt, output, args.step_s, 200 + 10 * i + j, tmp)
+                  for j, k in enumerate((0.8, 1.5))]
+        met = [c["p99_ttft_ms"] <= args.slo_ttft_ms and not c["failed"] for c in checks]
+        cells = [f"{c['p99_ttft_ms']:.1f} ({'meets' if ok else 'breaks'})" for c, ok in zip(checks, met)]
+        print(f"| {gen['name']} {gen['version']} | {steps} | {cap:.3g} | {cells[0]} | {cells[1]} |", flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--step-s", type=float, default=15.0)
+    ap.add_argument("--max-steps", type=int, default=10)
+    ap.add_argument("--slo-ttft-ms", type=float, default=1000.0)
+    ap.add_argument("--slo-e2e-ms", type=float, default=5000.0)
+    docsection.add_doc_option(ap)
+    args = ap.parse_args()
+    load, command = os.getloadavg()[0], docsection.command_line()
+    tmp = Path(tempfile.mkdtemp(prefix="warmcast-bench-engines-"))
+    srv = start_server(tmp, chars=True)
+    try:
+        with docsection.printed_into(args.doc, "calibrate_engines", load, command):
+            run(srv, args, tmp)
+    finally:
+        srv.stop()
+        print(f"(server logs and JSON under {tmp})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
