@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -100,13 +101,18 @@ def main() -> int:
     ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "img" / "calibration_cpu.png")
     docsection.add_doc_option(ap)
     args = ap.parse_args()
-    load, command = os.getloadavg()[0], docsection.command_line()
     args.check_s = args.step_s if args.check_s is None else args.check_s
-    tmp = Path(tempfile.mkdtemp(prefix="warmcast-bench-cal-"))
-    srv = start_server(tmp)
+    return on_server(args, "calibrate", run)
+
+
+def on_server(args: argparse.Namespace, section: str, body: Any, chars: bool = False) -> int:
+    """``body(server, args, tmp)`` on the bench's server, its prints written into ``section``."""
+    load, command = os.getloadavg()[0], docsection.command_line()
+    tmp = Path(tempfile.mkdtemp(prefix=f"warmcast-bench-{section}-"))
+    srv = start_server(tmp, chars=chars)
     try:
-        with docsection.printed_into(args.doc, "calibrate", load, command):
-            run(srv, args, tmp)
+        with docsection.printed_into(args.doc, section, load, command):
+            body(srv, args, tmp)
     finally:
         srv.stop()
         print(f"(server logs and JSON under {tmp})")

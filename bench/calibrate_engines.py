@@ -12,9 +12,7 @@ tool measures: its client, its timing, its TTFT.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import docsection  # noqa: E402
-from calibrate import matrix, start_server, tool_check  # noqa: E402
+from calibrate import matrix, on_server, tool_check  # noqa: E402
 
 ENGINES = ("vllm-bench", "guidellm")
 
@@ -51,17 +49,7 @@ def main() -> int:
     ap.add_argument("--slo-ttft-ms", type=float, default=1000.0)
     ap.add_argument("--slo-e2e-ms", type=float, default=5000.0)
     docsection.add_doc_option(ap)
-    args = ap.parse_args()
-    load, command = os.getloadavg()[0], docsection.command_line()
-    tmp = Path(tempfile.mkdtemp(prefix="warmcast-bench-engines-"))
-    srv = start_server(tmp, chars=True)
-    try:
-        with docsection.printed_into(args.doc, "calibrate_engines", load, command):
-            run(srv, args, tmp)
-    finally:
-        srv.stop()
-        print(f"(server logs and JSON under {tmp})")
-    return 0
+    return on_server(ap.parse_args(), "calibrate_engines", run, chars=True)
 
 
 if __name__ == "__main__":

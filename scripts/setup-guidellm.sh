@@ -7,6 +7,7 @@
 # linked into each checkout (WARMCAST_GUIDELLM_CACHE=none builds in the checkout itself).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/cached-venv.sh
 VENV="${WARMCAST_GUIDELLM_VENV:-.venv-guidellm}"
 CACHE="${WARMCAST_GUIDELLM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warmcast/venv-guidellm-0.8.1-torch-2.13.0}"
 
@@ -15,21 +16,10 @@ has_guidellm() { [ -x "$1/bin/python" ] && "$1/bin/python" -c "import guidellm.b
 build() {  # build() DIR: a fresh venv with GuideLLM in DIR
     local start; start=$(date +%s)
     rm -rf "$1" && mkdir -p "$(dirname "$1")" && python3 -m venv "$1"
-    if ! ls /opt/wheels/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
-        # GuideLLM imports torch only for its data loader: the CPU build is enough (PyPI's is CUDA).
-        export PIP_EXTRA_INDEX_URL="${PIP_EXTRA_INDEX_URL:+$PIP_EXTRA_INDEX_URL }https://download.pytorch.org/whl/cpu"
-    fi
+    cpu_torch  # GuideLLM imports torch only for its data loader: the CPU build is enough
     "$1/bin/pip" install -q guidellm==0.8.1 torch==2.13.0
     "$1/bin/python" -c "import importlib.metadata as m; print('setup-guidellm: guidellm', m.version('guidellm'))"
     echo "setup-guidellm: built $1 in $(( $(date +%s) - start )) s"
 }
 
-if has_guidellm "$VENV"; then
-    echo "setup-guidellm: $VENV already has guidellm; nothing to do"
-elif [ "$CACHE" != none ] && { [ ! -e "$VENV" ] || [ -L "$VENV" ]; }; then
-    has_guidellm "$CACHE" || build "$CACHE"
-    ln -sfn "$CACHE" "$VENV"
-    echo "setup-guidellm: $VENV -> $CACHE"
-else
-    build "$VENV"
-fi
+cached_venv setup-guidellm guidellm "$VENV" "$CACHE" has_guidellm build

