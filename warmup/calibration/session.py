@@ -17,7 +17,7 @@ from warmcast.text import clip
 from warmup.actuators.vllm_client import InstanceError, InstanceUnavailable, VLLMClient
 from warmup.calibration import report
 from warmup.calibration.benchserve import BenchServe
-from warmup.calibration.guidellm import GuideLLM
+from warmup.calibration.guidellm import GuideLLM, default_python as default_guidellm_python
 from warmup.calibration.tool import LoadTool
 from warmup.calibration.runner import CalibrationPlan, run_calibration
 
@@ -159,14 +159,13 @@ def _load_engine(req: CalibrateRequest, echo: Callable[[str], None], dep: Any = 
     has no tokenizer: ``vllm bench serve`` gets the word-level one built for it (it only draws
     token ids from its vocabulary); GuideLLM sends text, which such a server cannot read."""
     from warmup.actuators.launch import default_vllm_python_path, local_state_dir, write_tiny_tokenizer
-    from warmup.calibration import guidellm
 
     dummy = dep is not None and dep.model == "dummy" and not dep.scaler.model_dir
     if req.engine == "guidellm":
         if dummy:
             raise InputError("--engine guidellm sends text prompts and the launched 'dummy' model has no tokenizer "
                              "(--skip-tokenizer-init): use the default engine, or --url of a server with a tokenizer")
-        tool: LoadTool = GuideLLM("", "", Path(req.bench_python or guidellm.default_python()), tokenizer=req.tokenizer)
+        tool: LoadTool = GuideLLM("", "", Path(req.bench_python or default_guidellm_python()), tokenizer=req.tokenizer)
     else:
         tool = BenchServe("", "", Path(req.bench_python or default_vllm_python_path()), tokenizer=req.tokenizer)
     tool.tool_version = tool.version()
