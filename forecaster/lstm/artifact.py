@@ -22,7 +22,7 @@ def to_artifact(model) -> tuple[dict, dict]:
     meta = {
         "format": ARTIFACT_FORMAT, "feature_set": FEATURE_SET, "kind": "lstm",
         "config": {**asdict(model.cfg), "levels": list(model.cfg.levels)},
-        "band_scale": dict(model.scale), "members": len(model.nets), "training": model.meta,
+        "band_scale": dict(model.scale), "anchor": model.anchor, "members": len(model.nets), "training": model.meta,
     }
     return tensors, meta
 

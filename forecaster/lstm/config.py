@@ -31,6 +31,7 @@ class LSTMConfig:
     seed: int = 0
     threads: int = 1  # per member, fixed: the weights depend on it (members go side by side: members.py)
     calibrate: bool = True
+    anchor: bool = True  # pull P50 toward the recent load per lead where validation says so (anchor.py)
     refit_full: bool = True  # after early stopping, retrain each member on all origins for its best epoch count
     recurrent: bool = True  # False: the LSTM's state is replaced by zeros in training and use (the ablation)
     token_dropout: float = 0.3  # share of training windows shown without their tokens (serve either way)

@@ -48,6 +48,7 @@ from forecaster.base import MINUTE, BaseForecaster, InsufficientHistory, resolut
 from warmcast.forecast import DEFAULT_QUANTILES, Forecast, mean_from_quantiles
 from forecaster.lstm import artifact, dataset, tails
 from forecaster.lstm.config import LSTMConfig
+from forecaster.lstm.anchor import anchor_weights, apply_anchor, recent_load
 from forecaster.lstm.features import build_features, lookback, series_arrays
 from forecaster.lstm.network import torch_module
 from forecaster.lstm.members import train_members
@@ -75,6 +76,7 @@ class LSTMForecaster(BaseForecaster):
         self.progress = progress
         self.nets: list = []
         self.scale: dict[str, list[float]] = {}  # calibration factors per level and lead (training.calibrate)
+        self.anchor: list[float] | None = None  # weight on the net's P50 per lead (anchor.py); None: 1
         self.version = "0"
         self.meta: dict = {}
         self.fit_seconds = 0.0
@@ -110,6 +112,9 @@ class LSTMForecaster(BaseForecaster):
             refits = [d.refit for d in done if d.refit is not None]
             self.nets = [r.net for r in runs]
             val_pred = self._forward(tensors[0][va], tensors[1][va])
+            recent = recent_load(data.seq[va], data.static[va])
+            self.anchor = anchor_weights(val_pred, target[va], recent, cfg.levels) if cfg.anchor else None
+            val_pred = apply_anchor(val_pred, recent, self.anchor, cfg.levels)
             self.scale = (calibrate(val_pred, target[va], cfg.levels, cfg.cal_margin, cfg.cal_lead_edges)
                           if cfg.calibrate else {})
             if refits:  # the calibration factors stay those measured out of sample above
@@ -158,7 +163,9 @@ class LSTMForecaster(BaseForecaster):
         quantile sweep) interpolated between them in log space; none above ``cap`` (per origin)."""
         torch = torch_module()
         levels = self.cfg.levels
-        pred = apply_scale(self._forward(torch.from_numpy(seq), torch.from_numpy(static)), self.scale, levels)
+        pred = apply_anchor(self._forward(torch.from_numpy(seq), torch.from_numpy(static)), recent_load(seq, static),
+                            self.anchor, levels)
+        pred = apply_scale(pred, self.scale, levels)
         pred = pred[:, :horizon] + level[:, None, None]
         # the mean from the trained heads only, so it is the same whichever levels were asked for
         # (it was the P50 head's values: issue 32, a "mean" always equal to the P50)
@@ -278,6 +285,8 @@ class LSTMForecaster(BaseForecaster):
         model.scale = {str(k): float(v) if isinstance(v, (int, float)) else [float(x) for x in v]
                        for k, v in dict(meta.get("band_scale", {})).items()}
         model.meta = dict(meta.get("training", {}))
+        anchor = meta.get("anchor")  # older artifacts: none (the net's P50 as it is)
+        model.anchor = None if anchor is None else [float(w) for w in anchor]
         return model
 
 
