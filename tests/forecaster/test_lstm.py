@@ -259,3 +259,20 @@ def test_a_zero_that_cannot_be_load_is_read_as_missing(model):
     quiet = busy.assign(requests=np.floor(busy["requests"] / 60.0))  # 1..5 a minute: a zero is load
     low_zero, low_blank = _with(quiet, slice(-30, None), 0.0), _with(quiet, slice(-30, -1), np.nan)
     assert not np.array_equal(model.predict(low_zero).quantiles[0.5], model.predict(low_blank).quantiles[0.5])
+
+
+def test_the_step_an_outage_ends_in_and_a_trickle_while_down_are_missing_too():
+    """In a series whose zeros cannot be load, a step below 1% of its median is part of the outage
+    (ServeGen: about 8,000 requests in the step after each zero run, a median of 1.3 M); without a
+    zero, or in a low-volume series, low steps stay load."""
+    from forecaster.lstm.features import outage_zeros
+
+    y = np.full(100, 1.3e6)
+    y[40:45], y[45], y[60:63] = 0.0, 8e3, 3e3      # a zero run, its partial last step, a trickle
+    out = outage_zeros(y)
+    assert np.isnan(out[40:46]).all() and np.isnan(out[60:63]).all()
+    assert np.isfinite(out[:40]).all() and np.isfinite(out[46:60]).all() and np.isfinite(out[63:]).all()
+    no_zero = np.where(y == 0, 1.2e6, y)             # nothing proves an outage: a low step is load
+    np.testing.assert_array_equal(outage_zeros(no_zero), no_zero)
+    quiet = np.tile([0.0, 1.0, 3.0, 250.0], 25)     # zeros that can be load: nothing is missing
+    np.testing.assert_array_equal(outage_zeros(quiet), quiet)
