@@ -39,10 +39,6 @@ REACTIVE_GRID = [{"target_utilisation": u, "stabilisation_min": s}
                  for s in (5, 15) for u in (0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)]
 QUEUE_GRID = [{"target_waiting": w, "stabilisation_min": s}
               for s in (5, 15) for w in (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)]
-# The reactive guard's scale-down windows tried below the HPA's own (minutes).  10 was added when 1 and
-# the HPA's 15 left Azure's validation days with nothing between 0.13% late (1 min) and 1.285x oracle
-# (15 min): 10 met there at 1.263x (5 was as late as 1).
-GUARD_WINDOWS = (1, 5, 10)
 GRIDS = {"predictive": PREDICTIVE_STAGE1, "predictive_stage2": PREDICTIVE_STAGE2, "reactive": REACTIVE_GRID,
          "queue": QUEUE_GRID}
 
@@ -146,17 +142,15 @@ def choose(policy: str, windows: Sequence[Window], cfg: FleetBacktestConfig, slo
 def guarded(grids: Optional[dict], reactive: dict) -> dict:
     """The predictive grids with the reactive guard at the tuned HPA's target utilisation (issue 27).
 
-    Each candidate is tried with the HPA's own scale-down window (warmcast never holds fewer
-    replicas than that HPA would: never later, and never cheaper) and with the shorter windows of
-    ``GUARD_WINDOWS`` (never below what the HPA asks for on the current load, so never later on a
-    rise, while scale-in may follow the forecast below the count the HPA would still be holding,
-    for at most that window after a drop).  The SLO on the validation days chooses among them, as
-    for every other knob."""
+    Each candidate is tried with two guards: the HPA's own scale-down window (warmcast never holds
+    fewer replicas than that HPA would: never later, and never cheaper) and a 1-minute window (never
+    below what the HPA asks for on the current load, so never later on a rise, while scale-in may
+    follow the forecast below the count the HPA would still be holding).  The SLO on the validation
+    days chooses between them, as for every other knob."""
     g = {**GRIDS, **(grids or {})}
     if "target_utilisation" not in reactive:   # a grid that does not tune it: the HPA's is unknown
         return g
-    hpa = int(reactive.get("stabilisation_min", 5))   # the HPA's default window: 300 s
-    windows = sorted({w for w in GUARD_WINDOWS if w < hpa} | {hpa})
+    windows = sorted({1, int(reactive.get("stabilisation_min", 5))})   # the HPA's default window: 300 s
     return {**g, "predictive": [{**k, "reactive_guard": reactive["target_utilisation"],
                                  "reactive_guard_window_min": w} for w in windows for k in g["predictive"]]}
 
