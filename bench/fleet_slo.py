@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import docsection  # noqa: E402
+from fleet_slo_doc import KNOBS  # noqa: E402
 
 from warmcast.config.slo import SLO  # noqa: E402
 from warmup.sim import FleetBacktestConfig, compute_forecasts, from_series, load_log, make_split  # noqa: E402
@@ -42,8 +43,6 @@ from warmup.sim.forecasts import make_forecaster  # noqa: E402
 from warmup.sim.risk import LEVELS, hindsight, tune  # noqa: E402
 
 POLICIES = ("predictive", "reactive", "queue")
-KNOBS = ("quantile", "buffer_level", "target_utilisation", "stabilisation_s", "stabilisation_min",
-         "reactive_utilisation", "target_waiting", "reactive_guard")
 TRACES = {
     "azure": dict(file="azure2024_conversation_10s.csv", capacity=300.0,
                   windows=("2024-05-17", "2024-05-16", "2024-05-18")),

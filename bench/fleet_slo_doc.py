@@ -8,7 +8,7 @@ from docsection import provenance
 
 POLICY_ORDER = ("predictive", "reactive", "queue", "static (test peak, hindsight)", "oracle")
 KNOBS = ("quantile", "buffer_level", "target_utilisation", "stabilisation_s", "stabilisation_min",
-         "reactive_utilisation", "target_waiting", "window_min", "reactive_guard")
+         "reactive_utilisation", "target_waiting", "window_min", "reactive_guard", "reactive_guard_window_min")
 
 
 def _row(name: str, r: dict[str, Any], late_share: float) -> str:
