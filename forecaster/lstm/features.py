@@ -98,8 +98,8 @@ def outage_zeros(y: np.ndarray) -> np.ndarray:
     steps before it (the fleet stays ready for the traffic's return).
 
     In such a series a step below ``OUTAGE_SHARE`` of the median step is missing too: the step an
-    outage ends in (ServeGen: about 8,000 requests after each zero run, 0.6% of the median) and a
-    trickle while a service is down (2,000-5,000 a step for hours on 2025-01-15, inside the held-back
+    outage ends in (ServeGen: 5,000-9,000 requests after each zero run, under 0.8% of the median) and a
+    trickle while a service is down (500-4,900 a step for two hours on 2025-01-15, inside the held-back
     validation slice, where it widened the calibrated P95 band to the P99's).  No daily cycle
     swings a hundredfold within a step; a low-volume deployment (zeros that can be load) is left
     as it is."""

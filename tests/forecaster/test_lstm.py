@@ -263,7 +263,7 @@ def test_a_zero_that_cannot_be_load_is_read_as_missing(model):
 
 def test_the_step_an_outage_ends_in_and_a_trickle_while_down_are_missing_too():
     """In a series whose zeros cannot be load, a step below 1% of its median is part of the outage
-    (ServeGen: about 8,000 requests in the step after each zero run, a median of 1.3 M); without a
+    (ServeGen: 5,000-9,000 requests in the step after each zero run, a median of 1.17 M); without a
     zero, or in a low-volume series, low steps stay load."""
     from forecaster.lstm.features import outage_zeros
 
