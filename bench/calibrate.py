@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -105,7 +105,8 @@ def main() -> int:
     return on_server(args, "calibrate", run)
 
 
-def on_server(args: argparse.Namespace, section: str, body: Any, chars: bool = False) -> int:
+def on_server(args: argparse.Namespace, section: str, body: Callable[[object, argparse.Namespace, Path], None],
+              chars: bool = False) -> int:
     """``body(server, args, tmp)`` on the bench's server, its prints written into ``section``."""
     load, command = os.getloadavg()[0], docsection.command_line()
     tmp = Path(tempfile.mkdtemp(prefix=f"warmcast-bench-{section}-"))

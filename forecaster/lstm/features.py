@@ -23,8 +23,7 @@ OUTAGE_FLOOR = 20.0  # requests a step: a series whose non-zero steps are this h
 OUTAGE_SHARE = 0.01  # in such a series, a step below this share of its median is part of an outage too
 _STATIC_FIXED = 14  # non-lead static features
 _EWM_HALF_LIVES = (2.0, 5.0, 15.0, 45.0)  # steps: recent levels relative to l
-_EWM_COL = 10  # static column of the first of them
-RECENT_COL = _EWM_COL  # the shortest: the load just seen, relative to l (forecaster.lstm.anchor)
+RECENT_COL = 10  # static column of the first (shortest) of them: the load just seen (forecaster.lstm.anchor)
 
 
 def n_static(horizon: int) -> int:
@@ -191,7 +190,7 @@ def _static_features(seq, origin_times, lev: _Levels, profiles, cfg: LSTMConfig)
         w = 0.5 ** (age / hl)
         num = (seq[..., 0] * w).sum(1)
         den = (seq[..., 1] * w).sum(1)
-        static[:, _EWM_COL + j] = np.where(den > 1e-3, num / np.maximum(den, 1e-3), 0.0)
+        static[:, RECENT_COL + j] = np.where(den > 1e-3, num / np.maximum(den, 1e-3), 0.0)
     o = _STATIC_FIXED
     for k, block in enumerate((np.nan_to_num(day_f), np.isfinite(day_f), np.nan_to_num(week_f),
                                np.isfinite(week_f), prof)):
