@@ -58,6 +58,7 @@ def core_config_from_values(values: Mapping[str, Any], tz: Optional[tzinfo] = No
         windows=windows,
         tz=tz,
         max_replicas=sc.max_replicas,
+        min_replicas=sc.min_replicas,
         **dict(switch or {}),
     )
     return CoreConfig(scaling=sc, warmup=warmup or WarmupConfig(), switch=sw, dry_run=dry_run)

@@ -170,8 +170,11 @@ class SwitchConfig:
     settle_min: float = 15.0             # the P99 breaker keeps watching this long after the move
     lead_source: str = ""                # where prewarm_min came from (the measured cold start), for reasons
     max_replicas: Optional[int] = None   # the deployment's bound: both profiles together never ask for more
+    min_replicas: int = 0                # its floor: both profiles together never ask for fewer (issue 41)
 
     def __post_init__(self) -> None:
+        if self.min_replicas < 0 or (self.max_replicas is not None and self.min_replicas > self.max_replicas):
+            raise ValueError("switch min_replicas must be in [0, max_replicas]")
         if self.trigger not in ("schedule", "context_mix"):
             raise ValueError("trigger must be 'schedule' or 'context_mix'")
         if not (0.0 < self.canary_share <= 1.0):

@@ -59,22 +59,36 @@ def ready_by_profile(instances: tuple[Instance, ...], active: str) -> dict[str, 
 def split(cfg: SwitchConfig, st: SwitchState, need_rpm: Optional[float], ready: Mapping[str, int],
           fallback_cap: float = 1.0) -> Replicas:
     """Replicas per profile for ``st``'s phase (empty outside a switch): old first, target second,
-    both together within ``cfg.max_replicas``."""
+    both together within ``cfg.min_replicas`` and ``cfg.max_replicas``."""
     old, new = st.active_profile, st.target_profile
     if st.phase in (SwitchPhase.STEADY, SwitchPhase.PAUSED) or not new or need_rpm is None:
         return ()
     ca, ct = cfg.capacity_of(old, fallback_cap), cfg.capacity_of(new, fallback_cap)
     target = whole(need_rpm, ct)
     if st.phase is SwitchPhase.PREWARM:       # the old side untouched; the canary's targets boot
-        return within_max(cfg, (old, whole(need_rpm, ca)), (new, canary_count(cfg, need_rpm, old, new, fallback_cap)))
+        return within_bounds(cfg, (old, whole(need_rpm, ca)),
+                             (new, canary_count(cfg, need_rpm, old, new, fallback_cap)), old)
     left = keep(need_rpm, ready.get(new, 0), ct, ca)
     if st.phase is SwitchPhase.CANARY:        # the old side gives up the canary share, if covered
         kept = max(0, int(math.ceil((1.0 - cfg.canary_share) * need_rpm / ca - 1e-9)))
-        return within_max(cfg, (old, max(kept, left)), (new, canary_count(cfg, need_rpm, old, new, fallback_cap)))
+        return within_bounds(cfg, (old, max(kept, left)),
+                             (new, canary_count(cfg, need_rpm, old, new, fallback_cap)), old)
     if st.phase in (SwitchPhase.MOVE, SwitchPhase.SETTLE):
-        return within_max(cfg, (old, left), (new, target))
+        return within_bounds(cfg, (old, left), (new, target), new)
     back = keep(need_rpm, ready.get(old, 0), ca, ct)   # ROLLBACK: the old side first
-    return within_max(cfg, (old, whole(need_rpm, ca)), (new, back))
+    return within_bounds(cfg, (old, whole(need_rpm, ca)), (new, back), old)
+
+
+def within_bounds(cfg: SwitchConfig, first: tuple[str, int], second: tuple[str, int], onto: str) -> Replicas:
+    """The two sides within the deployment's ``max_replicas`` (:func:`within_max`) and at least its
+    ``min_replicas``: a shortfall goes to ``onto``, the profile the fleet ends the phase on, so the
+    floor is never met by replicas the next phase stops (issue 41: a rollback at min = max = 3 asked
+    for day 2, night 0, and the next tick cold-started the third).  min <= max, so both hold."""
+    a, b = within_max(cfg, first, second)
+    short = cfg.min_replicas - a[1] - b[1]
+    if short <= 0:
+        return a, b
+    return ((a[0], a[1] + short), b) if onto == a[0] else (a, (b[0], b[1] + short))
 
 
 def within_max(cfg: SwitchConfig, first: tuple[str, int], second: tuple[str, int]) -> Replicas:
@@ -123,7 +137,7 @@ def replicas_of(cfg: SwitchConfig, before: SwitchState, after: SwitchState, need
     need = need_rpm if need_rpm is not None else before.need_rpm
     stays = after.active_profile
     gone = before.target_profile if stays == before.active_profile else before.active_profile
-    n = None if need is None else whole(need, cfg.capacity_of(stays, 1.0))
+    n = None if need is None else max(whole(need, cfg.capacity_of(stays, 1.0)), cfg.min_replicas)
     return ((gone, 0),) if n is None else ((gone, 0), (stays, min(n, cfg.max_replicas or n)))
 
 

@@ -75,7 +75,7 @@ class FleetBacktestConfig:
                      quantile=self.quantile if quantile is None else quantile,
                      target_utilisation=self.target_utilisation if self.core is None
                      else base.scaling.target_utilisation)
-        sw = replace(base.switch, max_replicas=sc.max_replicas)
+        sw = replace(base.switch, max_replicas=sc.max_replicas, min_replicas=sc.min_replicas)
         if sw.enabled:  # the simulated capacity of the default profile is the one given; the pre-warm
             caps = tuple((n, c) for n, c in sw.profile_capacity if n != sw.default_profile)  # lead: one cold start
             sw = replace(sw, profile_capacity=((sw.default_profile, self.capacity_rpm),) + caps,
