@@ -1,15 +1,19 @@
 """The fan-out: one periodic ``kind`` becomes one task per deployment, at most once per slot.
 
-Beat sends ``warmcast.fanout(kind)``; :func:`fan_out` claims the schedule slot, counts the run
-in Redis ledgers and, for the first claim only, sends one task per deployment tagged with the
-slot.  Celery is not imported here: the task passes its app's ``send_task`` in, so the slot
-and ledger logic can be read (and called) without a worker.
+Beat sends ``warmcast.fanout(kind, tick)`` with the slot it fired for; :func:`fan_out` claims the
+slot, counts the run in Redis ledgers and, for the first claim only, sends one task per deployment
+tagged with the slot.  Slots that no fan-out served (the beat stalled or down across a boundary)
+are found here, counted and, for the tick, audited per deployment with the reason: no minute is
+silently missing (issue 41).  Celery is not imported here: the task passes its app's ``send_task``
+in, so the slot and ledger logic can be read (and called) without a worker.
 """
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 from typing import Any, Callable
 
+from workers import metrics
 from workers.context import Ctx
 from workers.schedule import PERIODIC, claim_slot, every, expires_for, tick_id
 
@@ -17,6 +21,15 @@ from workers.schedule import PERIODIC, claim_slot, every, expires_for, tick_id
 log = logging.getLogger("warmcast.workers.tasks")
 
 LEDGER_TTL_S = 2 * 86400
+SLOT = "%Y-%m-%dT%H:%M:%S"
+AUDITED_GAP = 60  # at most this many skipped slots audited one by one; a longer gap is one entry
+# Moves the last slot served forward only (a late redelivery of an older slot must not move it
+# back); returns the one it replaced.
+_ADVANCE = """
+local cur = redis.call('get', KEYS[1])
+if (not cur) or cur < ARGV[1] then redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2]) end
+return cur
+"""
 
 
 def _count_run(ctx: Ctx, kind: str, tick: str, first: bool) -> None:
@@ -32,18 +45,68 @@ def _count_run(ctx: Ctx, kind: str, tick: str, first: bool) -> None:
     pipe.execute()
 
 
-def fan_out(ctx: Ctx, kind: str, run_id: str, send_task: Callable[..., Any]) -> int:
-    """Send one ``kind`` task per deployment, tagged with the schedule slot; the number sent
+def skipped_slots(last: str | None, tick: str, every_s: float) -> list[str]:
+    """The slots strictly between the last one served and ``tick`` (none before the first)."""
+    if not last or last >= tick:
+        return []
+    t, end, step = datetime.strptime(last, SLOT), datetime.strptime(tick, SLOT), timedelta(seconds=every_s)
+    out = []
+    t += step
+    while t < end:
+        out.append(t.strftime(SLOT))
+        t += step
+    return out
+
+
+def _note_skipped(ctx: Ctx, kind: str, tick: str, every_s: float) -> list[str]:
+    """Record the slots of ``kind`` that no fan-out served before ``tick``: a ledger per day, the
+    skipped-slots counter, and for the tick an audit entry per deployment saying why."""
+    last = ctx.r.eval(_ADVANCE, 1, f"{ctx.prefix}:fanout-last:{kind}", tick, int(max(LEDGER_TTL_S, 4 * every_s)))
+    gone = skipped_slots(last.decode() if isinstance(last, bytes) else last, tick, every_s)
+    if not gone:
+        return []
+    pipe = ctx.r.pipeline(transaction=False)
+    for slot in gone:
+        ledger = f"{ctx.prefix}:fanout-skipped:{slot[:10]}"
+        pipe.hset(ledger, f"{kind}|{slot}", tick)
+        pipe.expire(ledger, LEDGER_TTL_S)
+    pipe.execute()
+    metrics.SKIPPED_SLOTS.labels(kind).inc(len(gone))
+    log.warning("fan-out %s: %d slot(s) from %s to %s had no fan-out (the beat did not fire in them); "
+                "slot %s serves what they would have", kind, len(gone), gone[0], gone[-1], tick)
+    if kind == "plan":
+        _audit_skipped_ticks(ctx, gone, tick)
+    return gone
+
+
+def _audit_skipped_ticks(ctx: Ctx, gone: list[str], tick: str) -> None:
+    """A skipped tick is not run late: the tick of ``tick`` decides from fresh signals instead, so an
+    older decision would only be superseded.  Each deployment's audit says so."""
+    reason = (f"no tick ran in this slot: the beat did not fire in it (stalled, down or late past the "
+              f"boundary); not run late, because tick {tick} decides from fresh signals")
+    slots = gone if len(gone) <= AUDITED_GAP else [f"{gone[0]}..{gone[-1]}"]
+    for d in ctx.deployments():
+        for slot in slots:
+            ctx.state.audit(d.name, "skipped", f"tick {slot} skipped", reason, False,
+                            outcome=f"superseded by tick {tick}",
+                            inputs={"tick": slot, "slots": len(gone) if len(slots) == 1 and len(gone) > 1 else 1})
+
+
+def fan_out(ctx: Ctx, kind: str, run_id: str, send_task: Callable[..., Any], tick: str = "") -> int:
+    """Send one ``kind`` task per deployment, tagged with the schedule slot (``tick``: the slot the
+    beat fired for; empty: the slot of the worker's clock, for a run sent by hand); the number sent
     (0 when another fan-out already claimed the slot)."""
     name = "warmcast.retrain" if kind == "retrain" else PERIODIC[kind][1]
     opts = ctx.options
-    tick = tick_id(every(opts, kind))
+    tick = tick or tick_id(every(opts, kind))
     exp = 3 * 3600 if kind == "retrain" else expires_for(opts, kind)
     first = claim_slot(ctx.r, ctx.prefix, kind, tick, every(opts, kind), run_id)
     _count_run(ctx, kind, tick, first)
     if not first:
         log.warning("fan-out %s for slot %s already sent: this one sends nothing", kind, tick)
         return 0
+    if kind != "retrain":
+        _note_skipped(ctx, kind, tick, every(opts, kind))
     deps = ctx.deployments()
     for d in deps:
         send_task(name, kwargs={"deployment": d.name, "tick": tick}, expires=exp, queue=opts.queue)

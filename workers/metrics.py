@@ -18,6 +18,8 @@ TASK_FAILURES = Counter("warmcast_task_failures_total", "Loop tasks that raised"
 TASK_RETRIES = Counter("warmcast_task_retries_total", "Loop tasks retried after a transient error", ["task"])
 DECISIONS = Counter("warmcast_decisions_total", "Decisions by kind and reason code",
                     ["deployment", "kind", "reason", "applied"])
+SKIPPED_SLOTS = Counter("warmcast_skipped_slots_total", "Schedule slots no fan-out served (the beat did not fire "
+                        "in them); each skipped tick is audited per deployment", ["kind"])
 DUPLICATES = Counter("warmcast_duplicate_runs_total", "Runs skipped because their tick was already done", ["task"])
 FORECASTS = Counter("warmcast_forecasts_total", "Forecasts made", ["deployment", "model"])
 FORECAST_MAE = Gauge("warmcast_forecast_mae", "MAE (req/min) of the previous forecast over the leads observed",

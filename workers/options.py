@@ -39,6 +39,8 @@ class WorkerOptions(BaseSettings):
     # Fault injection, for the crash tests only: sleep at these points of a planning run.
     fault_pause_after_decide_s: float = Field(0.0, ge=0)
     fault_pause_after_apply_s: float = Field(0.0, ge=0)
+    fault_beat_stall: bool = Field(False, description="bench/chaos.py only: beat stalls a tick for the seconds "
+                                   "left in Redis under <prefix>:fault:beat-stall")
 
 
 def load_options(**overrides) -> WorkerOptions:

@@ -53,20 +53,52 @@ def api_cmd(port: int) -> list[str]:
 class Children:
     """Child processes in this process's group, so a Ctrl-C at the terminal reaches them too;
     stopped together (SIGTERM, then SIGKILL), and each one ends if this process dies however it
-    dies (Linux's parent-death signal), so none is left holding a port."""
+    dies (Linux's parent-death signal), so none is left holding a port.  A child that dies while
+    the loop runs is started again after a backoff (:meth:`restart_dead`): a beat killed by a
+    stall, a worker killed by the kernel, must not stop the loop (issue 41)."""
+
+    BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+    STEADY_S = 300.0   # a child that ran this long has its backoff reset
 
     def __init__(self) -> None:
         self.procs: dict[str, subprocess.Popen] = {}
+        self.specs: dict[str, tuple[list[str], dict[str, str], Path]] = {}
+        self.restarts: dict[str, int] = {}
+        self._started: dict[str, float] = {}
+        self._due: dict[str, float] = {}
 
     def start(self, name: str, cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
         with open(log, "a") as out:
             p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                  preexec_fn=end_with_parent)
-        self.procs[name] = p
+        self.procs[name], self.specs[name] = p, (cmd, env, log)
+        self._started[name] = time.monotonic()
         return p
 
     def dead(self) -> list[str]:
         return [n for n, p in self.procs.items() if p.poll() is not None]
+
+    def restart_dead(self, say: Callable[[str], object], now: float | None = None) -> list[str]:
+        """Start again each child that exited once its backoff has passed; say what happened.
+        The names started again."""
+        now = time.monotonic() if now is None else now
+        again = []
+        for name in self.dead():
+            if name not in self._due:
+                if now - self._started[name] >= self.STEADY_S:
+                    self.restarts[name] = 0
+                n = self.restarts.get(name, 0)
+                wait = self.BACKOFF_S[min(n, len(self.BACKOFF_S) - 1)]
+                self._due[name] = now + wait
+                say(f"  {name} exited (code {self.procs[name].returncode}); starting it again in {wait:g} s "
+                    f"(restart {n + 1}; see {self.specs[name][2]})")
+            elif now >= self._due[name]:
+                del self._due[name]
+                self.restarts[name] = self.restarts.get(name, 0) + 1
+                self.start(name, *self.specs[name])
+                say(f"  {name} started again (pid {self.procs[name].pid})")
+                again.append(name)
+        return again
 
     def stop(self, grace_s: float = 15.0) -> None:
         for p in self.procs.values():
@@ -150,17 +182,14 @@ def stop_local_instances(ctx: Any, say: Say) -> None:
 
 def supervise(kids: Children, stop: StopRequest, ctx: Any, deps: list[str], duration: float,
               status_every: float, say: Say, warn: Callable[[str], None]) -> None:
-    """Print status lines until a stop signal, a dead child, the duration or a closed stdout;
-    then stop every child."""
+    """Print status lines until a stop signal, the duration or a closed stdout, starting a dead
+    child again after its backoff (and saying so); then stop every child."""
     t0 = time.monotonic()
     next_status = t0 + min(status_every, 15)
     try:
         while stop.by is None:
             time.sleep(0.5)
-            dead = kids.dead()
-            if dead:
-                warn(f"stopping: {', '.join(dead)} exited (see its log)")
-                break
+            kids.restart_dead(warn)
             if duration and time.monotonic() - t0 >= duration:
                 break
             if time.monotonic() >= next_status:

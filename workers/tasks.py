@@ -56,9 +56,9 @@ def _ctx(task):
 
 
 @shared_task(bind=True, name="warmcast.fanout", **COMMON)
-def fanout(self, kind: str) -> int:
-    """Send one ``kind`` task per deployment, tagged with the schedule slot."""
-    return fan_out(_ctx(self), kind, self.request.id or "", self.app.send_task)
+def fanout(self, kind: str, tick: str = "") -> int:
+    """Send one ``kind`` task per deployment, tagged with the schedule slot (``tick``: the one beat fired for)."""
+    return fan_out(_ctx(self), kind, self.request.id or "", self.app.send_task, tick)
 
 
 # --------------------------------------------------------------------------- per-deployment steps

@@ -183,6 +183,39 @@ def test_two_beats_fire_each_periodic_task_once(make_loop):
     check(6.0)
 
 
+def _sent_slots(ctx, kind: str) -> list[pd.Timestamp]:
+    slots = []
+    for key in ctx.r.scan_iter(f"{ctx.prefix}:fanout-sent:*"):
+        slots += [pd.Timestamp(k.decode().split("|")[1]) for k in ctx.r.hgetall(key) if k.decode().startswith(kind)]
+    return sorted(slots)
+
+
+def test_a_beat_tick_stalled_past_the_lock_timeout_costs_no_beat_and_no_silent_slot(make_loop):
+    """Issue 41 finding 1, with real processes: a 12 s stall inside the beat's tick (after the lock's
+    extension, past its 10 s timeout) killed the beat (LockNotOwnedError, CRITICAL, the loop stopped).
+    The beat now goes on; every plan slot of the run was either sent or audited as skipped."""
+    loop = make_loop(env={"WARMCAST_WORKERS_FAULT_BEAT_STALL": "1"})
+    ctx = ctx_for(loop)
+    seed_deployment(ctx, "simdep", mean_rpm=80)
+    loop.worker()
+    beat = loop.beat()
+    wait_for(lambda: len(_sent_slots(ctx, "plan")) >= 2, 30, "plan ticks", loop)
+    ctx.r.set(f"{ctx.prefix}:fault:beat-stall", "12")
+    wait_for(lambda: not ctx.r.exists(f"{ctx.prefix}:fault:beat-stall"), 10, "the stall to start", loop)
+    t_resume = time.time() + 12
+    wait_for(lambda: _sent_slots(ctx, "plan")[-1] > pd.Timestamp(t_resume + 4, unit="s"), 40,
+             "plan ticks after the stall", loop)
+    assert beat.poll() is None, loop.logs()
+    assert "lock lost during a tick" in loop.logs() or "re-acquired" in loop.logs(), loop.logs()
+    sent = _sent_slots(ctx, "plan")
+    skipped = sorted(pd.Timestamp(k.decode().split("|")[1]) for key in ctx.r.scan_iter(f"{ctx.prefix}:fanout-skipped:*")
+                     for k in ctx.r.hgetall(key) if k.decode().startswith("plan|"))
+    every = pd.date_range(sent[0], sent[-1], freq="2s")
+    assert set(every) == set(sent) | set(skipped), (sent, skipped)
+    audited = {r["inputs"]["tick"] for r in ctx.state.audit_log("simdep", kind="skipped", limit=1000)}
+    assert audited == {s.strftime("%Y-%m-%dT%H:%M:%S") for s in skipped}
+
+
 def _redis_server(port: int, data_dir) -> subprocess.Popen:
     import shutil
 
