@@ -70,6 +70,7 @@ class RecordingScaler:
         self.inner = inner
         self.r = client
         self.key = f"{prefix}:actions:{deployment}"
+        self.switch_key = f"{prefix}:switch-actions:{deployment}"
 
     def current(self) -> int:
         return int(self.inner.current())
@@ -93,6 +94,19 @@ class RecordingScaler:
 
     def actions(self) -> list[dict[str, str]]:
         return [{k.decode(): v.decode() for k, v in f.items()} for _, f in self.r.xrange(self.key)]
+
+    def note_switch(self, tick: str, outcome: str) -> None:
+        """Log a profile switch's change to the fleet made for ``tick`` (replicas per profile go to the
+        backend itself, past ``scale_to``), so a run that died before its audit is known to have acted."""
+        self.r.xadd(self.switch_key, {"ts": f"{time.time():.3f}", "tick": tick, "outcome": clip(outcome, 500)},
+                    maxlen=10_000, approximate=True)
+
+    def switched_on(self, tick: str, recent: int = 100) -> str | None:
+        """The outcome of the switch change made for ``tick``, if one of the last ``recent`` was."""
+        for _, f in self.r.xrevrange(self.switch_key, count=recent):
+            if f.get(b"tick") == tick.encode():
+                return f[b"outcome"].decode()
+        return None
 
 
 def live_scaler(dep: Deployment, client: redis.Redis, prefix: str, state_dir=None) -> Any:

@@ -48,6 +48,8 @@ def tick(ctx: Ctx, dep: str, journal: dict[str, Any], recovered: bool) -> Applie
         woke = wake(ctx, dep, journal["decision"])
         scale_out, actual = apply.scale(ctx, dep, journal, recovered)
         slept = asleep_target(ctx, dep, journal["decision"], woke)
+    if switched and switched[0] and not switched[1].startswith(("no change", "nothing to apply")):
+        ctx.scaler(dep).note_switch(journal["tick"], switched[1])
     sig = ctx.state.get("signals", dep) or {}
     warmed = apply.warmup(ctx, dep, wd, sig, targets) if wants_warmup else None
     return Applied(scale_out, actual, switched, slept, warmed, targets)

@@ -63,9 +63,22 @@ def tick(ctx: Ctx, dep: str, journal: dict[str, Any], done: Any, commit: Commit)
                         {"tick": journal["tick"], "buffer": d.get("buffer", 0), "asleep": d.get("asleep", 0)})
 
 
-def superseded(ctx: Ctx, dep: str, journal: dict[str, Any], commit: Commit) -> None:
-    """Record an older tick's planning run closed without applying it (the journal says why)."""
-    commit(lambda pipe: _scale_entry(StateStore(pipe, ctx.prefix), dep, journal))
+def superseded(ctx: Ctx, dep: str, journal: dict[str, Any], commit: Commit, switched: str | None = None) -> None:
+    """Record an older tick's planning run closed without applying it again (the journal says why),
+    and, where its switch moved, the switch entry its dead run never wrote (``switched``: what that
+    run had done to the fleet, None if nothing)."""
+    sw = journal["switch"]
+    moved = sw["action"] != "none" or journal["phase"] != journal["phase_before"]
+
+    def write(pipe) -> None:
+        st = _scale_entry(StateStore(pipe, ctx.prefix), dep, journal)
+        if moved:
+            st.audit(dep, "switch", f"{sw['action']} {sw.get('from_profile') or ''}->{sw.get('to_profile') or ''}",
+                     f"{sw['reason']['code']}: {sw['reason']['text']}", switched is not None,
+                     journal["outcome"], {"tick": journal["tick"], "phase": journal["phase"],
+                                          "share": sw.get("share"), "fleet": switched})
+
+    commit(write)
     log.warning("plan superseded", extra={"event": {"deployment": dep, "tick": journal["tick"],
                                                     "outcome": journal["outcome"]}})
 

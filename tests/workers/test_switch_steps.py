@@ -71,3 +71,31 @@ def test_the_switch_follows_the_planners_need_in_the_same_tick(ctx, tmp_path):
     assert need >= 400 and day == math.ceil(need / 100) and night == max(1, round(day / 9)), (need, first)
     journal = c.state.get("plan-journal", "simdep")
     assert journal["switch"]["replicas"] == [["day", day], ["night", night]]   # journaled with the tick
+
+
+def test_a_switch_run_killed_between_apply_and_audit_is_audited_as_having_acted(ctx, tmp_path):
+    """Issue 41 finding 5: a worker killed between apply and audit while a switch pre-warmed (instances
+    started and stopped) was audited "not applied again (its first attempt died before applying it)",
+    and no switch entry was written for its tick.  The run is cut where a kill -9 cuts it: decided,
+    journaled and applied, never audited; the next tick supersedes it."""
+    from datetime import datetime, timezone
+
+    from workers import apply_tick
+    from workers.locks import lease
+
+    c = _ctx(ctx, tmp_path)
+    c.sim("simdep").reset(2)
+    _demand(c, 150.0)
+    c.state.request_profile("simdep", "night", by="test")
+    with lease(c.r, c.prefix, "plan", "simdep", 600, token="r1") as held:
+        journal = tick._decide(c, "simdep", "T1", "r1", held, datetime.now(timezone.utc))
+        applied = apply_tick.tick(c, "simdep", journal, recovered=False)
+    assert applied.switch and applied.switch[0] and "1 started" in applied.switch[1], applied
+    assert c.state.audit_log("simdep", kind="switch") == []      # the run died here
+    tick.step(c, "simdep", tick="T2", run_id="r2")
+    t1 = [r for r in c.state.audit_log("simdep", kind="scale", limit=50) if r["inputs"]["tick"] == "T1"]
+    assert len(t1) == 1 and "had applied the profile switch before dying" in t1[0]["outcome"], t1
+    assert "died before applying" not in t1[0]["outcome"]
+    sw = [r for r in c.state.audit_log("simdep", kind="switch", limit=50) if r["inputs"].get("tick") == "T1"]
+    assert len(sw) == 1 and sw[0]["decision"].startswith("prewarm") and sw[0]["applied"], sw
+    assert "1 started" in sw[0]["inputs"]["fleet"]

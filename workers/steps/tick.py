@@ -137,17 +137,21 @@ def _supersede(ctx: Ctx, dep: str, journal: dict[str, Any], tick: str, held: Lea
     Whether the dead run had acted is read from the scaler's action log (its ``tick`` field); if
     it had not, the cooldowns its decision set are put back, so an action that never happened
     does not hold the next one back."""
-    acted = journal["apply"] and ctx.scaler(dep).acted_on(journal["tick"])
+    scaler = ctx.scaler(dep)
+    scaled = journal["apply"] and scaler.acted_on(journal["tick"])
+    switched = scaler.switched_on(journal["tick"]) if journal["apply"] else None
+    acted = bool(scaled or switched)
     if journal["apply"] and not acted:
         with policy.locked(ctx, dep):
             ps, pdoc = policy.load(ctx.state, dep)
             before = policy_state_from_json(journal["cooldowns_before"])
             ctx.state.put("policy", dep, policy.document(policy.without_scale_action(before, ps), pdoc))
-    what = ("its first attempt had applied it before dying" if acted else
+    what = ("its first attempt had applied it before dying" if scaled else
+            f"its first attempt had applied the profile switch before dying ({switched})" if switched else
             "its first attempt died before applying it" if journal["apply"] else journal["blocked"])
     outcome = f"superseded by tick {tick}: not applied again ({what})"
     audit.superseded(ctx, dep, {**journal, "status": "superseded", "apply": acted, "outcome": outcome,
-                                "finished_at": now.timestamp()}, held.transaction)
+                                "finished_at": now.timestamp()}, held.transaction, switched)
 
 
 def _inputs(g: tick_inputs.Gathered, cap: float) -> dict[str, Any]:
