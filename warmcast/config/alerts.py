@@ -23,11 +23,12 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from warmcast.config.strict import Strict
+from warmcast.text import shown
 
 
 def _url(v: str | None) -> str | None:
     if v is not None and not v.startswith(("http://", "https://")):
-        raise ValueError(f"{v!r} must be an http(s):// URL")
+        raise ValueError(f"{shown(v)} must be an http(s):// URL")
     return v
 
 

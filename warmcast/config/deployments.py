@@ -20,17 +20,19 @@ from warmcast.config.sleep_tier import SleepTier
 from warmcast.config.slo import SLO
 from warmcast.config.strict import Strict
 from warmcast.config.yamlfile import read_yaml
+from warmcast.text import clip, shown
 
 # Full match (\A..\Z, never ^..$: $ also matches before a final newline): a name becomes a
 # Redis key and a folder under models/, so nothing else may ride along.
 NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9._-]{0,62}\Z")
 NAME_RULE = "1-63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit"
+MESSAGE_CHARS = 300  # one key's complaint, at most
 
 
 def check_deployment_name(name: str) -> str:
     """The name itself if it is a valid deployment name; InputError otherwise."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-        raise InputError(f"deployment name {name!r} must be {NAME_RULE}")
+        raise InputError(f"deployment name {shown(name)} must be {NAME_RULE}")
     return name
 
 
@@ -70,7 +72,7 @@ class Schedule(Strict):
         try:
             ZoneInfo(v)
         except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {v!r} (use an IANA name such as Europe/Berlin)") from None
+            raise ValueError(f"unknown time zone {shown(v)} (use an IANA name such as Europe/Berlin)") from None
         return v
 
     @property
@@ -206,7 +208,7 @@ class DeploymentsFile(Strict):
         for d in self.deployments:
             if d.name == name:
                 return d
-        raise NotFoundError(f"unknown deployment {name!r}; known: {[d.name for d in self.deployments]}")
+        raise NotFoundError(f"unknown deployment {shown(name)}; known: {[d.name for d in self.deployments]}")
 
 
 def _where(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
@@ -216,6 +218,8 @@ def _where(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
             name = raw["deployments"][loc[1]].get("name", f"#{loc[1]}")
         except (IndexError, AttributeError, KeyError, TypeError):
             name = f"#{loc[1]}"
+        if not (isinstance(name, str) and NAME_RE.fullmatch(name)):  # an invalid name is input: shown cut
+            name = shown(name)
         rest = ".".join(str(p) for p in loc[2:]) or "(whole entry)"
         return f"deployment {name}: {rest}"
     return ".".join(str(p) for p in loc) or "(file)"
@@ -227,7 +231,9 @@ def parse_deployments(raw: Any, source: str = "deployments file") -> Deployments
     try:
         dfile = DeploymentsFile.model_validate(raw)
     except ValidationError as err:
-        msgs = [f"{_where(tuple(e['loc']), raw)}: {e['msg']}" for e in err.errors()]
+        # each message cut to MESSAGE_CHARS: a validator that echoes a 10,000-character value must not
+        # make the error that long (issue 41)
+        msgs = [f"{_where(tuple(e['loc']), raw)}: {clip(e['msg'], MESSAGE_CHARS)}" for e in err.errors()]
         raise InputError(f"{source}: " + "; ".join(msgs)) from None
     check_profiles_engine_args(dfile, source)
     return dfile
