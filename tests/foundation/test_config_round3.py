@@ -18,6 +18,20 @@ MINIMAL = "deployments:\n  - name: chat\n    max_replicas: 4\n    profiles:\n   
 
 
 
+def test_round3_item4e_a_duplicate_yaml_key_is_refused_naming_key_and_line(tmp_path):
+    """Issue 41 (4e): a key given twice was read as its last value without a word."""
+    path = tmp_path / "deployments.yaml"
+    path.write_text(MINIMAL + "    max_replicas: 40\n")
+    with pytest.raises(InputError, match=r"deployments\.yaml:6: key 'max_replicas' appears twice .*first on line 3"):
+        load_deployments(path)
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("retention_days: 30\nkey_prefix: a\nretention_days: 60\n")
+    with pytest.raises(SettingsError, match=r"settings\.yaml:3: key 'retention_days' appears twice"):
+        load_settings(settings)
+    path.write_text(MINIMAL)  # the same keys in different mappings are not duplicates
+    assert load_deployments(path).get("chat").max_replicas == 4
+
+
 def test_round3_item4g_an_overlong_deployment_name_is_refused_and_not_echoed_whole():
     """Issue 41 (4g): a 10,000-character name came back whole in the error."""
     long = "a" * 10_000
