@@ -17,7 +17,6 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "deployments.yaml"
 MINIMAL = "deployments:\n  - name: chat\n    max_replicas: 4\n    profiles:\n      day: {capacity_rpm: 60}\n"
 
 
-
 def test_round3_item4e_a_duplicate_yaml_key_is_refused_naming_key_and_line(tmp_path):
     """Issue 41 (4e): a key given twice was read as its last value without a word."""
     path = tmp_path / "deployments.yaml"
@@ -30,6 +29,37 @@ def test_round3_item4e_a_duplicate_yaml_key_is_refused_naming_key_and_line(tmp_p
         load_settings(settings)
     path.write_text(MINIMAL)  # the same keys in different mappings are not duplicates
     assert load_deployments(path).get("chat").max_replicas == 4
+
+
+def test_round3_item4f_an_absurd_integer_is_refused_naming_the_key():
+    """Issue 41 (4f): ``max_replicas: 99999999999999999999`` was accepted."""
+    raw = yaml.safe_load(MINIMAL.replace("max_replicas: 4", "max_replicas: 99999999999999999999"))
+    with pytest.raises(InputError, match=r"deployment chat: max_replicas: .*less than or equal to 10000"):
+        parse_deployments(raw)
+
+
+def _int_fields(model: type[BaseModel], seen: set) -> typing.Iterator[tuple[str, object]]:
+    if model in seen:
+        return
+    seen.add(model)
+    for name, field in model.model_fields.items():
+        args = typing.get_args(field.annotation) or (field.annotation,)
+        for arg in args:
+            if arg is int:
+                yield f"{model.__name__}.{name}", field
+            elif isinstance(arg, type) and issubclass(arg, BaseModel):
+                yield from _int_fields(arg, seen)
+            for inner in typing.get_args(arg):  # list[...] and dict[..., ...] of sections
+                if isinstance(inner, type) and issubclass(inner, BaseModel):
+                    yield from _int_fields(inner, seen)
+
+
+def test_round3_item4f_every_integer_key_of_the_deployments_file_has_an_upper_bound():
+    """Issue 41 (4f): the same for every integer key, today's and tomorrow's."""
+    unbounded = [name for name, field in _int_fields(DeploymentsFile, set())
+                 if not any(getattr(m, "le", None) is not None or getattr(m, "lt", None) is not None
+                            for m in field.metadata)]
+    assert unbounded == []
 
 
 def test_round3_item4g_an_overlong_deployment_name_is_refused_and_not_echoed_whole():

@@ -18,7 +18,7 @@ from warmcast.errors import InputError, NotFoundError
 from warmcast.config.pools import GpuSpec, PoolsSpec, check_against
 from warmcast.config.sleep_tier import SleepTier
 from warmcast.config.slo import SLO
-from warmcast.config.strict import Strict
+from warmcast.config.strict import MAX_INSTANCES, Strict
 from warmcast.config.yamlfile import read_yaml
 from warmcast.text import clip, shown
 
@@ -136,9 +136,9 @@ class SignalSpec(Strict):
 class Deployment(Strict):
     name: str
     model: str = "dummy"
-    gpus_per_replica: int = Field(1, ge=0)
-    min_replicas: int = Field(1, ge=0)
-    max_replicas: int = Field(8, ge=1)
+    gpus_per_replica: int = Field(1, ge=0, le=64)
+    min_replicas: int = Field(1, ge=0, le=MAX_INSTANCES)
+    max_replicas: int = Field(8, ge=1, le=MAX_INSTANCES)
     cold_start_min: float = Field(15.0, ge=0, le=240, description="measured minutes from launch to ready")
     scaler: ScalerSpec = Field(default_factory=ScalerSpec)
     instances: list[str] = Field(default_factory=list, description="static instance base URLs")

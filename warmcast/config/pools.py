@@ -7,11 +7,11 @@ See ``examples/deployments.yaml`` (deployment ``chat-pools``) for a commented ex
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from warmcast.config.strict import Strict
+from warmcast.config.strict import MAX_GPUS, MAX_INSTANCES, MAX_QUEUE, MAX_TOKENS, Strict
 
 _WORKLOAD = r"^(deployment|statefulset)/.+"
 
@@ -21,12 +21,12 @@ class GpuSpec(Strict):
 
     types: list[str] = Field(default_factory=list, description="allowed GPU types (default: the whole catalogue)")
     model_memory_gb: float = Field(gt=0, description="memory one instance needs at <= 8k tokens of context")
-    context_tokens: int = Field(8192, ge=1, description="needed context (a profile's max-model-len overrides)")
+    context_tokens: int = Field(8192, ge=1, le=MAX_TOKENS, description="needed context (a profile's max-model-len overrides)")
     gpus_per_instance: int = Field(1, ge=1, le=64)
     reference: str = Field("A100-80G", description="GPU type the profiles' capacity_rpm was measured on")
     capacity_rpm: dict[str, float] = Field(default_factory=dict, description="declared requests/min per type, for default_profile")
-    max_instances: dict[str, int] = Field(default_factory=dict, description="availability per type")
-    max_gpus: int | None = Field(None, ge=1)
+    max_instances: dict[str, Annotated[int, Field(le=MAX_INSTANCES)]] = Field(default_factory=dict, description="availability per type")
+    max_gpus: int | None = Field(None, ge=1, le=MAX_GPUS)
     catalogue: str | None = Field(None, description="YAML file adding or overriding GPU types")
 
     @model_validator(mode="after")
@@ -50,23 +50,23 @@ class PoolSpec(Strict):
     profiles: list[str] = Field(min_length=1)
     slo: PoolSLO
     target_utilisation: float = Field(0.7, ge=0.05, le=1)
-    max_batch: int | None = Field(None, ge=1)
-    queue: int | None = Field(None, ge=1, description="bounded queue length (cold)")
+    max_batch: int | None = Field(None, ge=1, le=MAX_QUEUE)
+    queue: int | None = Field(None, ge=1, le=MAX_QUEUE, description="bounded queue length (cold)")
     gpu_request: float = Field(1.0, gt=0, le=64, description="GPUs one instance requests (0.8: a shared GPU)")
     priority_class: str | None = None
     scaler_resource: str | None = Field(None, pattern=_WORKLOAD, description="deployment/NAME scaled for this pool")
-    max_instances: int | None = Field(None, ge=1)
+    max_instances: int | None = Field(None, ge=1, le=MAX_INSTANCES)
 
 
 class SharedLimits(Strict):
-    physical_gpus: int = Field(ge=1, description="GPUs the pools share")
+    physical_gpus: int = Field(ge=1, le=MAX_GPUS, description="GPUs the pools share")
     memory_share: float = Field(0.8, gt=0, le=1, description="all pools together use at most this share of memory")
     hot_cold_ratio: float = Field(3.0, gt=0, description="hot may take at most r/(1+r) of the compute budget")
 
 
 class AttributionRule(Strict):
     pool: str
-    min_prompt_tokens: int | None = Field(None, ge=0)
+    min_prompt_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
     api_keys: list[str] = Field(default_factory=list)
 
 

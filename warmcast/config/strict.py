@@ -10,3 +10,11 @@ class Strict(BaseModel):
     ``/v1/keda`` as ``Infinity``, which is not JSON: issue 31)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+# Upper bounds of the integer keys (issue 41: ``max_replicas: 99999999999999999999`` was accepted and
+# reached the planner): far above any real fleet, far below what breaks arithmetic or a Redis field.
+MAX_INSTANCES = 10_000       # replicas or instances of one deployment or pool
+MAX_GPUS = 1_000_000         # GPUs of one deployment's budget or shared limits
+MAX_TOKENS = 10_000_000      # tokens of one request (as warmcast.ingest.accumulate.MAX_TOKENS)
+MAX_QUEUE = 10_000_000       # requests waiting in one queue
