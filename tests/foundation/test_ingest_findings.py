@@ -174,7 +174,7 @@ def test_finding10_names_with_a_trailing_newline_are_refused_everywhere(store, t
         store.upsert_frame("chat\n", generate_minute_frame(days=1, mean_rpm=5))
     with pytest.raises(ArtifactError, match="bad deployment name"):
         Registry(tmp_path).versions("chat\n")
-    with pytest.raises(InputError, match="deployment chat\n: name: .*1-63 characters"):
+    with pytest.raises(InputError, match="deployment 'chat\\\\n': name: .*1-63 characters"):  # shown as its repr
         parse_deployments({"deployments": [{"name": "chat\n", "profiles": {"day": {"capacity_rpm": 10}}}]})
     assert check_deployment_name("chat") == "chat"
 
