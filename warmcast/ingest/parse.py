@@ -101,15 +101,20 @@ def _utc_ns(s: pd.Series) -> np.ndarray:
     return out
 
 
-def _check(values: np.ndarray, raw: pa.Array, name: str, upper: float, bad: list, allow_blank: bool) -> np.ndarray:
-    """Flag empty, non-numeric, negative or absurd values; return the 'blank' mask."""
+def _check(values: np.ndarray, raw: pa.Array, name: str, upper: float, bad: list, allow_blank: bool,
+           whole: bool = False) -> np.ndarray:
+    """Flag empty, non-numeric, negative or absurd values, and with ``whole`` fractions (a token count
+    of 12.5 is no count: issue 41); return the 'blank' mask."""
     blank = raw.is_null().to_numpy(zero_copy_only=False) if allow_blank else np.zeros(len(values), bool)
     wrong = ~np.isfinite(values) & ~blank
     wrong |= np.isfinite(values) & ((values < 0) | (values > upper))
+    if whole:
+        wrong |= np.isfinite(values) & (values != np.floor(values))
     for i in np.flatnonzero(wrong)[:1000]:
         v = raw[int(i)].as_py()
         why = "empty" if v is None else "not a number" if not np.isfinite(values[i]) else \
-            "negative" if values[i] < 0 else f"absurd (above {upper:,.0f})"
+            "negative" if values[i] < 0 else f"absurd (above {upper:,.0f})" if values[i] > upper else \
+            "not a whole number (a token count)"
         bad.append((int(i), name, why, v))
     if wrong.sum() > 1000:  # keep memory bounded; the rows are still rejected
         bad.extend((int(i), name, "invalid", "") for i in np.flatnonzero(wrong)[1000:])
@@ -148,8 +153,10 @@ def parse_chunk(chunk: Chunk, preset: Preset, tz: str, epoch_ns: int, window: Ti
     inp = out = None
     if preset.input:
         inp = _numbers(chunk.columns[preset.input])
-        _check(inp, chunk.columns[preset.input], preset.input, MAX_TOKENS, bad, allow_blank=preset.kind == "counts")
+        _check(inp, chunk.columns[preset.input], preset.input, MAX_TOKENS, bad, allow_blank=preset.kind == "counts",
+               whole=True)
     if preset.output:
         out = _numbers(chunk.columns[preset.output])
-        _check(out, chunk.columns[preset.output], preset.output, MAX_TOKENS, bad, allow_blank=preset.kind == "counts")
+        _check(out, chunk.columns[preset.output], preset.output, MAX_TOKENS, bad, allow_blank=preset.kind == "counts",
+               whole=True)
     return Parsed(ns, count, inp, out, bad, blank)

@@ -1,0 +1,46 @@
+"""Issue 41 (reliability round three), ingest: rows ``ingest`` must refuse, refused with the file, the
+real line and the column; nothing already stored is lost."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from warmcast.errors import InputError
+from warmcast.ingest import aggregate_file
+
+HEADER = "timestamp,input_tokens,output_tokens"
+
+
+def request_rows(n: int, start: str = "2024-01-01", every_s: int = 20) -> list[str]:
+    """``n`` requests ``every_s`` seconds apart from ``start``, as warmcast's own log format writes them."""
+    t0 = pd.Timestamp(start)
+    return [f"{t0 + pd.Timedelta(seconds=i * every_s):%Y-%m-%d %H:%M:%S},10,5" for i in range(n)]
+
+
+def write_csv(path, rows: list[str]):
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_round3_item4c_a_fractional_token_count_is_refused_naming_file_line_column(tmp_path, kind):
+    """Issue 41 (4c): ``input_tokens: 12.5`` was accepted as a token count."""
+    rows = request_rows(10)
+    rows[6] = rows[6].replace(",10,", ",12.5,")
+    if kind == "csv":
+        path = write_csv(tmp_path / "log.csv", rows)
+        line = 8
+    else:
+        path = tmp_path / "log.jsonl"
+        recs = [dict(zip(HEADER.split(","), r.split(","))) for r in rows]
+        path.write_text("".join(json.dumps({**r, "input_tokens": float(r["input_tokens"]),
+                                            "output_tokens": int(r["output_tokens"])}) + "\n" for r in recs))
+        line = 7
+    with pytest.raises(InputError, match=rf"log\.{kind}:{line}: column 'input_tokens': not a whole number"):
+        aggregate_file([path], fmt="warmcast")
+    frame, report = aggregate_file([path], fmt="warmcast", on_error="skip")
+    assert report.skipped == 1 and "not a whole number" in report.problems[0]
+    assert aggregate_file([write_csv(tmp_path / "whole.csv", [r.replace(",10,", ",10.0,") for r in rows[:6]])],
+                          fmt="warmcast")[1].skipped == 0  # 10.0 is a whole number
