@@ -44,3 +44,13 @@ def test_round3_item4c_a_fractional_token_count_is_refused_naming_file_line_colu
     assert report.skipped == 1 and "not a whole number" in report.problems[0]
     assert aggregate_file([write_csv(tmp_path / "whole.csv", [r.replace(",10,", ",10.0,") for r in rows[:6]])],
                           fmt="warmcast")[1].skipped == 0  # 10.0 is a whole number
+
+
+@pytest.mark.parametrize("bad,why", [("2024-01-01 00:00:49,10", r"2 fields where the header has 3"),
+                                     ("2024-01-01 00:00:49,10,5,7", r"4 fields where the header has 3")])
+def test_round3_item4d_a_short_or_long_row_deep_in_a_file_is_named_by_its_own_line(tmp_path, bad, why):
+    """Issue 41 (4d): the error said "after line 2" (the block's first line) for a row on line 300."""
+    rows = request_rows(400)
+    rows[298] = bad.replace("00:00:49", rows[298].split(",")[0][11:])  # line 300 of the file: the header is line 1
+    with pytest.raises(InputError, match=rf"log\.csv:300: {why}"):
+        aggregate_file([write_csv(tmp_path / "log.csv", rows)])

@@ -5,6 +5,7 @@ shows.  A UTF-8 byte-order mark and CRLF line ends are read like plain UTF-8 and
 """
 from __future__ import annotations
 
+import csv
 import io
 import json
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import pyarrow as pa
 
 from warmcast.errors import InputError
 from warmcast.ingest.formats import file_kind, open_parquet, peek_columns
+from warmcast.text import clip
 
 CSV_BLOCK_BYTES = 16 << 20
 BOM = b"\xef\xbb\xbf"
@@ -96,9 +98,28 @@ def _iter_csv(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
                 table = pv.read_csv(io.BytesIO(block), read_options=read, parse_options=parse,
                                     convert_options=opts)
             except pa.ArrowInvalid as err:
-                raise InputError(f"{path}: unreadable CSV after line {line}: {err}") from None
+                raise InputError(unreadable_csv(block, path, line, len(header), err)) from None
             yield _without_blank_lines({c: table.column(c).combine_chunks() for c in cols}, block, line)
             line += block.count(b"\n")
+
+
+def unreadable_csv(block: bytes, path: Path, line: int, n_cols: int, err: Exception) -> str:
+    """What pyarrow refused in ``block`` (whole lines from file line ``line``), named by its own line:
+    pyarrow names no line, and "after line 2" for a short row on line 300 sent the reader hunting (issue 41)."""
+    try:
+        text = block.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        at = line + block[:bad.start].count(b"\n")
+        return f"{path}:{at}: not UTF-8 text; nothing was stored"
+    reader = csv.reader(io.StringIO(text, newline=""))
+    start = 1  # physical line (in the block) where the record being read starts
+    for record in reader:
+        if record and len(record) != n_cols:
+            return (f"{path}:{line + start - 1}: {len(record)} fields where the header has {n_cols} "
+                    f"(row {clip(','.join(record), 80)!r}); nothing was stored")
+        start = reader.line_num + 1
+    last = line + block.count(b"\n")
+    return f"{path}: unreadable CSV in lines {line}-{last}: {clip(str(err), 200)}"
 
 
 def _without_blank_lines(columns: dict[str, pa.Array], block: bytes, line: int) -> Chunk:
