@@ -54,3 +54,39 @@ def test_round3_item4d_a_short_or_long_row_deep_in_a_file_is_named_by_its_own_li
     rows[298] = bad.replace("00:00:49", rows[298].split(",")[0][11:])  # line 300 of the file: the header is line 1
     with pytest.raises(InputError, match=rf"log\.csv:300: {why}"):
         aggregate_file([write_csv(tmp_path / "log.csv", rows)])
+
+
+@pytest.mark.parametrize("kind", ["counts", "requests"])
+def test_round3_item4a_replay_reads_a_log_through_ingests_validation(tmp_path, kind):
+    """Issue 41 (4a): ``warmcast replay`` (``warmup.sim.load_log``) accepted a deep bad row that ingest refuses."""
+    from warmup.sim import load_log
+
+    if kind == "counts":
+        t = pd.date_range("2024-01-01", periods=600, freq="min")
+        rows = [f"{x:%Y-%m-%d %H:%M:%S},{5}" for x in t]
+        rows[497] = rows[497].replace(",5", ",-5")  # line 499
+        path = tmp_path / "log.csv"
+        path.write_text("time,requests\n" + "\n".join(rows) + "\n")
+        column = "requests"
+    else:
+        rows = request_rows(600)
+        rows[497] = "2024-13-45 00:00:00,10,5"
+        path = write_csv(tmp_path / "log.csv", rows)
+        column = "timestamp"
+    with pytest.raises(InputError) as ingest_err:
+        aggregate_file([path])
+    assert f"log.csv:499: column '{column}'" in str(ingest_err.value)
+    with pytest.raises(InputError) as replay_err:
+        load_log(path)
+    where = str(ingest_err.value).split(". Nothing was stored")[0]  # replay has no --on-error to suggest
+    assert str(replay_err.value).startswith(where), (str(replay_err.value), where)
+
+
+def test_round3_item4g_an_overlong_bad_value_is_cut_in_the_error(tmp_path):
+    """Issue 41 (4g): the error echoed the refused value whole (a cell may be a megabyte long)."""
+    rows = request_rows(10)
+    rows[4] = "x" * 5000 + ",10,5"
+    with pytest.raises(InputError) as err:
+        aggregate_file([write_csv(tmp_path / "log.csv", rows)])
+    assert "log.csv:6: column 'timestamp': not a timestamp" in str(err.value) and len(str(err.value)) < 400
+    assert "5,000 characters" in str(err.value)

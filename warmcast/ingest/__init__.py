@@ -19,19 +19,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from warmcast.errors import InputError
 from warmcast.ingest.accumulate import MinuteAccumulator, regular
-from warmcast.ingest.formats import OnError, Preset, file_kind, resolve_preset
-from warmcast.ingest.parse import Parsed, parse_chunk, parse_times
+from warmcast.ingest.formats import OnError, Preset, resolve_preset
+from warmcast.ingest.parse import Parsed, parse_chunk
 from warmcast.ingest.readers import Chunk, read_chunks
 from warmcast.ingest.report import IngestReport
 from warmcast.ingest.window import FUTURE_SLACK_NS, NS_PER_MIN, TimeWindow
 from warmcast.resolution import grid_step_ns, valid_resolution, with_resolution
+from warmcast.text import shown
 
 CHUNK_ROWS = 1_000_000
 
@@ -88,11 +89,9 @@ class _Fold:
     counted: set = field(default_factory=set)  # a count series' interval times read so far, over files and chunks
 
     def file(self, path: Path, preset: Preset, chunk_rows: int, progress: bool) -> None:
-        cols = [c for c in dict.fromkeys((preset.time, preset.count, preset.input, preset.output)) if c]
         bar = _progress(path, progress)
         try:
-            for chunk in read_chunks(path, cols, chunk_rows):
-                parsed = parse_chunk(chunk, preset, self.tz, self.epoch_ns, self.window)
+            for chunk, parsed in parsed_chunks(path, preset, self.tz, self.epoch_ns, self.window, chunk_rows):
                 self.chunk(parsed, chunk, path, preset)
                 if bar is not None:
                     bar.update(len(parsed.ns))
@@ -190,6 +189,22 @@ class _Fold:
         self.report.partial_requests = self.acc.drop_minute(last)
 
 
+def parsed_chunks(path: Path, preset: Preset, tz: str, epoch_ns: int, window: TimeWindow | None,
+                  chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[Chunk, Parsed]]:
+    """A log's chunks, each with its rows parsed and checked (``Parsed.bad``): the one reading every
+    command shares, so ``replay`` refuses what ``ingest`` refuses (issue 41)."""
+    cols = [c for c in dict.fromkeys((preset.time, preset.count, preset.input, preset.output)) if c]
+    for chunk in read_chunks(path, cols, chunk_rows):
+        yield chunk, parse_chunk(chunk, preset, tz, epoch_ns, window)
+
+
+def first_bad_row(parsed: Parsed, chunk: Chunk, path: Path) -> str:
+    """'file:line: column 'c': why (value ...)' of the first refused row of a chunk (``parsed.bad`` non-empty)."""
+    row, col, why, value = min(parsed.bad, key=lambda b: b[0])
+    seen = f" (value {shown(value)})" if value not in ("", None) else ""
+    return f"{path}:{chunk.line(row)}: column {col!r}: {why}{seen}"
+
+
 def _progress(path: Path, enabled: bool):
     if not enabled:
         return None
@@ -203,16 +218,14 @@ def _handle_bad(parsed: Parsed, chunk: Chunk, path: Path, on_error: OnError, rep
     if not parsed.bad:
         return keep
     parsed.bad.sort(key=lambda b: b[0])
-    row, col, why, value = parsed.bad[0]
     if on_error == "fail":
-        shown = f" (value {value!r})" if value not in ("", None) else ""
-        raise InputError(f"{path}:{chunk.line(row)}: column {col!r}: {why}{shown}. Nothing was stored; "
+        raise InputError(f"{first_bad_row(parsed, chunk, path)}. Nothing was stored; "
                          "fix the row or pass --on-error skip to drop bad rows.")
     rows = np.unique([b[0] for b in parsed.bad])
     keep[rows] = False
     report.skipped += len(rows)
     for row, col, why, value in parsed.bad[: max(0, 5 - len(report.problems))]:
-        report.problems.append(f"{path}:{chunk.line(row)}: column {col!r}: {why} ({value!r})")
+        report.problems.append(f"{path}:{chunk.line(row)}: column {col!r}: {why} ({shown(value)})")
     return keep
 
 
@@ -227,24 +240,22 @@ def load_count_series(path: str | Path, fmt: str = "auto", tz: str = "UTC", star
                       **mapping: str | None) -> pd.Series:
     """A ``time,requests`` count series at its native interval (10 s, 1 min, ...), UTC, sorted.
     Per-request logs are counted per second. Used by the fleet simulator for sub-minute replay.
-    ``fmt``, ``start`` and ``mapping`` (time_col, count_col, ...) mean what they mean for ingest."""
+    ``fmt``, ``start`` and ``mapping`` (time_col, count_col, ...) mean what they mean for ingest, and
+    the rows are checked as ingest checks them: a bad row is an InputError naming file, line and column."""
     path = Path(path)
-    name, preset = resolve_preset(fmt, path, **mapping)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    _, preset = resolve_preset(fmt, path, **mapping)
     epoch_ns = pd.Timestamp(start or "1970-01-01", tz="UTC").value
+    times, counts = [], []
+    for chunk, parsed in parsed_chunks(path, preset, tz, epoch_ns, TimeWindow.around()):
+        if parsed.bad:
+            raise InputError(f"{first_bad_row(parsed, chunk, path)}; fix the row")
+        times.append(parsed.ns)
+        counts.append(parsed.count)  # NaN where a count series' interval is blank
+    ns = np.concatenate(times) if times else np.array([], np.int64)
+    values = np.concatenate(counts) if counts else np.array([], float)
     if preset.kind != "counts":
-        frame = pd.DataFrame({"t": _request_times_ns(path, preset, tz, epoch_ns)})
-        s = frame.groupby(frame["t"] // 1_000_000_000 * 1_000_000_000).size().astype(float)
-        return pd.Series(s.to_numpy(), index=pd.DatetimeIndex(s.index.astype("datetime64[ns]"), name="time"),
-                         name="requests")
-    df = pd.read_csv(path) if file_kind(path) == "csv" else pd.read_json(path, lines=True)
-    t = parse_times(pa.array(df[preset.time].astype(str)), preset, tz, epoch_ns)
-    s = pd.Series(pd.to_numeric(df[preset.count], errors="coerce").to_numpy(float),
-                  index=pd.DatetimeIndex(t.astype("datetime64[ns]"), name="time"), name="requests")
+        ns = ns // 1_000_000_000 * 1_000_000_000
+    s = pd.Series(values, index=pd.DatetimeIndex(ns.astype("datetime64[ns]"), name="time"), name="requests")
     return s.groupby(level=0).sum(min_count=1).sort_index()
-
-
-def _request_times_ns(path: Path, preset: Preset, tz: str, epoch_ns: int) -> np.ndarray:
-    preset = Preset(preset.kind, preset.time, preset.time_unit)  # times only
-    parts = [parse_chunk(c, preset, tz, epoch_ns) for c in read_chunks(path, [preset.time], CHUNK_ROWS)]
-    ns = np.concatenate([p.ns for p in parts]) if parts else np.array([], np.int64)
-    return ns[ns != np.iinfo(np.int64).min]

@@ -43,6 +43,7 @@ from warmcast.ingest.parse import parse_chunk
 from warmcast.ingest.readers import BOM, MAX_LINE_BYTES, Chunk, _json_columns, line_too_long
 from warmcast.ingest.rotation import FP_BYTES as FP_MAX, find_rotated, fingerprint, is_same_file
 from warmcast.ingest.window import NS_PER_MIN
+from warmcast.text import shown
 
 MAX_READ_BYTES = 32 << 20  # one poll's read; a backlog is caught up over several polls
 
@@ -205,7 +206,7 @@ class Follower:
         why: dict[int, list[str]] = {}
         for row, col, reason, value in parsed.bad:
             keep[row] = False
-            why.setdefault(row, []).append(f"column {col!r}: {reason}" + (f" ({value})" if value else ""))
+            why.setdefault(row, []).append(f"column {col!r}: {reason}" + (f" ({shown(value)})" if value else ""))
         rep.bad += [f"{self.path}:{chunk.line(row)}: " + "; ".join(texts) for row, texts in sorted(why.items())]
         self._count(st, rep, parsed, keep)
 
