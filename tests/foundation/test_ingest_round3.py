@@ -90,3 +90,32 @@ def test_round3_item4g_an_overlong_bad_value_is_cut_in_the_error(tmp_path):
         aggregate_file([write_csv(tmp_path / "log.csv", rows)])
     assert "log.csv:6: column 'timestamp': not a timestamp" in str(err.value) and len(str(err.value)) < 400
     assert "5,000 characters" in str(err.value)
+
+
+def test_round3_item2_the_same_request_log_twice_in_one_call_is_refused_naming_both(tmp_path):
+    """Issue 41 (2): a request log given twice in one call was counted twice without a word."""
+    log = write_csv(tmp_path / "log.csv", request_rows(300))
+    with pytest.raises(InputError, match=r"log\.csv and .*log\.csv are the same file.*pass each file once.*nothing was stored"):
+        aggregate_file([log, tmp_path / "." / "log.csv"])
+    copy = tmp_path / "copy.csv"
+    copy.write_bytes(log.read_bytes())
+    with pytest.raises(InputError, match=r"log\.csv and .*copy\.csv have the same content"):
+        aggregate_file([log, copy])
+    counts = tmp_path / "counts.csv"  # a count series too: one file twice is never meant
+    counts.write_text("time,requests\n2024-01-01 00:00:00,5\n2024-01-01 00:01:00,6\n")
+    with pytest.raises(InputError, match="are the same file"):
+        aggregate_file([counts, counts])
+
+
+def test_round3_item2_overlapping_parts_of_a_request_log_are_refused_naming_both(tmp_path):
+    """Issue 41 (2): two parts whose times overlap were both counted."""
+    rows = request_rows(300)  # 00:00:00 .. 01:39:40, one request every 20 s
+    a = write_csv(tmp_path / "part1.csv", rows[:200])
+    b = write_csv(tmp_path / "part2.csv", rows[150:])
+    with pytest.raises(InputError, match=r"part1\.csv \(2024-01-01 00:00:00 .. 01:06:20\) and .*part2\.csv "
+                                         r"\(2024-01-01 00:50:00 .. 01:39:40\) overlap.*counted twice"):
+        aggregate_file([b, a])
+    whole, _ = aggregate_file([write_csv(tmp_path / "all.csv", rows)])
+    split, report = aggregate_file([write_csv(tmp_path / "p1.csv", rows[:200]),
+                                    write_csv(tmp_path / "p2.csv", rows[200:])])  # parts that follow each other
+    pd.testing.assert_frame_equal(split, whole)

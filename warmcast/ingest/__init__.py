@@ -28,6 +28,7 @@ from warmcast.errors import InputError
 from warmcast.ingest.accumulate import MinuteAccumulator, regular
 from warmcast.ingest.formats import OnError, Preset, resolve_preset
 from warmcast.ingest.parse import Parsed, parse_chunk
+from warmcast.ingest.parts import Spans, refuse_same_files
 from warmcast.ingest.readers import Chunk, read_chunks
 from warmcast.ingest.report import IngestReport
 from warmcast.ingest.window import FUTURE_SLACK_NS, NS_PER_MIN, TimeWindow
@@ -49,10 +50,12 @@ def aggregate_file(paths: list[str | Path], fmt: str = "auto", on_error: OnError
     fold = _Fold(IngestReport(files=[str(p) for p in paths]), on_error, window or TimeWindow.around(),
                  tz, pd.Timestamp(start or "1970-01-01", tz="UTC").value)
     kinds = set()
-    for raw_path in paths:
-        path = Path(raw_path)
+    files = [Path(p) for p in paths]
+    for path in files:
         if not path.is_file():
             raise InputError(f"{path}: no such file")
+    refuse_same_files(files)
+    for path in files:
         name, preset = resolve_preset(fmt, path, **mapping)
         fold.report.format, kinds = name, kinds | {preset.kind}
         fold.file(path, preset, chunk_rows, progress)
@@ -87,6 +90,7 @@ class _Fold:
     step_ns: int = NS_PER_MIN  # a count series' interval (smallest step seen), for its last minute
     grid_ns: int = 0  # the grid a count series' times lie on (gcd of their gaps): its resolution
     counted: set = field(default_factory=set)  # a count series' interval times read so far, over files and chunks
+    spans: Spans = field(default_factory=Spans)  # each request log's first and last time, for parts that overlap
 
     def file(self, path: Path, preset: Preset, chunk_rows: int, progress: bool) -> None:
         bar = _progress(path, progress)
@@ -117,6 +121,8 @@ class _Fold:
             before = self.max_ns
             report.out_of_order += int((np.diff(ns) < 0).sum()) + int(ns[0] < self.last_ns)
             self.last_ns, self.max_ns = int(ns[-1]), max(self.max_ns, int(ns.max()))
+            if preset.kind == "requests":
+                self.spans.add(path, int(ns.min()), int(ns.max()))
             if preset.kind == "counts":
                 # a time read before, in this chunk, an earlier one or another file of the call (issue 31:
                 # the same times in two files were summed without a word)
@@ -137,6 +143,7 @@ class _Fold:
 
     def finish(self, requests_log: bool) -> tuple[pd.DataFrame, IngestReport]:
         acc, report = self.acc, self.report
+        self.spans.refuse_overlaps()
         self._refuse_too_old()
         has_tokens = any(b["input_tokens"].any() or b["output_tokens"].any() for b in acc.days.values())
         if requests_log:
