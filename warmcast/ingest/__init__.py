@@ -27,12 +27,13 @@ import pandas as pd
 from warmcast.errors import InputError
 from warmcast.ingest.accumulate import MinuteAccumulator, regular
 from warmcast.ingest.formats import OnError, Preset, resolve_preset
+from warmcast.ingest.interval import Stamps, fit_interval, label
 from warmcast.ingest.parse import Parsed, parse_chunk
 from warmcast.ingest.parts import Spans, refuse_same_files
 from warmcast.ingest.readers import Chunk, read_chunks
 from warmcast.ingest.report import IngestReport
 from warmcast.ingest.window import FUTURE_SLACK_NS, NS_PER_MIN, TimeWindow
-from warmcast.resolution import grid_step_ns, valid_resolution, with_resolution
+from warmcast.resolution import with_resolution
 from warmcast.text import shown
 
 CHUNK_ROWS = 1_000_000
@@ -64,17 +65,6 @@ def aggregate_file(paths: list[str | Path], fmt: str = "auto", on_error: OnError
     return fold.finish(kinds == {"requests"})
 
 
-def refuse_odd_interval(grid_ns: int, resolution_min: int) -> None:
-    """A count series coarser than a minute is kept in its own bins only when they divide a day; any other
-    interval (7 or 90 minutes, 90 s) would be stored as if each bin were one minute, its counts several
-    times too high (issue 31: a 7-minute series stored 7x), so it is refused and nothing is stored."""
-    if resolution_min == 1 and grid_ns > NS_PER_MIN:
-        step = grid_ns / NS_PER_MIN
-        raise InputError(f"a count series at {step:g}-minute intervals: warmcast keeps a series per minute or in "
-                         "bins that divide a day (2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 30, 60 ... minutes); sum it "
-                         "into such bins (or per minute) first; nothing was stored")
-
-
 @dataclass
 class _Fold:
     """One ingest in progress: the accumulator and what is known across chunks and files."""
@@ -87,9 +77,8 @@ class _Fold:
     acc: MinuteAccumulator = field(default_factory=MinuteAccumulator)
     last_ns: int = np.iinfo(np.int64).min  # previous row, to count rows out of order
     max_ns: int = np.iinfo(np.int64).min
-    step_ns: int = NS_PER_MIN  # a count series' interval (smallest step seen), for its last minute
-    grid_ns: int = 0  # the grid a count series' times lie on (gcd of their gaps): its resolution
-    counted: set = field(default_factory=set)  # a count series' interval times read so far, over files and chunks
+    step_ns: int = NS_PER_MIN  # a count series' interval (its dominant step), for its last minute
+    stamps: Stamps = field(default_factory=Stamps)  # a count series' times, over chunks and files: its interval
     spans: Spans = field(default_factory=Spans)  # each request log's first and last time, for parts that overlap
 
     def file(self, path: Path, preset: Preset, chunk_rows: int, progress: bool) -> None:
@@ -117,25 +106,14 @@ class _Fold:
         report.rows += len(parsed.ns)
         self.acc.mark_blank(parsed.ns[blank] // NS_PER_MIN)
         ns = parsed.ns[keep]
+        if preset.kind == "counts":  # blank intervals are bins of the grid too (every other minute blank is minutes)
+            rows = np.flatnonzero(keep | blank)
+            self.stamps.add(parsed.ns[rows], chunk.lines_of(rows), str(path), blank[rows])
         if len(ns):
-            before = self.max_ns
             report.out_of_order += int((np.diff(ns) < 0).sum()) + int(ns[0] < self.last_ns)
             self.last_ns, self.max_ns = int(ns[-1]), max(self.max_ns, int(ns.max()))
             if preset.kind == "requests":
                 self.spans.add(path, int(ns.min()), int(ns.max()))
-            if preset.kind == "counts":
-                # a time read before, in this chunk, an earlier one or another file of the call (issue 31:
-                # the same times in two files were summed without a word)
-                uniq = np.unique(ns)
-                again = sum(1 for t in uniq.tolist() if t in self.counted)
-                report.duplicate_times += len(ns) - len(uniq) + again
-                self.counted.update(uniq.tolist())
-                steps = np.diff(np.unique(ns))
-                self.step_ns = min(self.step_ns, int(steps.min())) if len(steps) else self.step_ns
-                # the grid counts blank intervals too (every other minute blank is still minutes), and
-                # spans chunks
-                seen = np.concatenate([ns, parsed.ns[blank], [] if before == np.iinfo(np.int64).min else [before]])
-                self.grid_ns = grid_step_ns(seen.astype(np.int64), self.grid_ns)
         kept = np.flatnonzero(keep)
         pick = (lambda a: None if a is None else a[keep])
         self.acc.add(ns // NS_PER_MIN, parsed.count[keep], pick(parsed.inp), pick(parsed.out),
@@ -144,18 +122,35 @@ class _Fold:
     def finish(self, requests_log: bool) -> tuple[pd.DataFrame, IngestReport]:
         acc, report = self.acc, self.report
         self.spans.refuse_overlaps()
+        if not requests_log:
+            self._fit_interval()
         self._refuse_too_old()
         has_tokens = any(b["input_tokens"].any() or b["output_tokens"].any() for b in acc.days.values())
         if requests_log:
             report.long_gaps = acc.fill_request_span()
         self._drop_partial_last_minute(requests_log)
-        report.resolution_min = 1 if requests_log else valid_resolution(self.grid_ns)
-        if not requests_log:
-            refuse_odd_interval(self.grid_ns, report.resolution_min)
         self._drop_unfinished_bin()
         frame = with_resolution(acc.frame(has_tokens), report.resolution_min)
         report.finish(frame)
         return frame, report
+
+    def _fit_interval(self) -> None:
+        """A count series' interval from the step its stamps agree on (warmcast.ingest.interval); a stamp
+        off its grid is moved to its nearest bin, counted and named, or the file is refused."""
+        report, stamps = self.report, self.stamps
+        report.duplicate_times = stamps.repeated()  # summed, and said (issue 31)
+        fit = fit_interval(stamps.distinct(), stamps.where)
+        for src, dst in zip((fit.shifted // NS_PER_MIN).tolist(), (fit.snapped // NS_PER_MIN).tolist()):
+            if src != dst:
+                self.acc.move_minute(src, dst)
+        if len(fit.shifted):
+            t, to = pd.Timestamp(int(fit.shifted[0])), pd.Timestamp(int(fit.snapped[0]))
+            report.shifted_first = f"{stamps.where(int(fit.shifted[0]))} ({t:%Y-%m-%d %H:%M:%S} -> {to:%H:%M})"
+        self.acc.mark_blank(fit.incomplete)
+        report.shifted, report.missing_intervals, report.incomplete_minutes = len(fit.shifted), fit.missing, \
+            len(fit.incomplete)
+        report.interval = label(fit.step_ns) if fit.step_ns else ""
+        report.resolution_min, self.step_ns = fit.resolution_min, fit.step_ns or NS_PER_MIN
 
     def _drop_unfinished_bin(self) -> None:
         """A coarse series' newest bin that ends after now is still filling (a live export): stored,
@@ -254,15 +249,20 @@ def load_count_series(path: str | Path, fmt: str = "auto", tz: str = "UTC", star
         raise InputError(f"{path}: no such file")
     _, preset = resolve_preset(fmt, path, **mapping)
     epoch_ns = pd.Timestamp(start or "1970-01-01", tz="UTC").value
-    times, counts = [], []
+    stamps, counts = Stamps(), []
     for chunk, parsed in parsed_chunks(path, preset, tz, epoch_ns, TimeWindow.around()):
         if parsed.bad:
             raise InputError(f"{first_bad_row(parsed, chunk, path)}; fix the row")
-        times.append(parsed.ns)
+        stamps.add(parsed.ns, chunk.lines_of(np.arange(len(parsed.ns))), str(path), parsed.blank)
         counts.append(parsed.count)  # NaN where a count series' interval is blank
-    ns = np.concatenate(times) if times else np.array([], np.int64)
+    ns = stamps.times()
     values = np.concatenate(counts) if counts else np.array([], float)
     if preset.kind != "counts":
         ns = ns // 1_000_000_000 * 1_000_000_000
+    else:  # on the interval its stamps agree on, as ingest keeps it: a stamp off its grid moved to its bin
+        fit = fit_interval(stamps.distinct(), stamps.where)
+        at = np.minimum(np.searchsorted(fit.shifted, ns), max(len(fit.shifted) - 1, 0))
+        moved = fit.shifted[at] == ns if len(fit.shifted) else np.zeros(len(ns), bool)
+        ns = np.where(moved, fit.snapped[at] if len(fit.shifted) else ns, ns)
     s = pd.Series(values, index=pd.DatetimeIndex(ns.astype("datetime64[ns]"), name="time"), name="requests")
     return s.groupby(level=0).sum(min_count=1).sort_index()

@@ -99,6 +99,16 @@ class MinuteAccumulator:
             b[key][m] = 0
         return held
 
+    def move_minute(self, src: int, dst: int) -> None:
+        """Move what minute ``src`` holds to minute ``dst`` (a count series' stamp off its grid, moved
+        to its bin: warmcast.ingest.interval); ``dst`` holds nothing yet."""
+        a, i = self.days[src // 1440], src % 1440
+        b, j = self._block(dst // 1440, "hist" in a), dst % 1440
+        for key in a:
+            if key in b:
+                b[key][j] += a[key][i]
+                a[key][i] = 0
+
     def drop_days_through(self, cutoff_day: int) -> tuple[int, str | None]:
         """Forget every day up to cutoff_day; returns the rows they held and the first one's place."""
         old = sorted(d for d in self.days if d <= cutoff_day)

@@ -55,6 +55,10 @@ class Chunk:
     def line(self, row: int) -> int:
         return int(self.lines[row]) if self.lines is not None else self.first_line + row
 
+    def lines_of(self, rows: np.ndarray) -> np.ndarray:
+        """The file lines of ``rows`` (indices into the chunk)."""
+        return self.lines[rows] if self.lines is not None else self.first_line + np.asarray(rows, np.int64)
+
 
 def read_chunks(path: Path, cols: list[str], chunk_rows: int) -> Iterator[Chunk]:
     readers = {"csv": _iter_csv, "jsonl": _iter_jsonl, "parquet": _iter_parquet}

@@ -29,6 +29,11 @@ class IngestReport:
     problems: list[str] = field(default_factory=list)  # first few skipped-row messages
     resolution_min: int = 1  # minutes per bin: a count series coarser than a minute keeps its interval
     unfinished_bin: pd.Timestamp | None = None  # a coarse series' last bin, not ended yet: not stored
+    interval: str = ""  # a count series' interval, as "5-minute" or "10-second"
+    shifted: int = 0  # a count series' stamps off its grid, moved to their nearest bin (warmcast.ingest.interval)
+    shifted_first: str = ""  # the first of them: "file:line (time -> bin)"
+    missing_intervals: int = 0  # a count series' bins with no stamp between its first and last: kept missing
+    incomplete_minutes: int = 0  # a finer series' minutes a missing interval falls in: kept missing
 
     def summary(self) -> str:
         span = f"{self.first} .. {self.last}" if self.first is not None else "empty"
@@ -47,6 +52,11 @@ class IngestReport:
             (self.duplicate_times, "intervals repeated, in a file or across the files of this call (summed: "
                                    "check that no two exports overlap)"),
             (self.long_gaps, "silences over a day between requests kept missing (the log does not cover them)"),
+            (self.missing_intervals, "intervals missing between stamps (kept missing, not zero)"),
+            (self.incomplete_minutes, "minutes holding only some of their intervals kept missing (a part of a "
+                                      "minute is not its load)"),
+            (self.shifted, f"stamps off the {self.interval} grid moved to their nearest bin (the first: "
+                           f"{self.shifted_first})"),
         ]
         lines += [f"  {n:,} {what}" for n, what in notes if n]
         if self.partial_minute is not None:
