@@ -30,27 +30,48 @@ class ShadowReport:
     title: str
 
 
+EPOCH = pd.Timestamp("1970-01-01")   # no load, record or audit entry lies before the Unix epoch
+
+
+class WindowError(InputError):
+    """A bad ``since`` or ``until``; ``param`` names it, so the API locates its 422 at the query
+    parameter and the CLI at the option (``--since``)."""
+
+    def __init__(self, param: str, msg: str) -> None:
+        super().__init__(f"--{param} {msg}")
+        self.param, self.msg = param, msg
+
+
 def parse_window(since: str, until: Optional[str], now: datetime) -> tuple[datetime, datetime]:
     """(since, until) as naive UTC minutes; ``since`` a duration back from ``until`` (7d, 12h, 90m) or a time."""
-    end = _time(until, "--until") if until else now.replace(second=0, microsecond=0)
+    end = parse_time(until, "until") if until is not None else now.replace(second=0, microsecond=0)
     text = since.strip().lower()
     if text[:-1].isdigit() and text[-1:] in ("d", "h", "m") and int(text[:-1]) > 0:
         step = {"d": "days", "h": "hours", "m": "minutes"}[text[-1]]
         start = end - timedelta(**{step: int(text[:-1])})
     else:
-        start = _time(since, "--since")
+        start = parse_time(since, "since")
     if start >= end:
-        raise InputError(f"--since {since!r} must lie before --until ({end:%Y-%m-%d %H:%M} UTC)")
+        raise WindowError("since", f"{since!r} must lie before --until ({end:%Y-%m-%d %H:%M} UTC)")
     return start, end
 
 
-def _time(text: str, flag: str) -> datetime:
+def parse_time(text: str, param: str) -> datetime:
+    """``text`` as a naive UTC minute, or a WindowError naming ``param``: the one parser of the shadow
+    window's times.  pandas reads '' and 'NaN' as NaT and '-1' as the year -1 without an error, and
+    those went on into the report as a 500 (issue 41), so each is refused here by name."""
+    if not text.strip():
+        raise WindowError(param, f"{text!r} is empty: give a time (UTC) or a duration like 7d, 12h or 90m")
     try:
-        t = pd.Timestamp(text)
-    except ValueError as err:
-        raise InputError(f"{flag} {text!r}: not a time or a duration like 7d, 12h or 90m ({err})") from None
+        t = pd.Timestamp(text.strip())
+    except (ValueError, TypeError, OverflowError) as err:
+        raise WindowError(param, f"{text!r} is not a time or a duration like 7d, 12h or 90m ({err})") from None
+    if t is pd.NaT:
+        raise WindowError(param, f"{text!r} is not a time (NaN): give a time (UTC) or a duration like 7d")
     if t.tzinfo is not None:
         t = t.tz_convert("UTC").tz_localize(None)
+    if t < EPOCH:
+        raise WindowError(param, f"{text!r} lies before 1970-01-01 (a negative time?)")
     return t.floor("min").to_pydatetime()
 
 
