@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import redis
 
 from warmcast.config.deployments import check_deployment_name
@@ -31,6 +32,7 @@ from warmcast.errors import InputError, NotFoundError
 from warmcast.ingest.accumulate import SIGNALS, regular
 from warmcast.ingest.window import NS_PER_DAY, NS_PER_MIN, TimeWindow
 from warmcast.resolution import with_resolution
+from warmcast.text import clip
 
 
 _READ_CLAIM = "return {redis.call('GET', KEYS[1]), redis.call('ZCARD', KEYS[2])}"
@@ -249,7 +251,13 @@ def read_export(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such file")
-    df = pd.read_parquet(p) if p.suffix.lower() in (".parquet", ".pq") else pd.read_csv(p)
+    parquet = p.suffix.lower() in (".parquet", ".pq")
+    try:
+        df = pd.read_parquet(p) if parquet else pd.read_csv(p)
+    except (ValueError, OSError, pa.ArrowException) as err:   # a truncated, binary or undecodable file
+        why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        kind = "a Parquet file" if parquet else "a UTF-8 CSV file"
+        raise InputError(f"{p}: not {kind} written by 'store export' ({clip(why, 120)})") from None
     if "time" not in df.columns:
         raise InputError(f"{p}: expected a 'time' column and signal columns {list(SIGNALS)}")
     index = pd.to_datetime(df.pop("time"), format="ISO8601", errors="coerce")

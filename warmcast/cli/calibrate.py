@@ -62,8 +62,10 @@ def calibrate_cmd(
 ) -> None:
     """Find the highest request rate per instance at which the SLO holds (load steps after a warm-up,
     bisection between the last passing and the first failing rate) and write calibration.json/.png."""
+    from warmcast.cli.outputs import out_dir
     from warmup.calibration.session import calibrate
 
+    out_dir(out)   # before the load steps: a calibration of minutes is not lost to an --out it cannot write
     asyncio.run(calibrate(_request(locals()), typer.echo))  # locals(): here, exactly the flags
 
 

@@ -34,6 +34,7 @@ def replay(
 
     from warmcast.config.settings import load_settings
     from warmcast.cli.backtest import _echo_report
+    from warmcast.cli.outputs import out_dir
     from warmup.sim import load_log, write_outputs
     from workers.replay import run_replay
 
@@ -41,6 +42,7 @@ def replay(
         ts, te = pd.Timestamp(test_start), (pd.Timestamp(test_end) if test_end else None)
     except ValueError as err:
         raise InputError(f"--test-start/--test-end: {err}") from None
+    out_dir(out)   # before the replay: a run of minutes is not lost to an --out it cannot write
     settings = load_settings(config)
     data = load_log(log, **reading.kwargs())
     result = run_replay(settings, deployment, data, ts, te, forecaster)

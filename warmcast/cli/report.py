@@ -28,11 +28,13 @@ def shadow(
     that forecast-only mode (dry_run) writes every minute."""
     from datetime import datetime, timezone
 
+    from warmcast.cli.outputs import out_dir
     from warmcast.config.settings import load_settings
     from workers.shadow_report import build, parse_window, summary, write
 
-    settings = load_settings(config)
     start, end = parse_window(since, until, datetime.now(timezone.utc).replace(tzinfo=None))
+    out_dir(out)   # before the report is built: the simulation is not lost to an --out it cannot write
+    settings = load_settings(config)
     rep = build(settings, deployment, start, end, forecaster)
     paths = write(rep, out, plot=not no_plot)
     typer.echo(summary(rep.doc))

@@ -10,10 +10,11 @@ import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Optional
+from urllib.parse import urlsplit
 
 from warmcast.errors import InputError, WarmcastError
 from warmcast.config.slo import SLO
-from warmcast.text import clip
+from warmcast.text import clip, shown
 from warmup.actuators.vllm_client import InstanceError, InstanceUnavailable, VLLMClient
 from warmup.calibration import report
 from warmup.calibration.benchserve import BenchServe
@@ -100,8 +101,32 @@ async def _launched(dep: Any, profile: Optional[str], settings: Any, overrides: 
         backend.close()
 
 
+def server_url(url: str, flag: str = "--url") -> str:
+    """``url`` if it names an HTTP server (scheme http or https, a host, a port in 1-65535), else an
+    InputError naming ``flag``: checked before anything runs, as httpx raised on some of these
+    (``http://[::1``, a port of 99999) with a traceback and took others for an unreachable server."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError as err:   # an unclosed IPv6 bracket
+        raise InputError(f"{flag} {shown(url)} is not a URL: {err}") from None
+    try:
+        port = parts.port
+    except ValueError:          # not a number, or over 65535
+        raise InputError(f"{flag} {shown(url)}: port {parts.netloc.rpartition(':')[2]} is not a number "
+                         "in 1-65535") from None
+    if parts.scheme not in ("http", "https"):
+        raise InputError(f"{flag} {shown(url)}: give the server as http://host:port or https://host:port")
+    if not parts.hostname:
+        raise InputError(f"{flag} {shown(url)}: no host; give the server as http://host:port")
+    if port == 0:
+        raise InputError(f"{flag} {shown(url)}: port 0 is not a number in 1-65535")
+    return url
+
+
 async def calibrate(req: CalibrateRequest, echo: Callable[[str], None]) -> dict[str, Any]:
     """Run the calibration ``req`` describes; returns the document written."""
+    if req.url is not None:
+        server_url(req.url)
     plan = make_plan(req.plan_args)
     if req.engine not in ENGINES:
         raise InputError(f"--engine: {req.engine!r}; choose from {', '.join(ENGINES)}")
