@@ -21,6 +21,7 @@ A missing minute is absent from its hash and reads back as NaN, never zero.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -79,13 +80,18 @@ class LoadStore:
         return TimeWindow(window.latest_ns, self.retention_days, believable[-1] if believable else None)
 
     def upsert_frame(self, deployment: str, frame: pd.DataFrame, now_ns: int | None = None,
-                     resolution_min: int = 1) -> int:
+                     resolution_min: int = 1, also: Callable[[Any], None] | None = None) -> int:
         """Store every non-NaN value of ``frame`` (index: minutes, columns: signals) atomically.
         Returns the number of minutes (bins) written.  A minute outside :meth:`window`, or a
-        ``resolution_min`` other than the deployment's, refuses the whole write and nothing is stored."""
+        ``resolution_min`` other than the deployment's, refuses the whole write and nothing is stored.
+        ``also(pipe)`` queues more writes into the same transaction (``warmcast.logparts``' carry)."""
         dep = check_deployment_name(deployment)
         frame = _validate_frame(frame)
         if frame.empty:
+            if also is not None:
+                pipe = self.r.pipeline(transaction=True)
+                also(pipe)
+                pipe.execute()
             return 0
         minutes = frame.index.as_unit("ns").asi8 // NS_PER_MIN
         self.window(dep, now_ns).check_minutes(minutes[np.isfinite(frame.to_numpy(float)).any(axis=1)])
@@ -94,6 +100,8 @@ class LoadStore:
             self._check_resolution(pipe, dep, resolution_min)
             pipe.multi()
             self._queue_frame(pipe, dep, frame, minutes, resolution_min)
+            if also is not None:
+                also(pipe)
 
         self.r.transaction(write, self._resolution_key(dep), self._days_key(dep))
         self.apply_retention(dep)

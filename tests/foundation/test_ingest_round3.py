@@ -119,3 +119,40 @@ def test_round3_item2_overlapping_parts_of_a_request_log_are_refused_naming_both
     split, report = aggregate_file([write_csv(tmp_path / "p1.csv", rows[:200]),
                                     write_csv(tmp_path / "p2.csv", rows[200:])])  # parts that follow each other
     pd.testing.assert_frame_equal(split, whole)
+
+
+def _ingest_cli(redis_server_url, key_prefix, deployment, *files):
+    """`warmcast ingest FILES -d DEPLOYMENT` in this process, on the test's Redis and key prefix."""
+    import typer
+    from typer.testing import CliRunner
+
+    from warmcast.cli import foundation
+
+    app = typer.Typer()
+    foundation.register(app, typer.Typer())
+    env = {"WARMCAST_REDIS_URL": redis_server_url, "WARMCAST_KEY_PREFIX": key_prefix}
+    res = CliRunner().invoke(app, ["ingest", *map(str, files), "-d", deployment], env=env)
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_round3_item4b_a_minute_split_over_two_parts_is_the_sum_of_both(tmp_path, store, redis_server_url, key_prefix):
+    """Issue 41 (4b): a log split mid-minute, its parts ingested one call each: the later part's share
+    of the minute (10 of 12 requests) was stored as the whole minute, or overwrote the whole one."""
+    rows = request_rows(240, every_s=5)  # 12 requests a minute, 00:00 .. 00:19:55
+    cut = 10 * 12 + 2  # part 1 ends with 2 of 00:10's 12 requests; part 2 holds the other 10
+    part1 = write_csv(tmp_path / "part1.csv", rows[:cut])
+    part2 = write_csv(tmp_path / "part2.csv", rows[cut:])
+    whole, _ = aggregate_file([write_csv(tmp_path / "whole.csv", rows)])
+    ten = pd.Timestamp("2024-01-01 00:10")
+    _ingest_cli(redis_server_url, key_prefix, "d", part1)
+    assert ten not in store.frame("d")["requests"].dropna().index  # partial: not stored, kept aside
+    out = _ingest_cli(redis_server_url, key_prefix, "d", part2)
+    assert "first minute 00:10 joined to the 2 requests the previous part ended with" in out, out
+    pd.testing.assert_series_equal(store.frame("d")["requests"].dropna(), whole["requests"], check_freq=False)
+    _ingest_cli(redis_server_url, key_prefix, "d", part2)  # the same part again: nothing changes
+    assert store.frame("d").loc[ten, "requests"] == 12
+    _ingest_cli(redis_server_url, key_prefix, "e", part1, part2)  # both parts in one call: 00:10 whole ...
+    out = _ingest_cli(redis_server_url, key_prefix, "e", part2)   # ... and a later part alone does not cut it
+    assert store.frame("e").loc[ten, "requests"] == 12
+    assert "first minute 00:10 kept as stored (12 requests): this log starts inside it (10 seen)" in out, out

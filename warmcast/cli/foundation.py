@@ -74,8 +74,8 @@ def ingest(
     reading: LogReading,
 ) -> None:
     """Aggregate request logs or count series per minute into the load store."""
-    from warmcast.ingest import aggregate_file
     from warmcast.config.deployments import check_deployment_name
+    from warmcast.logparts import ingest_files
 
     if on_error not in ("fail", "skip"):
         raise InputError(f"--on-error must be fail or skip, not {on_error!r}")
@@ -86,10 +86,7 @@ def ingest(
         return follow_access_log(_settings(config), deployment, files or [], reading, poll_s, grace_s, once)
     if not files:
         raise InputError("ingest needs one or more log files (or --follow for a deployment's access log)")
-    store = _store(config)
-    frame, report = aggregate_file(files, on_error=on_error, progress=True, window=store.window(deployment),
-                                   **reading.kwargs())
-    store.upsert_frame(deployment, frame, resolution_min=report.resolution_min)
+    report = ingest_files(_store(config), deployment, files, on_error=on_error, progress=True, **reading.kwargs())
     typer.echo(report.summary())
     typer.echo(f"deployment {deployment}: stored in the load store")
 

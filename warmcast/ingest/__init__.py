@@ -29,7 +29,7 @@ from warmcast.ingest.accumulate import MinuteAccumulator, regular
 from warmcast.ingest.formats import OnError, Preset, resolve_preset
 from warmcast.ingest.interval import Stamps, fit_interval, label
 from warmcast.ingest.parse import Parsed, parse_chunk
-from warmcast.ingest.parts import Spans, refuse_same_files
+from warmcast.ingest.parts import Carry, Spans, refuse_same_files
 from warmcast.ingest.readers import Chunk, read_chunks
 from warmcast.ingest.report import IngestReport
 from warmcast.ingest.window import FUTURE_SLACK_NS, NS_PER_MIN, TimeWindow
@@ -41,15 +41,17 @@ CHUNK_ROWS = 1_000_000
 
 def aggregate_file(paths: list[str | Path], fmt: str = "auto", on_error: OnError = "fail",
                    tz: str = "UTC", start: str | None = None, chunk_rows: int = CHUNK_ROWS,
-                   progress: bool = False, window: TimeWindow | None = None,
+                   progress: bool = False, window: TimeWindow | None = None, carry: Carry | None = None,
                    **mapping: str | None) -> tuple[pd.DataFrame, IngestReport]:
     """Read logs into one per-minute frame. Raises InputError (naming file, line, column) on a
     bad row when ``on_error='fail'``; nothing is written anywhere by this function.
 
     ``window`` bounds the times (default: none later than now + 1 day, none before 1970);
-    ``LoadStore.window`` adds the deployment's retention and newest stored day."""
+    ``LoadStore.window`` adds the deployment's retention and newest stored day.  ``carry``: the
+    minute the previous part of a request log ended inside, joined to this one's first minute when
+    this log continues it; this log's own is ``report.carry`` (warmcast.ingest.parts)."""
     fold = _Fold(IngestReport(files=[str(p) for p in paths]), on_error, window or TimeWindow.around(),
-                 tz, pd.Timestamp(start or "1970-01-01", tz="UTC").value)
+                 tz, pd.Timestamp(start or "1970-01-01", tz="UTC").value, carry=carry)
     kinds = set()
     files = [Path(p) for p in paths]
     for path in files:
@@ -80,6 +82,7 @@ class _Fold:
     step_ns: int = NS_PER_MIN  # a count series' interval (its dominant step), for its last minute
     stamps: Stamps = field(default_factory=Stamps)  # a count series' times, over chunks and files: its interval
     spans: Spans = field(default_factory=Spans)  # each request log's first and last time, for parts that overlap
+    carry: Carry | None = None  # the previous part's last minute (a request log split mid-minute)
 
     def file(self, path: Path, preset: Preset, chunk_rows: int, progress: bool) -> None:
         bar = _progress(path, progress)
@@ -127,6 +130,7 @@ class _Fold:
         self._refuse_too_old()
         has_tokens = any(b["input_tokens"].any() or b["output_tokens"].any() for b in acc.days.values())
         if requests_log:
+            self._join_carry()
             report.long_gaps = acc.fill_request_span()
         self._drop_partial_last_minute(requests_log)
         self._drop_unfinished_bin()
@@ -151,6 +155,19 @@ class _Fold:
             len(fit.incomplete)
         report.interval = label(fit.step_ns) if fit.step_ns else ""
         report.resolution_min, self.step_ns = fit.resolution_min, fit.step_ns or NS_PER_MIN
+
+    def _join_carry(self) -> None:
+        """The previous part's last minute joined to this log's first when this log continues it: a
+        minute split over two parts is the sum of both (issue 41), never the later part's share."""
+        first, report = self.acc.first_minute(), self.report
+        if first is None:
+            return
+        first_ns = min(span[0] for span in self.spans.by_file.values())
+        if self.carry is not None and self.carry.continued_by(first, first_ns):
+            c = self.carry
+            self.acc.add_minute(first, c.requests, c.input_tokens, c.output_tokens, c.hist)
+            report.joined_requests = c.requests
+        report.first_minute, report.first_requests = pd.Timestamp(first * NS_PER_MIN), self.acc.minute_values(first)[0]
 
     def _drop_unfinished_bin(self) -> None:
         """A coarse series' newest bin that ends after now is still filling (a live export): stored,
@@ -187,6 +204,9 @@ class _Fold:
             covered_to = self.max_ns + self.step_ns
             if self.step_ns >= NS_PER_MIN or covered_to >= (last + 1) * NS_PER_MIN:
                 return
+        if requests_log:  # kept aside: the next part's first minute is joined to it
+            req, inp, out, hist = self.acc.minute_values(last)
+            self.report.carry = Carry(last, self.max_ns, req, inp, out, hist)
         self.report.partial_minute = pd.Timestamp(last * NS_PER_MIN)
         self.report.partial_requests = self.acc.drop_minute(last)
 

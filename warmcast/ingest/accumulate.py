@@ -86,6 +86,10 @@ class MinuteAccumulator:
         parts = [np.flatnonzero(self.days[d]["seen"] > 0) + d * 1440 for d in sorted(self.days)]
         return np.concatenate(parts) if parts else np.array([], np.int64)
 
+    def first_minute(self) -> int | None:
+        seen = self._seen_minutes()
+        return int(seen[0]) if len(seen) else None
+
     def last_minute(self) -> int | None:
         seen = self._seen_minutes()
         return int(seen[-1]) if len(seen) else None
@@ -98,6 +102,21 @@ class MinuteAccumulator:
         for key in b:
             b[key][m] = 0
         return held
+
+    def minute_values(self, minute: int) -> tuple[float, float, float, dict[int, int]]:
+        """Requests, input and output tokens and the context histogram (bin -> requests) of one minute."""
+        b, m = self.days[minute // 1440], minute % 1440
+        hist = {int(i): int(b["hist"][m, i]) for i in np.flatnonzero(b["hist"][m])} if "hist" in b else {}
+        return float(b["requests"][m]), float(b["input_tokens"][m]), float(b["output_tokens"][m]), hist
+
+    def add_minute(self, minute: int, requests: float, inp: float, out: float, hist: dict[int, int]) -> None:
+        """Add one minute's sums of requests (a part of it read before: warmcast.ingest.parts.Carry)."""
+        b, m = self._block(minute // 1440, True), minute % 1440
+        for key, value in (("seen", requests), ("requests", requests), ("input_tokens", inp), ("output_tokens", out)):
+            b[key][m] += value
+        if "hist" in b:
+            for i, n in hist.items():
+                b["hist"][m, i] += n
 
     def move_minute(self, src: int, dst: int) -> None:
         """Move what minute ``src`` holds to minute ``dst`` (a count series' stamp off its grid, moved

@@ -6,12 +6,19 @@ counted twice without a word (issue 41).  A request log is one row per request: 
 time in two files are two requests only if the files come from two sources, and the operator, not
 warmcast, knows that; both cases are refused, naming both files, and the message says what to do.
 A count series repeated across files is summed and said in the report, as before.
+
+Across calls: a request log's last minute is not stored (the log ends inside it).  Its counts are kept
+as a :class:`Carry`, and the next call's first minute, when it is that minute and its first request
+comes after the carried ones (the next part of a log split mid-minute), is joined to it, so the minute
+is stored whole: never the later part's share alone (issue 41: 10 of 12 requests stored).  Where the
+carry is kept (Redis) is ``warmcast.logparts``'s business; here it is a value.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -80,3 +87,28 @@ def _when(first_ns: int, last_ns: int) -> str:
     a, b = pd.Timestamp(first_ns), pd.Timestamp(last_ns)
     return f"{a:%Y-%m-%d %H:%M:%S} .. {b:%H:%M:%S}" if a.normalize() == b.normalize() else \
         f"{a:%Y-%m-%d %H:%M:%S} .. {b:%Y-%m-%d %H:%M:%S}"
+
+
+@dataclass(frozen=True)
+class Carry:
+    """The minute a request log ended inside, as read: what the next part joins to its first minute."""
+
+    minute: int  # minutes since the epoch
+    last_ns: int  # the last request's time: the next part continues the log if it starts at or after it
+    requests: float
+    input_tokens: float = 0.0
+    output_tokens: float = 0.0
+    hist: dict[int, int] = field(default_factory=dict)  # context-length histogram bin -> requests
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> "Carry":
+        d = json.loads(raw)
+        return cls(int(d["minute"]), int(d["last_ns"]), float(d["requests"]), float(d["input_tokens"]),
+                   float(d["output_tokens"]), {int(k): int(v) for k, v in d["hist"].items()})
+
+    def continued_by(self, first_minute: int, first_ns: int) -> bool:
+        """Whether a log whose first request is at ``first_ns`` is the next part of this one."""
+        return first_minute == self.minute and first_ns >= self.last_ns

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from warmcast.ingest.parts import Carry
+
 
 @dataclass
 class IngestReport:
@@ -34,6 +36,13 @@ class IngestReport:
     shifted_first: str = ""  # the first of them: "file:line (time -> bin)"
     missing_intervals: int = 0  # a count series' bins with no stamp between its first and last: kept missing
     incomplete_minutes: int = 0  # a finer series' minutes a missing interval falls in: kept missing
+    # a request log in parts over several calls (warmcast.ingest.parts): its first minute, the requests the
+    # previous part's last minute held (joined to it), the stored value kept for it, and its own last minute
+    first_minute: pd.Timestamp | None = None
+    first_requests: float = 0.0
+    joined_requests: float | None = None
+    kept_first: float | None = None
+    carry: Carry | None = None
 
     def summary(self) -> str:
         span = f"{self.first} .. {self.last}" if self.first is not None else "empty"
@@ -59,19 +68,35 @@ class IngestReport:
                            f"{self.shifted_first})"),
         ]
         lines += [f"  {n:,} {what}" for n, what in notes if n]
+        lines += self._parts()
         if self.partial_minute is not None:
             lines.append(f"  last minute {self.partial_minute:%Y-%m-%d %H:%M} not stored: the log ends inside it "
                          f"({self.partial_requests:,.0f} requests seen); pass the log that continues it in the "
-                         "same call to store it whole")
+                         "same call, or ingest it next: its first minute is joined to this one")
         if self.unfinished_bin is not None:
             lines.append(f"  last bin {self.unfinished_bin:%Y-%m-%d %H:%M} not stored: it has not ended yet "
                          f"(it ends at {self.unfinished_bin + pd.Timedelta(minutes=self.resolution_min):%H:%M} UTC)")
         lines += [f"  skipped: {p}" for p in self.problems]
         return "\n".join(lines)
 
+    def _parts(self) -> list[str]:
+        """What became of this log's first minute, where a previous part had ended inside it."""
+        if self.first_minute is None:
+            return []
+        if self.joined_requests is not None:
+            return [f"  first minute {self.first_minute:%H:%M} joined to the {self.joined_requests:,.0f} requests "
+                    f"the previous part ended with: {self.first_requests:,.0f} requests"]
+        if self.kept_first is not None:
+            return [f"  first minute {self.first_minute:%H:%M} kept as stored ({self.kept_first:,.0f} requests): "
+                    f"this log starts inside it ({self.first_requests:,.0f} seen), and a part never replaces a minute "
+                    "stored whole"]
+        return []
+
     def finish(self, frame: pd.DataFrame) -> None:
         """Totals of what is about to be stored."""
         self.minutes = len(frame)
+        self.first = self.last = None  # called again when a caller drops a minute (warmcast.logparts)
+        self.requests = self.input_tokens = self.output_tokens = 0.0
         if len(frame):
             self.first, self.last = frame.index[0], frame.index[-1]
             self.requests = float(frame["requests"].sum())
