@@ -34,6 +34,8 @@ def configs(draw):
         max_step_up=draw(st.one_of(st.none(), st.integers(1, 10))),
         max_step_down=draw(st.one_of(st.none(), st.integers(1, 10))),
         forecast_smoothing_min=draw(st.sampled_from([1, 3])),
+        reactive_guard=draw(st.one_of(st.none(), st.sampled_from([0.5, 0.7, 0.86]))),
+        reactive_guard_window_min=draw(st.sampled_from([1, 5, 15])),
     )
 
 
@@ -94,16 +96,42 @@ def test_desired_never_falls_as_forecast_rises(cfg, ready, obs, p, bump, state) 
     assert d_hi.desired >= d_lo.desired
 
 
+def _guard_says(d, what: str) -> bool:
+    """Whether the reactive guard's step moved the number and its reason names ``what`` (issue 42)."""
+    return any(s.name == "reactive_guard" and s.after > s.before and s.reason is not None and what in s.reason.text
+               for s in d.steps)
+
+
 @SETTINGS
 @given(cfg=configs(), ready=st.integers(0, 70), obs=rpm, p=path, state=states())
 def test_max_step_holds_within_bounds(cfg, ready, obs, p, state) -> None:
+    """With the reactive guard on, a step past max_step_up is the guard's and its reason says so."""
     cap = hard_cap(cfg)
     d, _ = decide_scale(cfg, T0, fleet(ready), obs, 0.0, forecast_of(p), state)
     if cfg.min_replicas <= ready <= cap:
-        if cfg.max_step_up is not None:
-            assert d.desired - ready <= cfg.max_step_up
+        if cfg.max_step_up is not None and d.desired - ready > cfg.max_step_up:
+            assert cfg.reactive_guard is not None and _guard_says(d, f"max_step_up {cfg.max_step_up}"), d.steps
         if cfg.max_step_down is not None:
             assert ready - d.desired <= cfg.max_step_down
+
+
+@SETTINGS
+@given(cfg=configs(), ready=st.integers(0, 70), obs=rpm, p=path, state=states())
+def test_no_scale_up_inside_its_cooldown_unless_the_guard_says_so(cfg, ready, obs, p, state) -> None:
+    last = state.last_scale
+    inside = last is not None and (T0 - last).total_seconds() < cfg.cooldown_up_s
+    d, _ = decide_scale(cfg, T0, fleet(ready), obs, 0.0, forecast_of(p), state)
+    if inside and cfg.min_replicas <= ready <= hard_cap(cfg) and d.desired > ready:
+        assert _guard_says(d, "scale-up cooldown"), d.steps
+
+
+def test_the_guard_past_max_step_says_so() -> None:
+    """The reported case: 2 replicas to 19 with max_step_up 1, the guard's reason silent about it."""
+    cfg = ScalingConfig(capacity_rpm=100.0, min_replicas=1, max_replicas=40, max_step_up=1, reactive_guard=0.5,
+                        reactive_guard_window_min=5, cooldown_down_s=0.0)
+    d, _ = decide_scale(cfg, T0, fleet(2), 950.0, 0.0, None, PolicyState())
+    assert d.desired == 19 and d.reason.code.value == "reactive_guard", d.reason
+    assert "goes past max_step_up 1 (+17 from 2)" in d.reason.text
 
 
 @SETTINGS

@@ -198,13 +198,29 @@ def stage_gpu_budget(n: int, c: GuardrailContext) -> tuple[int, Optional[Reason]
 
 
 def stage_reactive_guard(n: int, c: GuardrailContext) -> tuple[int, Optional[Reason]]:
-    """Never below what the autoscaler warmcast replaces would hold on this load (warmup/core/hpa.py)."""
+    """Never below what the autoscaler warmcast replaces would hold on this load (warmup/core/hpa.py).
+    It runs after max step and cooldown on purpose (never later than the HPA comes first); where it
+    goes past either, its reason says so, so no earlier guardrail is undone in silence (issue 42)."""
     if c.hpa is None or n >= c.hpa:
         return n, None
-    return c.hpa, Reason(ReasonCode.REACTIVE_GUARD,
-                         f"held at {c.hpa}: the HPA it replaces (target {c.cfg.reactive_guard:.0%} of capacity, "
-                         f"{c.cfg.reactive_guard_window_min} min scale-down window) would hold {c.hpa} on this "
-                         f"load, and warmcast never holds less (its own need: {n})")
+    text = (f"held at {c.hpa}: the HPA it replaces (target {c.cfg.reactive_guard:.0%} of capacity, "
+            f"{c.cfg.reactive_guard_window_min} min scale-down window) would hold {c.hpa} on this "
+            f"load, and warmcast never holds less (its own need: {n})")
+    return c.hpa, Reason(ReasonCode.REACTIVE_GUARD, text + _overrides(c.hpa, c))
+
+
+def _overrides(n: int, c: GuardrailContext) -> str:
+    """The earlier guardrails that ``n`` goes past, in words ("" where none)."""
+    over = []
+    up = c.cfg.max_step_up
+    if up is not None and n > c.current + up:
+        over.append(f"max_step_up {up} (+{n - c.current} from {c.current})")
+    last = c.state.last_scale
+    if n > c.current and last is not None and (c.now - as_utc(last)).total_seconds() < c.cfg.cooldown_up_s:
+        over.append(f"the {c.cfg.cooldown_up_s:.0f} s scale-up cooldown")
+    if not over:
+        return ""
+    return "; this goes past " + " and ".join(over) + ": never later than the HPA comes first"
 
 
 GUARDRAILS: tuple[tuple[str, Stage], ...] = (
