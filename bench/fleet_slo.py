@@ -102,9 +102,14 @@ def window_rows(log, cfg, tuning, slo) -> tuple[dict, dict, dict]:
                       "bundle": bundle, "cfg": cfg}
 
 
+LEAST_LATE_GPU = 1.05  # "least late" counts only at no more than this many times the compared GPU-hours
+
+
 def verdict(rows: dict, slo: SLO) -> str:
     """Issue 27's targets: never later than reactive; where both meet the SLO, <= 0.90x its
-    GPU-hours; where no policy meets it, the least late of the non-static policies."""
+    GPU-hours; where no policy meets it, the least late of the non-static policies.  MET is said
+    only for the target that applies; least late is strict (a tie is not least) and counts only at
+    no more than 1.05x the GPU-hours of the policy it beats (issue 42)."""
     p, r, q = rows["predictive"], rows["reactive"], rows["queue"]
     if p["late_share"] > r["late_share"]:
         return (f"NOT MET: predictive later than reactive ({p['late_pct']:.4f}% vs {r['late_pct']:.4f}% "
@@ -115,9 +120,24 @@ def verdict(rows: dict, slo: SLO) -> str:
         return f"{'MET' if ok else 'NOT MET'}: both meet the SLO; predictive at {ratio:.3f}x reactive's GPU-hours"
     if p["late_share"] <= slo.late_share:
         return f"MET: only predictive meets the SLO, at {ratio:.3f}x reactive's GPU-hours"
-    ok = p["late_share"] <= min(r["late_share"], q["late_share"])
-    return (f"{'MET' if ok else 'NOT MET'}: no policy meets the SLO; predictive "
-            f"{'is' if ok else 'is not'} the least late ({p['late_pct']:.4f}%)")
+    return "no policy meets the SLO; " + least_late(p, {"reactive": r, "queue": q})
+
+
+def least_late(p: dict, others: dict[str, dict]) -> str:
+    """Whether predictive is strictly the least late, each win at <= 1.05x the GPU-hours of the policy it beats."""
+    why = []
+    for name, o in others.items():
+        gpu = p["gpu_hours"] / o["gpu_hours"]
+        if p["late_share"] >= o["late_share"]:
+            why.append(f"{'tied with' if p['late_share'] == o['late_share'] else 'later than'} {name} "
+                       f"({p['late_pct']:.4f}% vs {o['late_pct']:.4f}%)")
+        elif gpu > LEAST_LATE_GPU:
+            why.append(f"less late than {name} ({p['late_pct']:.4f}% vs {o['late_pct']:.4f}%) only at {gpu:.2f}x its "
+                       f"GPU-hours (counts at <= {LEAST_LATE_GPU:.2f}x)")
+    if why:
+        return "NOT MET: predictive is not the least late: " + "; ".join(why)
+    return (f"MET: predictive is the least late ({p['late_pct']:.4f}%), at <= {LEAST_LATE_GPU:.2f}x the GPU-hours "
+            f"of each policy it beats")
 
 
 def fmt(rows: dict, slo: SLO) -> str:
