@@ -178,3 +178,24 @@ def test_a_log_fed_deployment_gets_no_arrivals_from_its_counters(tmp_path, redis
     assert ingest.step(ctx, "gw").minutes == 0
     assert ingest.step(ctx, "counted").minutes >= 1
     assert np.isclose(ctx.store.frame("counted")["requests"].dropna().iloc[-1], 12.0)
+
+
+def test_round3_item3_a_log_silent_for_hours_is_not_written_as_hours_of_zeros(store, tmp_path):
+    """Issue 41 (3): --follow on a log that stopped 3 h ago wrote 170 zero minutes in one poll, as if the
+    service had had no traffic.  Zeros go only up to the silence limit after the last line; later
+    minutes stay missing, and the report says since when the log has been silent."""
+    log = tmp_path / "access.jsonl"
+    start = int(time.time() // 60) - 180
+    append(log, start, 6)
+    append(log, start + 2, 4)
+    f = Follower(log, "gw", store, PRESETS["openai"])  # the default silence limit: 5 minutes
+    rep = f.poll(now_s=time.time())
+    assert stored(store) == {start: 6.0, start + 1: 0.0, start + 2: 4.0,
+                             **{start + 2 + i: 0.0 for i in range(1, 6)}}  # 5 minutes of zeros, then missing
+    assert rep.minutes_written == 8 and rep.silent_since == start + 2
+    assert "log silent since" in rep.summary() and "left missing, not zero" in rep.summary()
+    assert f.poll(now_s=time.time()).silent_since is None  # said once per silence
+    now_min = int(time.time() // 60)
+    append(log, now_min, 3)  # the log speaks again: the silence stays missing, the minute is written
+    f.poll(now_s=(now_min + 1) * 60 + 15)
+    assert stored(store)[now_min] == 3.0 and len(stored(store)) == 9

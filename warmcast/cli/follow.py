@@ -14,7 +14,7 @@ from warmcast.cli.log_options import LogReading
 
 
 def follow_access_log(settings: Any, deployment: str, files: list[Path], reading: LogReading, poll_s: float,
-                      grace_s: float, once: bool) -> None:
+                      grace_s: float, once: bool, silence_min: int) -> None:
     """Poll the deployment's access log until SIGINT/SIGTERM (or once); each poll's summary on stdout
     when it wrote something, each skipped line on stderr."""
     from warmcast.ingest.follow import Follower
@@ -29,7 +29,8 @@ def follow_access_log(settings: Any, deployment: str, files: list[Path], reading
     if fmt == "auto" and path.stat().st_size == 0:
         raise InputError(f"{path}: empty, so its format cannot be told yet: pass --format (e.g. openai)")
     _, preset = resolve_preset(fmt, path, **kw)
-    follower = Follower(path, deployment, open_store(settings), preset, tz=tz, grace_s=grace_s)
+    follower = Follower(path, deployment, open_store(settings), preset, tz=tz, grace_s=grace_s,
+                        silence_min=silence_min)
     stop = {"now": False}
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.update(now=True))
@@ -39,7 +40,7 @@ def follow_access_log(settings: Any, deployment: str, files: list[Path], reading
         rep = follower.poll()
         for line in rep.bad:
             typer.echo(f"skipped {line}", err=True)
-        if rep.minutes_written or rep.late or rep.rotated or once:
+        if rep.minutes_written or rep.late or rep.rotated or rep.silent_since is not None or once:
             typer.echo(rep.summary())
             sys.stdout.flush()
         if once or stop["now"]:

@@ -69,6 +69,10 @@ def ingest(
     grace_s: float = typer.Option(10.0, "--grace-s", min=0.0, help="With --follow: a minute is written this long "
                                                                    "after it ends (gateways buffer their writes)."),
     once: bool = typer.Option(False, "--once", help="With --follow: read once, write what is complete, exit."),
+    silence_min: int = typer.Option(5, "--silence-min", min=0, max=1440,  # warmcast.ingest.follow.SILENCE_MIN
+                                    help="With --follow: minutes after the log's last line written as zero "
+                                         "requests; after a longer silence the log may have stopped, so later "
+                                         "minutes stay missing (and it is said)."),
     config: Optional[Path] = ConfigOpt,
     *,
     reading: LogReading,
@@ -83,7 +87,8 @@ def ingest(
     if follow:
         from warmcast.cli.follow import follow_access_log
 
-        return follow_access_log(_settings(config), deployment, files or [], reading, poll_s, grace_s, once)
+        return follow_access_log(_settings(config), deployment, files or [], reading, poll_s, grace_s, once,
+                                 silence_min)
     if not files:
         raise InputError("ingest needs one or more log files (or --follow for a deployment's access log)")
     report = ingest_files(_store(config), deployment, files, on_error=on_error, progress=True, **reading.kwargs())

@@ -7,9 +7,12 @@ from the instances' counters, chosen per deployment in the deployments file
 
 Each poll parses the complete lines appended since the last one (JSON lines, with the same
 presets and column flags as ``ingest``) and counts requests per minute.  A minute is written
-once it has been over for ``grace_s`` (gateways buffer their log writes); minutes with no line
-between two written ones are zeros, since the gateway logs every request.  A line for a minute
-already written is late: counted in the report, not stored.
+once it has been over for ``grace_s`` (gateways buffer their log writes); a minute with no line is a
+zero, since the gateway logs every request, but only up to ``silence_min`` minutes after the last line:
+a log silent for longer may have stopped (a gateway down, the log moved), so later minutes are left
+missing, never zero, and the poll's report says since when the log has been silent (issue 41: a log
+that had stopped 3 h before was written as 170 minutes without traffic).  A line for a minute already
+written is late: counted in the report, not stored.
 
 Where the follower is lives in Redis (``P:follow:D``): the file's inode, the byte offset and line
 number of the first unread line, the counts of minutes still open and the last minute written.
@@ -46,6 +49,7 @@ from warmcast.ingest.window import NS_PER_MIN
 from warmcast.text import shown
 
 MAX_READ_BYTES = 32 << 20  # one poll's read; a backlog is caught up over several polls
+SILENCE_MIN = 5  # minutes after the last line written as zeros; later ones stay missing (--silence-min)
 
 
 @dataclass
@@ -58,6 +62,7 @@ class FollowState:
     fp: str = ""      # hash of the file's first fp_len bytes (warmcast.ingest.rotation)
     fp_len: int = 0
     skipping: bool = False  # inside a line over MAX_LINE_BYTES: discard up to its newline
+    last_line: int | None = None  # the newest written minute that had a line: zeros reach silence_min past it
 
 
 @dataclass
@@ -67,6 +72,8 @@ class PollReport:
     late: int = 0
     rotated: bool = False
     bad: list[str] = field(default_factory=list)  # "file:line: why" of the lines skipped
+    silent_since: int | None = None  # the minute of the last line, when this poll first left minutes missing
+    silence_min: int = SILENCE_MIN
 
     def summary(self) -> str:
         out = f"{self.lines} lines, {self.minutes_written} minutes written"
@@ -74,17 +81,22 @@ class PollReport:
             out += f", {self.late} late lines not stored (their minute was written already)"
         if self.rotated:
             out += ", log rotated: reading the new file from its start"
+        if self.silent_since is not None:
+            since = pd.Timestamp(self.silent_since * NS_PER_MIN)
+            out += (f", log silent since {since:%Y-%m-%d %H:%M} UTC (its last line): minutes after "
+                    f"{since + pd.Timedelta(minutes=self.silence_min):%H:%M} left missing, not zero (--silence-min "
+                    f"{self.silence_min})")
         return out
 
 
 class Follower:
     def __init__(self, path: Path, deployment: str, store: Any, preset: Preset, tz: str = "UTC",
-                 grace_s: float = 10.0) -> None:
+                 grace_s: float = 10.0, silence_min: int = SILENCE_MIN) -> None:
         if preset.kind != "requests":
             raise InputError(f"{path}: --follow counts requests from an access log; a count series "
                              "is ingested without --follow")
         self.path, self.dep, self.store, self.preset, self.tz = Path(path), deployment, store, preset, tz
-        self.grace_s = grace_s
+        self.grace_s, self.silence_min = grace_s, int(silence_min)
         self.key = f"{store.prefix}:follow:{deployment}"
         self._fh: Any = None  # the file being read (state's inode), kept open so a renamed or deleted one is finished
 
@@ -95,7 +107,8 @@ class Follower:
         d = json.loads(raw)
         return FollowState(d["inode"], d["offset"], d["line"], d["written"],
                            {int(k): v for k, v in d["open"].items()},
-                           d.get("fp", ""), d.get("fp_len", 0), d.get("skipping", False))
+                           d.get("fp", ""), d.get("fp_len", 0), d.get("skipping", False),
+                           d.get("last_line", d["written"]))  # a state saved before it: the last minute written
 
     def _save(self, st: FollowState) -> None:
         self.store.r.set(self.key, json.dumps(asdict(st)))
@@ -103,7 +116,7 @@ class Follower:
     def poll(self, now_s: float | None = None) -> PollReport:
         """Read what was appended, write the minutes now complete, save where it got to."""
         now_s = time.time() if now_s is None else now_s
-        st, rep = self.state(), PollReport()
+        st, rep = self.state(), PollReport(silence_min=self.silence_min)
         here = self._open_path()
         stale = bool(st.inode) and not (here is not None and is_same_file(here, st.inode, st.offset, st.fp,
                                                                           st.fp_len))
@@ -232,12 +245,21 @@ class Follower:
         first = st.written + 1 if st.written is not None else min(st.open)
         if last_complete < first:
             return
-        span = range(first, last_complete + 1)
-        counts = np.array([st.open.get(m, [0.0, 0.0, 0.0]) for m in span])
-        idx = pd.DatetimeIndex(pd.to_datetime(np.array(span, np.int64) * 60, unit="s"), name="time")
-        frame = pd.DataFrame(counts, index=idx, columns=["requests", "input_tokens", "output_tokens"])
-        if not (self.preset.input or self.preset.output):
-            frame = frame[["requests"]]
-        rep.minutes_written = self.store.upsert_frame(self.dep, frame)
-        st.written = last_complete
+        rows, line = {}, st.last_line
+        for m in range(first, last_complete + 1):
+            if m in st.open:
+                rows[m], line = st.open[m], m
+            elif line is not None and m - line <= self.silence_min:
+                rows[m] = [0.0, 0.0, 0.0]  # the gateway logs every request: no line, no request
+            elif line is not None and m - line == self.silence_min + 1:
+                rep.silent_since = line  # the first minute left missing: said once per silence
+        if rows:
+            minutes = np.array(sorted(rows), np.int64)
+            idx = pd.DatetimeIndex(pd.to_datetime(minutes * 60, unit="s"), name="time")
+            frame = pd.DataFrame([rows[m] for m in minutes.tolist()], index=idx,
+                                 columns=["requests", "input_tokens", "output_tokens"])
+            if not (self.preset.input or self.preset.output):
+                frame = frame[["requests"]]
+            rep.minutes_written = self.store.upsert_frame(self.dep, frame)
+        st.written, st.last_line = last_complete, line
         st.open = {m: v for m, v in st.open.items() if m > last_complete}
