@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from forecaster.base import DAY, WEEK, InsufficientHistory, minute_series, per_step, tokens_series
+from forecaster.base import DAY, WEEK, InsufficientHistory, minute_series, per_step, resolution, tokens_series
 from forecaster.lstm.config import LSTMConfig
 
 N_SEQ = 8  # channels per window step
@@ -75,10 +75,16 @@ class _Sums:
         return np.where((p >= 0) & (p < self.n), self.mean(p - k, p + k + 1), np.nan)
 
 
-def series_arrays(history) -> tuple[pd.Series, np.ndarray, np.ndarray | None]:
-    """(minute series, log1p load, log1p tokens or None) of a history."""
+def series_arrays(history, known_before: pd.Timestamp | None = None) -> tuple[pd.Series, np.ndarray, np.ndarray | None]:
+    """(minute series, log1p load, log1p tokens or None) of a history.  ``known_before``: the first
+    origin that will be forecast from it; the outage rule then reads only the steps that end by it."""
     s = minute_series(history)
-    logv = np.log1p(outage_zeros(np.clip(s.to_numpy(dtype=float), 0, None)))
+    known = None
+    if known_before is not None and len(s):
+        step_ns = resolution(s) * 60 * 10**9
+        known = int(np.searchsorted(s.index.as_unit("ns").asi8 + step_ns, pd.Timestamp(known_before).value,
+                                    side="right"))
+    logv = np.log1p(outage_zeros(np.clip(s.to_numpy(dtype=float), 0, None), known))
     tok = tokens_series(history) if isinstance(history, pd.DataFrame) else None
     logtok = None
     if tok is not None:
@@ -87,7 +93,7 @@ def series_arrays(history) -> tuple[pd.Series, np.ndarray, np.ndarray | None]:
     return s, logv, logtok
 
 
-def outage_zeros(y: np.ndarray) -> np.ndarray:
+def outage_zeros(y: np.ndarray, known: int | None = None) -> np.ndarray:
     """Counts with their zero steps read as missing (NaN, as a blank in a log is) where a zero
     cannot be load: in a series whose 1% quantile of non-zero steps is ``OUTAGE_FLOOR`` or more (a
     Poisson count of mean 20 is zero with probability 2e-9).  ServeGen m-mid (a million requests per
@@ -101,11 +107,16 @@ def outage_zeros(y: np.ndarray) -> np.ndarray:
     trickle while a service is down (500-4,900 a step for two hours on 2025-01-15, inside the held-back
     validation slice, where it widened the calibrated P95 band to the P99's).  No daily cycle
     swings a hundredfold within a step; a low-volume deployment (zeros that can be load) is left
-    as it is."""
+    as it is.
+
+    ``known``: the rule's quantile and median come from the first ``known`` steps only (those before
+    every origin forecast from ``y``), so nothing at or after an origin sets them (issue 42); None:
+    all of ``y`` (training, and a live history that ends at its origin)."""
     zero = y == 0
     if not zero.any():
         return y
-    nonzero = y[y > 0]
+    seen = y if known is None else y[:known]
+    nonzero = seen[seen > 0]
     if not len(nonzero) or np.quantile(nonzero, 0.01) < OUTAGE_FLOOR:
         return y
     return np.where(zero | (y < OUTAGE_SHARE * np.median(nonzero)), np.nan, y)

@@ -180,9 +180,10 @@ class LSTMForecaster(BaseForecaster):
         return [Forecast(pd.Timestamp(o), means[i], {q: vals[i, :, j] for j, q in enumerate(out_levels)},
                          self.name, self.version, step_min=self.cfg.step_min) for i, o in enumerate(origins)]
 
-    def _series(self, history):
-        """(series, log load, log tokens) of a history at the resolution the model was fitted on."""
-        s, logv, logtok = series_arrays(history)
+    def _series(self, history, known_before: pd.Timestamp | None = None):
+        """(series, log load, log tokens) of a history at the resolution the model was fitted on
+        (``known_before``: the first origin; see ``features.series_arrays``)."""
+        s, logv, logtok = series_arrays(history, known_before)
         if len(s) > 1 and resolution(s) != self.cfg.step_min:
             raise ValueError(f"lstm was fitted on {self.cfg.step_min}-minute steps; this history has "
                              f"{resolution(s)}-minute bins")
@@ -216,8 +217,8 @@ class LSTMForecaster(BaseForecaster):
         """One forecast per origin, each from the minutes of ``history`` strictly before it,
         in one batched pass."""
         self._check(horizon, quantiles)
-        s, logv, logtok = self._series(history)
         origins = pd.DatetimeIndex(origins)
+        s, logv, logtok = self._series(history, origins.min() if len(origins) else None)
         # bins before the origin's: on a coarse series an origin inside a bin does not see that bin
         ends = ((origins - s.index[0]) // (self.cfg.step_min * MINUTE)).to_numpy().astype(np.int64)
         if (ends < 1).any():

@@ -276,3 +276,24 @@ def test_the_step_an_outage_ends_in_and_a_trickle_while_down_are_missing_too():
     np.testing.assert_array_equal(outage_zeros(no_zero), no_zero)
     quiet = np.tile([0.0, 1.0, 3.0, 250.0], 25)     # zeros that can be load: nothing is missing
     np.testing.assert_array_equal(outage_zeros(quiet), quiet)
+
+
+def test_the_outage_rule_reads_nothing_at_or_after_the_first_origin(model):
+    """Issue 42: the rule's median and 1% quantile were taken over the whole history handed to
+    ``predict_origins``, test window included.  A busy history with an outage (zeros that cannot be
+    load: missing) followed, after the origins, by hours at 1-5 requests a minute (which would make
+    those zeros load, when read) forecasts its origins exactly as the history cut at the last origin."""
+    from forecaster.lstm.features import outage_zeros
+
+    busy = _with(FRAME.iloc[: 2 * DAY], slice(-200, -150), 0.0)   # 71..354 a minute, an outage
+    origins = busy.index[-100:-90]
+    later = FRAME.iloc[2 * DAY: 2 * DAY + 600]
+    later = later.assign(requests=np.floor(later["requests"] / 60.0))
+    full = pd.concat([busy, later])
+    y = full["requests"].to_numpy(dtype=float)
+    assert not np.isnan(outage_zeros(y)[len(busy) - 200]), "read whole, the quiet hours make the zeros load"
+    a = model.predict_origins(full, origins, horizon=30)
+    b = model.predict_origins(full.loc[: origins[-1]].iloc[:-1], origins, horizon=30)   # cut at the last origin
+    for fa, fb in zip(a, b):
+        for q in fa.quantiles:
+            np.testing.assert_array_equal(fa.quantiles[q], fb.quantiles[q])
