@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import time
 from dataclasses import replace
@@ -30,6 +31,8 @@ from warmup.core.adapters import forecast_input
 from warmup.core import CoreConfig, PlanStep, plan_replicas
 from warmup.core.lead import Lead, with_lead
 from workers.coreconfig import live_core_config
+
+log = logging.getLogger("warmcast.api")
 
 
 def parse_quantiles(raw: str | None, field: str = "quantiles") -> tuple[float, ...]:
@@ -109,9 +112,21 @@ async def _stored_raw(ctx: ApiContext, dep: str) -> bytes | None:
     task = ctx.inflight.get(key)
     if task is None:
         task = ctx.inflight[key] = asyncio.ensure_future(_read_raw(ctx, dep, key))
+        task.add_done_callback(lambda t: _read_failed(t, dep))
     if age is not None and age < RAW_STALE_S:
         return hit[1]
     return await asyncio.shield(task)
+
+
+def _read_failed(task: asyncio.Future, dep: str) -> None:
+    """Look at a finished read's error, and say it once.  While a copy under RAW_STALE_S old is
+    answered no request awaits the read, and asyncio logged its error (Redis down) as "Task
+    exception was never retrieved" with a traceback (issue 41); a request that awaits it gets its
+    503 as before."""
+    err = None if task.cancelled() else task.exception()   # retrieved here, whoever else awaits it
+    if err is not None:
+        log.warning("reading the stored forecast of %r from Redis failed (%s: %s); a copy under %g s old "
+                    "is answered, else 503", dep, type(err).__name__, err, RAW_STALE_S)
 
 
 async def _read_raw(ctx: ApiContext, dep: str, key: tuple) -> bytes | None:
