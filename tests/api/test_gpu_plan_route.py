@@ -110,3 +110,15 @@ def test_reads_need_the_read_token_when_configured(settings, pools_seeded):
     with TestClient(create_app(s)) as c:
         assert c.get(URL.format("chat-pools")).status_code == 401
         assert c.get(URL.format("chat-pools"), headers={"Authorization": "Bearer reader"}).status_code == 200
+
+
+def test_thirty_minutes_ahead_without_a_stored_forecast_is_located_at_horizon(client, store):
+    """Issue 41 finding 4c: horizon=30m plans from the stored forecast; without one the 422 was
+    located at ["path", "deployment"] (and said '--horizon', a CLI flag), though the query parameter
+    asked for what is missing and horizon=24h plans from the stored load alone."""
+    store.upsert_frame("chat-pools", synthetic_frame(days=2))
+    r = client.get(URL.format("chat-pools"), params={"horizon": "30m"})
+    assert r.status_code == 422, r.text
+    (err,) = r.json()["detail"]
+    assert err["loc"] == ["query", "horizon"] and "24h" in err["msg"] and "--" not in err["msg"], err
+    assert client.get(URL.format("chat-pools"), params={"horizon": "24h"}).status_code == 200

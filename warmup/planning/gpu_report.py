@@ -100,7 +100,9 @@ def day_demand(history: pd.Series, quantile: float, forecast=None) -> tuple[list
 def ahead_demand(forecast, quantile: float) -> tuple[list[str], list[float], str, list[str]]:
     """The next 30 minutes of the stored forecast: its busiest minute at ``quantile``."""
     if forecast is None:
-        raise InputError("no stored forecast for this deployment: run the forecaster (or ask --horizon 24h)")
+        # the horizon asked for it: the API locates the 422 at that query parameter (issue 41)
+        raise AskError("horizon", "horizon 30m plans from the stored forecast and this deployment has none: "
+                                  "run the forecaster, or ask for horizon 24h (planned from the stored load)")
     path = list(forecast.quantile(quantile)[:30])
     return ([forecast.origin.strftime(TS)], [float(max(path))],
             f"stored forecast ({forecast.model}), P{round(quantile * 100)} peak of the next 30 minutes", [])
