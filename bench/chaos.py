@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # bench/ itself must not be on the path: bench/api.py would hide the api package.
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
-from bench import chaos_ingest, chaos_redis, chaosapi, docsection  # noqa: E402
+from bench import chaos_ingest, chaos_redis, chaos_round3, chaosapi, docsection  # noqa: E402
 from bench.chaosrig import Rig, Row  # noqa: E402
 from warmcast.runtime import wait_until  # noqa: E402
 
@@ -188,34 +188,58 @@ FAULTS = (fault_worker_kill, fault_redis_restart, *chaos_redis.FAULTS, fault_sec
           *chaosapi.FAULTS)
 
 
+def run_rows(rig: Rig, faults) -> list[Row]:
+    rows: list[Row] = []
+    for fault in faults:
+        t0 = time.monotonic()
+        try:
+            row = fault(rig)
+        except Exception as err:  # noqa: BLE001 - a fault that breaks the run is a row, not a crash
+            row = Row(fault.__name__, False, None, "?", "?", f"chaos run error: {type(err).__name__}: {err}")
+        print(f"  {row.fault}: {'recovered' if row.ok else 'NOT recovered in time' if row.recovered else 'NOT recovered'} "
+              f"({time.monotonic() - t0:.0f} s)", flush=True)
+        rows.append(row)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keep", action="store_true", help="keep the run's folder (logs) and print its path")
     ap.add_argument("--only", default="", help="comma-separated fault functions to run (default: all), "
                     "e.g. fault_cold_burst; the first fault's paused worker is then left paused")
+    ap.add_argument("--set", choices=("all", "round2", "round3"), default="all", dest="which",
+                    help="round2: the fast loop's rows (section chaos); round3: the minute loop's rows of issue 41 "
+                    "(section chaos_round3, about 70 min with the hour at load 8); all: both")
+    ap.add_argument("--hour-minutes", type=float, default=60.0, help="length of round three's load-8 row")
     docsection.add_doc_option(ap)
     args = ap.parse_args(argv)
     load, command = os.getloadavg()[0], docsection.command_line()
-    faults = [f for f in FAULTS if not args.only or f.__name__ in args.only.split(",")]
     os.environ.setdefault("PYTHONPATH", str(ROOT))
-    rows: list[Row] = []
-    with Rig(plan_every_s=PLAN_EVERY_S, lease_s=LEASE_S, keep=args.keep) as rig:
-        print(f"chaos: redis-server on 127.0.0.1:{rig.redis_port}, prefix {rig.prefix}, logs in {rig.tmp}",
-              flush=True)
-        rig.start(faulty_worker_pause_s=600)
-        for fault in faults:
-            t0 = time.monotonic()
-            try:
-                row = fault(rig)
-            except Exception as err:  # noqa: BLE001 - a fault that breaks the run is a row, not a crash
-                row = Row(fault.__name__, False, None, "?", "?", f"chaos run error: {type(err).__name__}: {err}")
-            print(f"  {row.fault}: {'recovered' if row.ok else 'NOT recovered in time' if row.recovered else 'NOT recovered'} "
-                  f"({time.monotonic() - t0:.0f} s)", flush=True)
-            rows.append(row)
-    print()
-    with docsection.printed_into("none" if args.only else args.doc, "chaos", load, command):
-        print(Row.table(rows))
-    return 0 if all(r.ok for r in rows) else 1
+    ok = True
+    if args.which in ("all", "round2"):
+        faults = [f for f in FAULTS if not args.only or f.__name__ in args.only.split(",")]
+        with Rig(plan_every_s=PLAN_EVERY_S, lease_s=LEASE_S, keep=args.keep) as rig:
+            print(f"chaos: redis-server on 127.0.0.1:{rig.redis_port}, prefix {rig.prefix}, logs in {rig.tmp}",
+                  flush=True)
+            rig.start(faulty_worker_pause_s=600)
+            rows = run_rows(rig, faults)
+        print()
+        with docsection.printed_into("none" if args.only else args.doc, "chaos", load, command):
+            print(Row.table(rows))
+        ok = ok and all(r.ok for r in rows)
+    if args.which in ("all", "round3"):
+        load3 = os.getloadavg()[0]
+        faults = [f for f in chaos_round3.faults(args.hour_minutes) if not args.only or f.__name__ in args.only.split(",")]
+        with chaos_round3.minute_rig(args.keep) as rig:
+            print(f"chaos round 3: the minute loop on 127.0.0.1:{rig.redis_port}, prefix {rig.prefix}, logs in {rig.tmp}",
+                  flush=True)
+            chaos_round3.start(rig)
+            rows = run_rows(rig, faults)
+        print()
+        with docsection.printed_into("none" if args.only else args.doc, "chaos_round3", load3, command):
+            print(Row.table(rows))
+        ok = ok and all(r.ok for r in rows)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -81,7 +81,8 @@ def free_port() -> int:
 
 
 class Rig:
-    def __init__(self, plan_every_s: float, lease_s: float, keep: bool = False) -> None:
+    def __init__(self, plan_every_s: float, lease_s: float, keep: bool = False, env: dict[str, str] | None = None,
+                 redis_args: tuple[str, ...] = ()) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="warmcast-chaos-"))
         self.plan_every_s = plan_every_s
         self.keep = keep
@@ -98,7 +99,8 @@ class Rig:
                     "WARMCAST_WORKERS_LEASE_S": str(lease_s), "WARMCAST_WORKERS_SCRAPE_EVERY_S": "2",
                     "WARMCAST_WORKERS_FORECAST_EVERY_S": "10", "WARMCAST_WORKERS_INGEST_EVERY_S": "5",
                     "WARMCAST_WORKERS_BEAT_LOOP_S": "0.25",
-                    "WARMCAST_WORKERS_VISIBILITY_TIMEOUT_S": str(self.visibility_s)}
+                    "WARMCAST_WORKERS_VISIBILITY_TIMEOUT_S": str(self.visibility_s), **(env or {})}
+        self.redis_args = redis_args
         self.procs: dict[str, subprocess.Popen] = {}
         self.killed: set[str] = set()
         self.redis: subprocess.Popen | None = None
@@ -162,7 +164,8 @@ class Rig:
 
         (self.tmp / "redis").mkdir(exist_ok=True)
         self.redis = subprocess.Popen([binary, "--port", str(self.redis_port), "--bind", "127.0.0.1", "--dir",
-                                       str(self.tmp / "redis"), "--appendonly", "yes", "--save", ""],
+                                       str(self.tmp / "redis"), "--appendonly", "yes", "--save", "",
+                                       *self.redis_args],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         if not wait_until(self._ping, 15):
             raise RuntimeError(f"redis-server on port {self.redis_port} did not start")
