@@ -10,6 +10,11 @@ Trigger metadata (``scalerMetadata`` in the ScaledObject):
   P90 of measured launch-to-ready, else the measure-coldstart record, else ``cold_start_min``),
   ``utilisation`` (default 1.0)
 - ``streamIntervalSeconds`` for StreamIsActive (default 15)
+- ``token``: the API's read token, when one is set
+
+Any other key is refused with INVALID_ARGUMENT naming it (a misspelt ``quantil`` was ignored and
+the default answered: issue 41), except KEDA's own (``scalerAddress``, its TLS settings), which KEDA
+passes along with the rest.
 
 IsActive is true when the number asked for is above zero (scale from/to zero).
 """
@@ -28,8 +33,21 @@ from api.keda.vendor import externalscaler_pb2 as pb
 from api.keda.vendor import externalscaler_pb2_grpc as pb_grpc
 from api.staleness import StalePlan
 from warmcast.errors import InputError, NotFoundError, WarmcastError
+from warmcast.text import shown
 
 METRICS = ("desiredReplicas", "forecastDemandRpm")
+READ_KEYS = ("deployment", "metric", "quantile", "lead", "utilisation", "streamIntervalSeconds", "token")
+# the external trigger's own metadata and auth parameters: KEDA sends the whole metadata object
+KEDA_KEYS = ("scalerAddress", "enableTLS", "unsafeSsl", "tlsCertFile", "caCert", "tlsClientCert", "tlsClientKey")
+
+
+def check_keys(meta: dict[str, str]) -> None:
+    """InputError naming every key neither warmcast nor KEDA reads, and the accepted ones."""
+    unknown = sorted(set(meta) - set(READ_KEYS) - set(KEDA_KEYS))
+    if unknown:
+        raise InputError(f"scalerMetadata: unknown key(s) [{', '.join(shown(k, 40) for k in unknown[:10])}]"
+                         f"{' and more' if len(unknown) > 10 else ''}; accepted: {list(READ_KEYS)} "
+                         f"(and KEDA's own {list(KEDA_KEYS)})")
 
 
 def _float(meta: dict[str, str], key: str, default: float, lo: float, hi: float) -> float:
@@ -76,6 +94,7 @@ class Query:
     def __init__(self, ctx: ApiContext, ref: pb.ScaledObjectRef) -> None:
         meta = dict(ref.scalerMetadata)
         check_token(ctx, meta)
+        check_keys(meta)
         name = meta.get("deployment") or ref.name
         self.dep = ctx.configured(name)
         if self.dep is None:

@@ -247,3 +247,18 @@ def test_round2_with_a_read_token_the_scaler_answers_only_a_scaledobject_that_br
     assert out[0]["code"] == "UNAUTHENTICATED" and "scalerMetadata.token is missing" in out[0]["detail"]
     assert out[1]["code"] == "PERMISSION_DENIED"
     assert out[2] == {"result": True}
+
+
+def test_unknown_metadata_keys_are_refused_naming_them_and_the_accepted_ones(generated, scaler):
+    """Issue 41 finding 4d: a misspelt key ('quantil') was ignored silently and the default answered."""
+    keda_own = {"scalerAddress": "warmcast-api.warmcast.svc:9090", "unsafeSsl": "false"}
+    out = _call(generated, scaler, [
+        {"rpc": "IsActive", "name": "demo", "meta": {**keda_own, "quantil": "0.5"}},
+        {"rpc": "GetMetricSpec", "name": "demo", "meta": {"metric": "desiredReplicas", "zeta": "1", "alpha": "2"}},
+        {"rpc": "IsActive", "name": "demo", "meta": {**keda_own, "quantile": "0.5"}},   # KEDA's own keys pass
+    ])
+    assert out[0]["code"] == "INVALID_ARGUMENT", out
+    assert "'quantil'" in out[0]["detail"] and "'quantile'" in out[0]["detail"], out[0]
+    assert "scalerAddress'" not in out[0]["detail"].split("accepted")[0], out[0]
+    assert out[1]["code"] == "INVALID_ARGUMENT" and "['alpha', 'zeta']" in out[1]["detail"], out[1]
+    assert out[2] == {"result": True}
