@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from wu_helpers import T0, fleet
 from warmup.core import ForecastInput, PolicyState, ScalingConfig, decide_scale
-from warmup.core.prescale import hard_cap
+from warmup.core.guardrails import hard_cap
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -98,7 +98,7 @@ def test_desired_never_falls_as_forecast_rises(cfg, ready, obs, p, bump, state) 
 
 def _guard_says(d, what: str) -> bool:
     """Whether the reactive guard's step moved the number and its reason names ``what`` (issue 42)."""
-    return any(s.name == "reactive_guard" and s.after > s.before and s.reason is not None and what in s.reason.text
+    return any(s.stage == "reactive_guard" and s.after > s.before and s.reason is not None and what in s.reason.text
                for s in d.steps)
 
 

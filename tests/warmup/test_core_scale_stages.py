@@ -8,21 +8,23 @@ import pytest
 
 from wu_helpers import T0, flat_forecast, minutes
 from warmup.core import PolicyState, Reason, ReasonCode, ScaleAction, ScalingConfig
-from warmup.core.prescale import (
+from warmup.core.guardrails import (
     GUARDRAILS,
-    ScaleNeeds,
     GuardrailContext,
     apply_guardrails,
-    hold_reason,
-    need_reason,
-    next_scale_state,
-    scale_action,
-    scale_needs,
     stage_bounds,
     stage_cooldown,
     stage_gpu_budget,
     stage_max_step,
     stage_stabilisation,
+)
+from warmup.core.prescale import (
+    ScaleNeeds,
+    hold_reason,
+    need_reason,
+    next_scale_state,
+    scale_action,
+    scale_needs,
 )
 
 CFG = ScalingConfig(capacity_rpm=300, min_replicas=1, max_replicas=10, cold_start_min=15, stabilisation_s=300,

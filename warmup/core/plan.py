@@ -23,8 +23,8 @@ from typing import Optional
 
 from warmup.core.config import CoreConfig
 from warmup.core.inputs import ForecastInput, as_utc
-from warmup.core.prescale import (forecast_need, hard_cap, lead_steps, peak_over_lead, planning_path,
-                                  reactive_need, replicas_for)
+from warmup.core.guardrails import hard_cap
+from warmup.core.prescale import forecast_need, lead_steps, peak_over_lead, planning_path, reactive_need, replicas_for
 from warmup.core.reasons import Reason, ReasonCode
 from warmup.core.switching import scheduled_profile
 
