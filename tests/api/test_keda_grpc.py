@@ -7,6 +7,7 @@ same file) and runs in a subprocess, as KEDA would: it has no access to warmcast
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -89,7 +90,13 @@ def test_committed_modules_match_the_proto(tmp_path):
                     f"--grpc_python_out={tmp_path}", "api/keda/vendor/externalscaler.proto"], cwd=ROOT, check=True)
     for name in ("externalscaler_pb2.py", "externalscaler_pb2_grpc.py"):
         vendored = Path("api") / "keda" / "vendor" / name
-        assert (tmp_path / vendored).read_text() == (ROOT / vendored).read_text(), name
+        assert _unstamped(tmp_path / vendored) == _unstamped(ROOT / vendored), name
+
+
+def _unstamped(path: Path) -> str:
+    """A generated module without the generator's own version stamp: grpcio-tools 1.85.4 writes the same
+    code as 1.85.1 under another GRPC_GENERATED_VERSION (the generated check accepts any 1.85 runtime)."""
+    return re.sub(r"(?m)^GRPC_GENERATED_VERSION = '[0-9.]+'$", "GRPC_GENERATED_VERSION = ?", path.read_text())
 
 
 def night_target(utilisation: float = 0.8) -> float:
