@@ -16,7 +16,10 @@ def test_retune_stores_the_cheapest_setting_that_met_the_slo_and_audits_it(ctx: 
     seed_deployment(ctx, "simdep", mean_rpm=400)
     ctx.state.put("policy-config", "simdep", {"warmup": {"p99_stop_rise": 0.5}})   # an operator's own override
     out = retune.step(ctx, "simdep", validation_days=1.0, now=pd.Timestamp(now, unit="s"))
-    assert out.previous == {"quantile": 0.9, "target_utilisation": 1.0, "stabilisation_s": 300.0}
+    assert out.previous == {"quantile": 0.9, "buffer_level": None, "target_utilisation": 1.0, "reactive_utilisation": 1.0,
+                            "stabilisation_s": 300.0, "reactive_guard": None, "reactive_guard_window_min": 5}
+    # the same knob set bench/fleet_slo.py tunes, the reactive guard included (issue 42)
+    assert set(out.knobs) == set(retune.KNOBS) and out.knobs["reactive_guard"] is not None
     row = ctx.state.audit_log("simdep", kind="retune")[0]
     assert "SLO late (wait > 5 s) <= 0.05%" in row["reason"]
     assert ("cheapest of" in out.why) == out.met
@@ -24,6 +27,7 @@ def test_retune_stores_the_cheapest_setting_that_met_the_slo_and_audits_it(ctx: 
     assert stored["warmup"] == {"p99_stop_rise": 0.5}                     # kept
     if out.changed:
         assert stored["scaling"] == out.knobs and row["applied"] in (True, "1") and "->" in row["decision"]
+        assert ctx.state.get("retuned", "simdep")["knobs"] == out.knobs   # which layer set them
         assert ctx.cfg("simdep").scaling.quantile == out.knobs["quantile"]   # the loop now plans with it
     else:
         assert "scaling" not in stored and row["decision"].startswith("risk unchanged")
@@ -41,7 +45,7 @@ def test_retune_starts_from_the_declared_knobs_not_from_its_last_answer(ctx: Ctx
     odd = {"quantile": 0.5, "target_utilisation": 0.9, "stabilisation_s": 900.0}
     ctx.state.put("policy-config", "simdep", {"scaling": odd})
     again = retune.step(ctx, "simdep", validation_days=1.0, now=now)
-    assert again.previous == odd
+    assert {k: again.previous[k] for k in odd} == odd
     assert again.knobs == fresh.knobs
 
 

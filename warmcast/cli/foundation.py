@@ -10,7 +10,7 @@ from warmcast.errors import InputError
 from warmcast.cli.log_options import LogReading, log_options
 
 store_app = typer.Typer(no_args_is_help=True, help="Export, import or delete stored load series.")
-deployments_app = typer.Typer(no_args_is_help=True, help="Check a deployments file.")
+deployments_app = typer.Typer(no_args_is_help=True, help="Check a deployments file; show a deployment's knobs.")
 setup_app = typer.Typer(no_args_is_help=True, help="Prepare optional environments.")
 
 def _settings(config: Optional[Path]):
@@ -157,6 +157,28 @@ def deployments_check(file: Path = typer.Argument(..., help="The deployments YAM
                    f"scaler {d.scaler.kind}, replicas {d.min_replicas}..{d.max_replicas}")
     typer.echo(f"{file}: OK, {len(dfile.deployments)} deployments; engine_args checked against "
                f"{load_constraints().origin}")
+
+
+@deployments_app.command("show")
+def deployments_show(deployment: str = typer.Argument(..., help="The deployment's name."),
+                     as_json: bool = typer.Option(False, "--json", help='{knob: {"value": ..., "layer": ...}}'),
+                     config: Optional[Path] = ConfigOpt) -> None:
+    """Every knob of the deployment's policy as the loop decides with it, and the layer it comes from:
+    default, file (the deployments file), retune (the nightly re-tune), manual (an operator's stored
+    override), alert (a standby's floor), calibration, lead (measured launches)."""
+    import json
+
+    from workers.context import Ctx
+    from workers.knobs import effective
+    from workers.options import load_options
+
+    knobs = effective(Ctx(_settings(config), load_options()), deployment)
+    if as_json:
+        typer.echo(json.dumps({k: v.as_dict() for k, v in knobs.items()}, indent=2))
+        return
+    typer.echo(f"deployment {deployment}: the knobs the loop decides with")
+    for name, k in knobs.items():
+        typer.echo(f"  {name:<26} {str(k.value):<10} {k.layer:<12} {k.detail}".rstrip())
 
 
 @setup_app.command("vllm")

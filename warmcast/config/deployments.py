@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from warmcast.config.alerts import AlertSpec
 from warmcast.errors import InputError, NotFoundError
+from warmcast.forecast import DEFAULT_QUANTILES
 from warmcast.config.pools import GpuSpec, PoolsSpec, check_against
 from warmcast.config.sleep_tier import SleepTier
 from warmcast.config.slo import SLO
@@ -133,6 +134,24 @@ class SignalSpec(Strict):
         return self
 
 
+class PolicyKnobs(Strict):
+    """The policy's knobs for one deployment: the set the nightly re-tune and bench/fleet_slo.py search
+    (issue 42).  A key left out keeps the core's default, or the re-tune's answer once one is stored;
+    ``warmcast deployments show D`` prints each knob's value and the layer it comes from."""
+    quantile: float | None = Field(None, ge=min(DEFAULT_QUANTILES), le=max(DEFAULT_QUANTILES),
+                                   description="forecast level provisioned for (within the levels stored)")
+    buffer_level: float | None = Field(None, gt=0, le=1, description="level of recent errors the warm buffer covers")
+    target_utilisation: float | None = Field(None, gt=0, le=1.5)
+    reactive_utilisation: float | None = Field(None, gt=0, le=1.5)
+    stabilisation_s: float | None = Field(None, ge=0, le=86400)
+    reactive_guard: float | None = Field(None, gt=0, le=1.5, description="the replaced HPA's target utilisation: "
+                                         "never fewer replicas than it would hold")
+    reactive_guard_window_min: int | None = Field(None, ge=1, le=1440)
+
+    def set_values(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
 class Deployment(Strict):
     name: str
     model: str = "dummy"
@@ -152,6 +171,7 @@ class Deployment(Strict):
     gpu: GpuSpec | None = None  # GPU types and memory need, for capacity plans by type
     pools: PoolsSpec | None = None  # hot and cold pools under shared limits
     alerts: AlertSpec = Field(default_factory=AlertSpec)  # tiered alert responses (warmcast/config/alerts.py)
+    policy: PolicyKnobs = Field(default_factory=PolicyKnobs)  # the policy's knobs (re-tuned nightly unless set)
 
     @field_validator("name")
     @classmethod

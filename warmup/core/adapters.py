@@ -38,14 +38,7 @@ def core_config_from_values(values: Mapping[str, Any], tz: Optional[tzinfo] = No
     default = values.get("default_profile") or (next(iter(profiles)) if profiles else "default")
     caps = {name: (float(p["capacity_rpm"]), "declared") for name, p in profiles.items()} | dict(capacities or {})
     cap = caps[default][0] if default in profiles else 300.0
-    sc = ScalingConfig(
-        capacity_rpm=cap,
-        min_replicas=int(values.get("min_replicas", 1)),
-        max_replicas=int(values.get("max_replicas", 8)),
-        gpus_per_replica=int(values.get("gpus_per_replica", 1)),
-        cold_start_min=float(values.get("cold_start_min", 15.0)),
-        **{**_sleep_fields(values.get("sleep")), **dict(scaling or {})},
-    )
+    sc = _scaling(values, cap, scaling)
     sched = values.get("schedule") or {}
     windows = tuple(ScheduleWindow(w["profile"], _as_time(w["start"]), _as_time(w["end"]))
                     for w in sched.get("windows", []))
@@ -62,6 +55,20 @@ def core_config_from_values(values: Mapping[str, Any], tz: Optional[tzinfo] = No
         **dict(switch or {}),
     )
     return CoreConfig(scaling=sc, warmup=warmup or WarmupConfig(), switch=sw, dry_run=dry_run)
+
+
+def _scaling(values: Mapping[str, Any], cap: float, scaling: Optional[Mapping[str, Any]]) -> ScalingConfig:
+    """The scaling knobs in layers: the core's defaults, the deployment's values and its ``policy:``
+    knobs, then ``scaling`` (the stored overrides: the re-tune's, an operator's, an alert's floor)."""
+    policy = {k: v for k, v in (values.get("policy") or {}).items() if v is not None}
+    return ScalingConfig(
+        capacity_rpm=cap,
+        min_replicas=int(values.get("min_replicas", 1)),
+        max_replicas=int(values.get("max_replicas", 8)),
+        gpus_per_replica=int(values.get("gpus_per_replica", 1)),
+        cold_start_min=float(values.get("cold_start_min", 15.0)),
+        **{**_sleep_fields(values.get("sleep")), **policy, **dict(scaling or {})},
+    )
 
 
 def _sleep_fields(sleep: Optional[Mapping[str, Any]]) -> dict[str, Any]:

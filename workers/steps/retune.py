@@ -3,8 +3,11 @@
 The choice is ``warmup.sim.risk.tune`` on the stored history: the days before now are replayed
 through the fleet simulator under each candidate setting, and the cheapest setting that met the
 deployment's ``slo`` there is stored as the operator overrides the loop already reads
-(``policy-config``, ``scaling`` section).  Only the knobs the live loop uses are tuned: the
-quantile, the target utilisation and the scale-in stabilisation.
+(``policy-config``, ``scaling`` section).  It searches what bench/fleet_slo.py searches, with the
+same code (``warmup.sim.risk.tune`` and its grids: the HPA it replaces tuned first, then the quantile,
+the warm buffer, the reactive guard at that HPA's utilisation and its window, the utilisations and the
+stabilisation), so the benchmarked policy is the one that runs (issue 42).  Which knobs it stored is
+kept beside them (``retuned``), so ``warmcast deployments show`` names the layer of each.
 
 The replay is the live loop's (issue 25): the forecaster that serves the deployment (the resolver's
 answer: its champion or the shipped model, predicting only; the baselines where those answer), at the
@@ -25,12 +28,9 @@ from warmcast.errors import InputError
 from workers.context import Ctx
 from workers.steps.outcome import Outcome
 
-KNOBS = ("quantile", "target_utilisation", "stabilisation_s")
-LIVE_GRIDS = {   # any level between the live forecast's stored ones is served (interpolated)
-    "predictive": [{"quantile": q} for q in (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 0.99)],
-    "predictive_stage2": [{"target_utilisation": 0.9, "stabilisation_s": 300.0},
-                          {"target_utilisation": 1.0, "stabilisation_s": 900.0}],
-}
+KNOBS = ("quantile", "buffer_level", "target_utilisation", "reactive_utilisation", "stabilisation_s",
+         "reactive_guard", "reactive_guard_window_min")
+POLICIES = ("reactive", "predictive")   # the reactive one first: its utilisation is the predictive guard's
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def step(ctx: Ctx, deployment: str, *, validation_days: float = 2.0, now: Option
     model = replayed.pop("model")
     try:
         tuning = tune(from_series(frame["requests"], source=deployment), bt, dep.slo, validation_days,
-                      ("predictive",), model=model, grids=LIVE_GRIDS, levels=DEFAULT_QUANTILES)
+                      POLICIES, model=model, levels=DEFAULT_QUANTILES)
     except (InputError, ValueError) as err:  # the night's retrain stands; the risk stays as it was
         why = f"re-tune failed: {err}"
         ctx.state.audit(deployment, "retune", "risk unchanged", why, False, "", replayed)
@@ -135,6 +135,7 @@ def _store(ctx: Ctx, deployment: str, tuning: Any, previous: dict[str, Any], dec
         except InputError as err:
             raise InputError(f"re-tuned policy-config for {deployment} was refused: {err}") from None
         ctx.state.put("policy-config", deployment, ov)
+        ctx.state.put("retuned", deployment, {"knobs": knobs, "validation": list(tuning.window)})
     verb = f"risk {previous} -> {knobs}" if changed else f"risk unchanged {knobs}"
     table = [{**r["knobs"], "late_share": r["late_share"], "gpu_x": r["gpu_x"]} for r in choice.table]
     what = (f"replayed {replayed['forecaster']} at {replayed['capacity_rpm']:g} req/min per replica "
