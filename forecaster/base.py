@@ -98,6 +98,28 @@ def minute_series(history: pd.Series | pd.DataFrame) -> pd.Series:
     return with_resolution(s.asfreq(f"{res}min" if res > 1 else "min"), res)
 
 
+CEILING = 10.0  # no forecast level above this times the highest load in the lookback (a week)
+
+
+def ceiling(peak_log: np.ndarray) -> np.ndarray:
+    """``CEILING`` times a lookback's highest load (log1p), and at least ``CEILING`` requests a
+    step (a week of zeros still lets a small forecast through)."""
+    return CEILING * np.maximum(np.expm1(np.nan_to_num(peak_log, nan=0.0)), 1.0)
+
+
+def within_ceiling(f: Forecast, history: pd.Series | pd.DataFrame) -> Forecast:
+    """``f`` with its mean and every level at most :func:`ceiling` of the last week of ``history``: the
+    LSTM's own bound, for every model that serves.  The baselines' bands are quantiles of their log
+    errors, and a tail learned where the load was near zero (an outage's edges) multiplies a busy
+    minute's point: seasonal naive's P99 was 65x the week's largest bin on NASA's 5-minute log."""
+    v = minute_series(history).to_numpy(dtype=float)[-per_step(WEEK, f.step_min):]
+    seen = v[np.isfinite(v)]
+    top = float(ceiling(np.log1p(np.array([seen.max() if len(seen) else 0.0])))[0])
+    cap = lambda a: np.minimum(np.asarray(a, float), top)  # noqa: E731
+    return Forecast(f.origin, cap(f.mean), {q: cap(p) for q, p in f.quantiles.items()}, f.model, f.version,
+                    f.note, dict(f.extra), f.step_min)
+
+
 def per_minute_rate(f: Forecast) -> Forecast:
     """A coarse forecast (requests per bin) as requests/min: each bin's value over its minutes,
     for consumers that plan per minute; the note says it is a rate from bins."""

@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from forecaster.base import DAY, BaseForecaster, minute_series, resolution
+from forecaster.base import DAY, WEEK, BaseForecaster, minute_series, resolution, within_ceiling
 
 from warmcast.forecast import DEFAULT_QUANTILES, Forecast
 from warmcast.resolution import steps_for
@@ -34,6 +34,19 @@ _DEFAULT_ORDER = ("uc_fourier", "holt_winters", "seasonal_naive_week", "seasonal
 
 def default_fallbacks() -> list[BaseForecaster]:
     return [UCFourier(max_days=3), HoltWinters(max_days=3), SeasonalNaive(DAY), Persistence()]
+
+
+# The baselines a training's validation table names, as they serve: the state-space ones on their
+# last three days (as default_fallbacks), since a server fits them again every hour.
+_BY_NAME = {"uc_fourier": lambda: UCFourier(max_days=3), "holt_winters": lambda: HoltWinters(max_days=3),
+            "seasonal_naive_day": lambda: SeasonalNaive(DAY), "seasonal_naive_week": lambda: SeasonalNaive(WEEK),
+            "persistence": Persistence}
+
+
+def baseline_named(name: str) -> BaseForecaster | None:
+    """A fresh baseline by the name a backtest scored it under; None for a name that is no baseline."""
+    make = _BY_NAME.get(name)
+    return make() if make else None
 
 
 class FallbackForecaster(BaseForecaster):
@@ -57,8 +70,10 @@ class FallbackForecaster(BaseForecaster):
         return getattr(self.primary, "version", "0")
 
     # --------------------------------------------------------------- fitting
-    def fit(self, history, rank_hours: int = 6) -> "FallbackForecaster":
-        """Fit every baseline that can be fitted on this history and rank them."""
+    def fit(self, history, rank_hours: int | None = 6) -> "FallbackForecaster":
+        """Fit every baseline that can be fitted on this history and rank them on its last
+        ``rank_hours``; None keeps the order they were given in (ranked already, by a training's
+        validation window)."""
         self._fitted, self._fit_errors = [], {}
         for b in self.baselines:
             try:
@@ -66,6 +81,9 @@ class FallbackForecaster(BaseForecaster):
                 self._fitted.append(b)
             except Exception as err:  # noqa: BLE001 - a baseline that cannot fit is skipped, and said so
                 self._fit_errors[b.name] = f"{type(err).__name__}: {err}"
+        if rank_hours is None:
+            self._ranking = {}
+            return self
         self._ranking = self._rank(history, rank_hours)
         order = {n: i for i, n in enumerate(_DEFAULT_ORDER)}
         self._fitted.sort(key=lambda b: (self._ranking.get(b.name, np.inf), order.get(b.name, 99)))
@@ -112,6 +130,10 @@ class FallbackForecaster(BaseForecaster):
         return None
 
     def predict(self, history, horizon: int = 30, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> Forecast:
+        """The primary's answer, else the first baseline's that can answer; either under the ceiling."""
+        return within_ceiling(self._answer(history, horizon, quantiles), history)
+
+    def _answer(self, history, horizon: int, quantiles: Sequence[float]) -> Forecast:
         reason = self.why_not_primary(history)
         if reason is None:
             try:
@@ -148,7 +170,10 @@ class FallbackForecaster(BaseForecaster):
                 tried.append(f"{b.name}: {err}")
                 continue
             if np.isfinite(f.mean).all():
-                return replace(f, note=f"fallback to {b.name}: {reason}", extra={})
+                # a baseline named before this one that could not answer is said: the note may name it
+                failed = [f"{n}: {e}" for n, e in self._fit_errors.items()] + tried
+                extra = f" ({'; '.join(failed)})" if failed and b is not self.baselines[0] else ""
+                return replace(f, note=f"fallback to {b.name}: {reason}{extra}", extra={})
         # last resort: persistence fitted on the spot
         p = Persistence().fit(history)
         f = p.predict(history, horizon=horizon, quantiles=quantiles)

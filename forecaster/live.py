@@ -91,6 +91,7 @@ def train_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, v
                        for k, v in res.metrics["models"].items()},
     })
     decision = _decide(registry, deployment, version, maes, champion_version)
+    registry.record_decision(deployment, version, decision.promoted, decision.reason)
     note = "; ".join(x for x in (note, _budget_note(challenger)) if x)
     return TrainReport(deployment, version, decision, (str(start), str(s.index[-1])), maes,
                        getattr(challenger, "fit_seconds", 0.0), note, r)

@@ -280,6 +280,24 @@ class Registry:
             return Decision(False, f"challenger refused: {err}", challenger, before)
         return Decision(True, reason, challenger, before)
 
+    def record_decision(self, deployment: str, version: str, promoted: bool, reason: str) -> None:
+        """Keep a training's promotion decision beside its validation table, so that whatever
+        serves the deployment afterwards can say why (see :meth:`last_trained`)."""
+        idx = self.index(deployment)
+        idx["versions"].setdefault(version, {})["decision"] = {"promoted": bool(promoted), "reason": reason}
+        atomic_write_json(self._dir(deployment) / INDEX, idx)
+
+    def last_trained(self, deployment: str) -> dict | None:
+        """The newest trained version's record: ``{"version", "validation": {model: {"mae", ...}},
+        "decision": {"promoted", "reason"} or None}``; None when nothing was trained."""
+        versions = self.index(deployment).get("versions") or {}
+        trained = sorted((v for v in versions if _VERSION_RE.match(v)), key=lambda v: int(v[1:]))
+        if not trained:
+            return None
+        rec = versions[trained[-1]] or {}
+        return {"version": trained[-1], "validation": (rec.get("metrics") or {}).get("validation") or {},
+                "decision": rec.get("decision")}
+
     # -------------------------------------------------------------- serving
     def champion_model(self, deployment: str):
         """(model or None, problems): the champion, else the last earlier champion that loads;

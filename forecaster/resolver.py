@@ -4,10 +4,13 @@ In order:
 
 1. the deployment's champion (the registry walks back through earlier champions when an
    artifact is corrupt);
-2. else the shipped default model (read-only package data), but only where it beats the
+2. else, when the deployment was trained, the best baseline of its newest training's validation
+   table (the score the promotion used: MAE on the validation window), and the note says which
+   version was not promoted and why;
+3. else the shipped default model (read-only package data), but only where it beats the
    baselines on the deployment's own recent data: it is a pretrained model, judged by how
    it forecasts this deployment, not by the calendar distance to its training data;
-3. else the baselines.
+4. else the baselines.
 
 The answer (:class:`Resolution`) says which and why; every forecast made through it
 carries that reason in its note, so the three callers answer the same with the same note.
@@ -21,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.base import DAY, minute_series, resolution
-from forecaster.fallback import FallbackForecaster
+from forecaster.fallback import FallbackForecaster, baseline_named
 from forecaster.registry import DEFAULT_DEPLOYMENT, SHIPPED_DIR, ArtifactError, Registry
 from warmcast.errors import NotFoundError
 
@@ -33,8 +36,9 @@ CHAMPION_MAX_AGE = pd.Timedelta(days=14)  # a deployment's own model older than 
 @dataclass(frozen=True)
 class Resolution:
     model: object | None  # the champion or the shipped model; None: baselines answer
-    source: str  # "champion", "shipped" or "baselines"
+    source: str  # "champion", "validation", "shipped" or "baselines"
     why: str  # said in the note of every forecast made through it
+    baselines: tuple[str, ...] = ()  # "validation": the table's baselines, best first
 
 
 class AsFitted:
@@ -111,6 +115,9 @@ def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=No
     skipped = f" (skipped: {'; '.join(problems)})" if problems else ""
     if champ is not None:
         return Resolution(champ, "champion", f"champion {champ.version}{skipped}")
+    trained = by_validation(registry, deployment, skipped)
+    if trained is not None:
+        return trained
     why_not = ""
     if shipped is None:
         shipped, why_not = shipped_model()
@@ -128,14 +135,51 @@ def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=No
     return Resolution(None, "baselines", prefix + why)
 
 
+def by_validation(registry: Registry, deployment: str, skipped: str = "") -> Resolution | None:
+    """With no champion serving: the best baseline of the newest training's validation table (by
+    its MAE, the score the promotion used), and why no trained model serves; None when the
+    deployment was never trained or its table names no baseline."""
+    try:
+        trained = registry.last_trained(deployment)
+    except ArtifactError:
+        return None  # an unreadable index: the champion's problems already say so
+    if trained is None:
+        return None
+    maes = {k: v.get("mae") for k, v in trained["validation"].items() if isinstance(v, dict)}
+    scored = sorted((mae, name) for name, mae in maes.items() if mae is not None and baseline_named(name))
+    if not scored:
+        return None
+    decision = trained["decision"] or {}
+    version = f"{deployment}/{trained['version']}"
+    if decision.get("promoted"):
+        why_not = f"{version} was promoted but no champion loads{skipped}"
+    else:
+        why_not = f"{version} was not promoted ({decision.get('reason') or 'no promotion decision recorded'}){skipped}"
+    table = ", ".join(f"{k} {v:.2f}" for k, v in sorted(maes.items(), key=lambda kv: (kv[1] is None, kv[1] or 0))
+                      if v is not None)
+    best = scored[0][1]
+    return Resolution(None, "validation", f"{why_not}; {best} answers, the best baseline of its validation "
+                                          f"(MAE {table})", tuple(name for _, name in scored))
+
+
+def _serving_baselines(r: Resolution) -> tuple[list, int | None]:
+    """(the baselines to fit, the hours to rank them on; None: keep their order): a training's table
+    ranks them (its best first, then the cheap ones for when it cannot answer), else the last 2 h."""
+    if not r.baselines:
+        return judge_baselines(), 2
+    chosen = [baseline_named(r.baselines[0])]
+    return chosen + [b for b in judge_baselines() if b.name != chosen[0].name], None
+
+
 def resolve_forecaster(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=None
                        ) -> tuple[FallbackForecaster, Resolution]:
     """The resolved model wrapped in the fallback rules, its baselines fitted where they will
     answer: what the CLI, the API and the workers forecast with."""
     r = resolve(registry, deployment, frame, shipped)
-    fb = FallbackForecaster(r.model, baselines=judge_baselines(), primary_note=r.why,
+    baselines, rank_hours = _serving_baselines(r)
+    fb = FallbackForecaster(r.model, baselines=baselines, primary_note=r.why,
                             max_age=CHAMPION_MAX_AGE if r.source == "champion" else None,
                             primary_missing_reason=r.why)
     if fb.why_not_primary(frame) is not None:
-        fb.fit(frame, rank_hours=2)
+        fb.fit(frame, rank_hours=rank_hours)
     return fb, r

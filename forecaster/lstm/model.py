@@ -43,7 +43,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from forecaster.base import MINUTE, BaseForecaster, InsufficientHistory, resolution
+from forecaster.base import CEILING, MINUTE, BaseForecaster, InsufficientHistory, ceiling, resolution
 
 from warmcast.forecast import DEFAULT_QUANTILES, Forecast, mean_from_quantiles
 from forecaster.lstm import artifact, dataset, tails
@@ -53,9 +53,6 @@ from forecaster.lstm.features import build_features, lookback, series_arrays
 from forecaster.lstm.network import torch_module
 from forecaster.lstm.members import train_members
 from forecaster.lstm.training import apply_scale, calibrate, log_metrics, reproducible
-
-CEILING = 10.0  # no forecast level above this times the highest load in the lookback (module docstring)
-
 
 class LSTMForecaster(BaseForecaster):
     """Global LSTM with quantile heads; see the module docstring."""
@@ -295,12 +292,6 @@ def ceilings(logv: np.ndarray, ends: np.ndarray, need: int) -> np.ndarray:
     """Per end e: :func:`ceiling` of the highest load in logv[e - need:e] (log1p; NaN = missing)."""
     peak = pd.Series(logv).rolling(need, min_periods=1).max().to_numpy()
     return ceiling(peak[np.clip(np.asarray(ends, dtype=np.int64) - 1, 0, len(peak) - 1)])
-
-
-def ceiling(peak_log: np.ndarray) -> np.ndarray:
-    """``CEILING`` times a lookback's highest load (log1p), and at least ``CEILING`` requests a
-    step (a week of zeros still lets a small forecast through)."""
-    return CEILING * np.maximum(np.expm1(np.nan_to_num(peak_log, nan=0.0)), 1.0)
 
 
 def _interp_level(pred: np.ndarray, grid: np.ndarray, q: float) -> np.ndarray:
