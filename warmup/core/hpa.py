@@ -55,13 +55,21 @@ def scale(current: int, recommendation: int, recent: tuple[int, ...], window_min
     return min(current, max(lo, min(hi, max(recent)))), recent
 
 
+def seeded(recommendation: int, current: int, started: bool) -> int:
+    """Minute 0's recommendation as the window records it: Kubernetes seeds an HPA's scale-down window
+    with the count it starts from (``recordInitialRecommendation``, stamped with the first sync), so
+    a fresh HPA never scales down before its window has passed; an empty window let the simulator's
+    baselines drop to ``min_replicas`` at their first minute, on every trace alike (issue 46)."""
+    return recommendation if started else max(recommendation, current)
+
+
 def follow(st: HPAState, current: int, observed_rpm: float, per_pod_target: float, window_min: int, lo: int,
            hi: int) -> HPAState:
     """One minute of the followed HPA on the load it reads (an unknown load: it holds)."""
     start = current if st.replicas < 0 else st.replicas
     if not math.isfinite(observed_rpm):
         return HPAState(start, st.recent)
-    rec = recommend(start, max(0.0, observed_rpm), per_pod_target)
+    rec = seeded(recommend(start, max(0.0, observed_rpm), per_pod_target), start, st.replicas >= 0)
     n, recent = scale(start, rec, st.recent, window_min, lo, hi)
     return HPAState(n, recent)
 

@@ -20,6 +20,14 @@ A trigger on the waiting queue alone asks for no replicas while nothing waits: t
 its minimum once the window has passed, and rises again only after a backlog has formed. Its ``pollingInterval`` (30 s) is finer than the
 simulator's minute, so each minute's decision reads the queue at the minute's start.
 
+The HPA seeds its scale-down window with the count it starts from (Kubernetes'
+``recordInitialRecommendation``), so neither baseline scales down in its first window.  Where one
+replica at ``min_replicas`` cannot carry the load, a waiting-only trigger cycles by this rule alone:
+minimum, a backlog, up to ``maxReplicaCount`` within two minutes, the cold start, the backlog drained,
+the 5-minute window, minimum again.  Its period is the cold start plus the window, not the trace's
+shape, so two traces of one length that both overload a single replica give the same counts: that is
+KEDA on ``vllm:num_requests_waiting`` alone, not a simulator artefact (issue 46).
+
 The simulator decides once a minute: the four syncs of a minute see the same metric, so the
 minute's scale-up limit is the 15 s limit applied four times (2 pods can become 48 in a minute).
 """
@@ -47,14 +55,18 @@ class HPARules:
     min_replicas: int = 1
     max_replicas: int = 10_000
     _recent: tuple[int, ...] = field(default=(), repr=False)
+    _started: bool = field(default=False, repr=False)
 
     def recommend(self, current: int, metric: float, per_pod_target: float) -> int:
         """The replicas the metric asks for; the current count while within the tolerance."""
         return hpa.recommend(current, metric, per_pod_target, self.tolerance)
 
     def scale(self, current: int, recommendation: int) -> int:
-        """One minute of syncs: up at most +100%/+4 pods per 15 s; down to the window's highest."""
-        n, self._recent = hpa.scale(current, recommendation, self._recent, self.down_window_min, self.min_replicas,
+        """One minute of syncs: up at most +100%/+4 pods per 15 s; down to the window's highest (the
+        window starts with the count the HPA started from, as Kubernetes seeds it)."""
+        rec = hpa.seeded(recommendation, current, self._started)
+        self._started = True
+        n, self._recent = hpa.scale(current, rec, self._recent, self.down_window_min, self.min_replicas,
                                     self.max_replicas, self.up_percent, self.up_pods)
         return n
 

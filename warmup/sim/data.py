@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -95,6 +96,17 @@ def from_series(counts: pd.Series, source: str = "") -> LoadLog:
     bins = s.asfreq(f"{res}min") if res > 1 else None
     return LoadLog(start=start, step_s=step, arrivals=arr, minute=minute, source=source,
                    resolution_min=res, bins=bins)
+
+
+def last_ended_bin_rate(log: LoadLog, times: pd.DatetimeIndex) -> Optional[np.ndarray]:
+    """Per minute of ``times``: the per-minute rate of the newest bin of a coarse series that has ended by
+    that minute's start (NaN before the first); None for a per-minute or finer series."""
+    if log.bins is None or log.resolution_min <= 1:
+        return None
+    ends = log.bins.index + pd.Timedelta(minutes=log.resolution_min)
+    k = np.searchsorted(ends.asi8, times.asi8, side="right") - 1   # the newest bin ended at or before t
+    rates = log.bins.to_numpy(float) / log.resolution_min
+    return np.where(k >= 0, rates[np.clip(k, 0, None)], np.nan)
 
 
 def load_log(path: str | Path, **reading: str | None) -> LoadLog:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from warmup.sim.report import policy_label
+
 COLORS = {"oracle": "#2ca02c", "predictive": "#1f77b4", "reactive": "#d62728", "queue": "#ff7f0e",
           "static": "#9467bd"}
 
@@ -25,7 +27,7 @@ def plot_fleet(result, path: str | Path, window: Optional[tuple[int, int]] = Non
     ax.plot(t, split.demand[lo:hi], color="black", lw=0.6, alpha=0.55, label="demand (requests/min)")
     for name, run in result.runs.items():
         ax.step(t, run.ready[lo:hi] * cap, where="post", lw=1.3, color=COLORS.get(name), alpha=0.9,
-                label=f"{name}: warm capacity")
+                label=f"{policy_label(name, result.rows.get(name, {}))}: warm capacity")
     pred = result.runs.get("predictive")
     if pred is not None and pred.events:
         ymin = 0.0
@@ -43,14 +45,15 @@ def plot_fleet(result, path: str | Path, window: Optional[tuple[int, int]] = Non
     ax.set_ylabel("requests / min")
     ax.legend(loc="upper left", fontsize=8, ncol=2)
     rows = result.rows
-    summary = "   ".join(f"{n}: {r['gpu_hours_vs_oracle']:.2f}x GPU, {r['late_pct']:.3f}% late"
+    summary = "   ".join(f"{policy_label(n, r)}: {r['gpu_hours_vs_oracle']:.2f}x GPU, {r['late_pct']:.3f}% late"
                          + (f" (SLO {r['slo_on_test']})" if "slo_on_test" in r else "")
                          for n, r in rows.items() if r.get("gpu_hours_vs_oracle") is not None)
     ax.set_title((title + "\n" if title else "") + summary, fontsize=9)
 
     ax = axes[1]
     for name, run in result.runs.items():
-        ax.step(t, run.provisioned[lo:hi], where="post", lw=1.1, color=COLORS.get(name), label=name)
+        ax.step(t, run.provisioned[lo:hi], where="post", lw=1.1, color=COLORS.get(name),
+                label=policy_label(name, result.rows.get(name, {})))
     ax.set_ylabel("provisioned\n(booting + ready)")
     ax.legend(loc="upper left", fontsize=8, ncol=5)
 
@@ -68,7 +71,8 @@ def _late_panel(ax, result, t, lo: int, hi: int) -> None:
     for name, run in result.runs.items():
         late = run.late[lo:hi]
         if late.sum() > 0:
-            ax.plot(t, late, lw=1.0, color=COLORS.get(name), label=f"{name} ({late.sum():,.0f})")
+            ax.plot(t, late, lw=1.0, color=COLORS.get(name),
+                    label=f"{policy_label(name, result.rows.get(name, {}))} ({late.sum():,.0f})")
     slo = result.meta.get("slo")
     if slo:  # the late requests the SLO allows each minute, at that minute's demand
         ax.plot(t, result.split.demand[lo:hi] * slo["late_share"], color="black", lw=0.8, ls="--",

@@ -188,14 +188,19 @@ def oracle_plan(need: np.ndarray, cold_start_min: float) -> tuple[np.ndarray, np
     return prov, ready
 
 
-def oracle_need(demand: np.ndarray, capacity_rpm: float, min_replicas: int = 1) -> np.ndarray:
+def oracle_need(demand: np.ndarray, capacity_rpm: float, min_replicas: int = 1,
+                max_replicas: Optional[int] = None) -> np.ndarray:
     """Ready replicas per minute with perfect foresight: the core's plan (:func:`plan_replicas`)
     with the true demand as its forecast, no lead (``oracle_plan`` launches ahead itself) and
-    100% utilisation, i.e. ceil(demand / capacity), never below ``min_replicas``."""
+    100% utilisation, i.e. ceil(demand / capacity), within [``min_replicas``, ``max_replicas``]: the
+    fleet's bounds bind the physical limit as they bind every policy compared with it (issue 46: an
+    oracle above ``max_replicas`` made a capped policy read cheaper than perfect foresight)."""
     d = np.maximum(np.nan_to_num(np.asarray(demand, dtype=float), nan=0.0), 0.0)
     if len(d) == 0:
         return np.zeros(0, dtype=np.int64)
     top = max(min_replicas, int(math.ceil(float(d.max()) / capacity_rpm)) + 1)
+    if max_replicas is not None:
+        top = max(min_replicas, min(top, max_replicas))
     cfg = CoreConfig(scaling=ScalingConfig(capacity_rpm=capacity_rpm, min_replicas=min_replicas, max_replicas=top,
                                            cold_start_min=0.0, quantile=0.5, target_utilisation=1.0))
     origin = datetime(2000, 1, 1, tzinfo=timezone.utc)  # the plan depends on the path, not on the date

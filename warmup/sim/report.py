@@ -38,6 +38,11 @@ def write_outputs(result: Any, out: str | Path, plot: bool = True) -> list[Path]
     return written
 
 
+def policy_label(name: str, row: dict) -> str:
+    """A policy's name where it is shown (table, picture): a fleet sized on the test part says so."""
+    return f"{name} (hindsight)" if row.get("hindsight") else name
+
+
 def format_table(rows: dict[str, dict]) -> str:
     slo = any("slo_attainment" in r for r in rows.values())  # a calibration's curve was given
     judged = any("slo_on_test" in r for r in rows.values())   # an SLO to judge the test part by
@@ -48,11 +53,14 @@ def format_table(rows: dict[str, dict]) -> str:
     for name, r in rows.items():
         ratio = r.get("gpu_hours_vs_oracle")
         att = r.get("slo_attainment")
-        lines.append(f"{name:<22}{r['gpu_hours']:>9.1f}{(ratio if ratio is not None else float('nan')):>10.3f}"
+        lines.append(f"{policy_label(name, r):<22}{r['gpu_hours']:>9.1f}"
+                     f"{(ratio if ratio is not None else float('nan')):>10.3f}"
                      f"{r['late_pct']:>11.4f}" + (f"{(100 * att if att is not None else float('nan')):>15.2f}"
                                                   if slo else "")
                      + (f"{r.get('slo_on_test', ''):>9}" if judged else "")
                      + f"{r['minutes_short']:>10d}{r['scale_actions']:>11d}"
                      f"{r['launches']:>9d}{r['warmups']:>8d}{r['profile_switches']:>9d}"
                      f"{r['switch_gpu_hours']:>13.1f}{r['late_during_switches']:>11.1f}")
+    lines += [f"{policy_label(n, r)}: {r['params'].get('sized', 'sized on the test part')}; no SLO verdict, "
+              "a bound to read the others against" for n, r in rows.items() if r.get("hindsight")]
     return "\n".join(lines)
