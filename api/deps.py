@@ -43,7 +43,6 @@ class ApiConfig:
     max_observations: int = 20_000           # rows in one push
     forecast_max_age_s: int = 600            # /readyz: newest forecast must be younger
     plan_max_age_s: int = 300                # older plan/forecast: KEDA and /metrics stop serving it (api/staleness)
-    history_days: int = 7                    # history read for on-demand forecasts
     cache_ttl_s: float = 60.0                # on-demand forecasts are reused this long
     deadline_s: float = 20.0                 # longest a request waits for a computation (then 503)
 
@@ -56,7 +55,6 @@ class ApiConfig:
             max_observations=_env_int("WARMCAST_API_MAX_OBSERVATIONS", d.max_observations),
             forecast_max_age_s=_env_int("WARMCAST_API_FORECAST_MAX_AGE_S", d.forecast_max_age_s),
             plan_max_age_s=_env_int("WARMCAST_API_PLAN_MAX_AGE_S", d.plan_max_age_s),
-            history_days=_env_int("WARMCAST_API_HISTORY_DAYS", d.history_days),
             deadline_s=float(os.environ.get("WARMCAST_API_DEADLINE_S") or d.deadline_s),
         )
 

@@ -160,9 +160,11 @@ def _compute(ctx: ApiContext, dep: str, horizon: int, levels: tuple[float, ...],
     frame = _history(ctx, dep)
     if frame.empty:
         raise NotFoundError(f"deployment {dep!r} has no recent load to forecast from")
+    from forecaster.live import forecast_deployment
+
     with ctx.lock:  # one fit at a time: two would only share the same two cores
         fb, note = _fitted_model(ctx, dep, frame)
-        fc = fb.predict(frame, horizon=steps_for(horizon, resolution_of(frame)), quantiles=levels)
+        fc = forecast_deployment(frame, None, dep, horizon, levels, fitted=fb)  # the CLI's and the workers' own
         ctx.computations += 1
     if note and not fc.note:
         fc = Forecast(fc.origin, fc.mean, fc.quantiles, fc.model, fc.version, note=note, step_min=fc.step_min)
@@ -173,13 +175,17 @@ def _compute(ctx: ApiContext, dep: str, horizon: int, levels: tuple[float, ...],
 
 
 def _history(ctx: ApiContext, dep: str, days: int | None = None) -> pd.DataFrame:
-    """The last ``days`` stored days (default: history_days) of ``dep``."""
+    """The window every serving forecast reads (forecaster.live.serving_history: the CLI's and the
+    workers' too); with ``days``, only the last ``days`` stored days (enough to find the origin)."""
+    from forecaster.live import serving_history
+
     stored = ctx.store.days(dep)
     if not stored:
         raise NotFoundError(f"deployment {dep!r} has no stored load yet and no stored forecast; "
                             "push observations or ingest a log first")
-    start_at = pd.Timestamp(0) + pd.Timedelta(days=stored[-1] - (days or ctx.config.history_days) + 1)
-    return ctx.store.frame(dep, start=start_at)
+    if days is None:
+        return serving_history(ctx.store, dep, ctx.settings.forecast_history_days)
+    return ctx.store.frame(dep, start=pd.Timestamp(0) + pd.Timedelta(days=stored[-1] - days + 1))
 
 
 def _origin(frame: pd.DataFrame) -> str | None:

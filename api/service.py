@@ -26,6 +26,7 @@ from forecaster.base import per_minute_rate
 from warmup.calibration.store import load_capacities
 from warmcast.config.deployments import Deployment
 from warmcast.errors import InputError, NotFoundError
+from warmcast.resolution import steps_for
 from warmcast.state import forecast_from_dict
 from warmup.core.adapters import forecast_input
 from warmup.core import CoreConfig, PlanStep, plan_replicas
@@ -59,15 +60,22 @@ def stored_levels(doc: dict[str, Any]) -> list[float]:
     return sorted(float(q) for q in doc.get("quantiles", {}))
 
 
+def covers(doc: dict[str, Any], horizon: int, quantiles: Sequence[float]) -> bool:
+    """Does a stored forecast answer ``horizon`` minutes at these levels?  Its leads are its bins: a
+    10-minute series' 30 minutes are 3 leads (counted as minutes, a coarse stored forecast was never
+    served and the API computed its own instead: issue 46)."""
+    levels = stored_levels(doc)
+    leads = steps_for(horizon, int(doc.get("step_min", 1)))
+    return bool(levels) and all(levels[0] - 1e-9 <= q <= levels[-1] + 1e-9 for q in quantiles) \
+        and len(doc.get("mean", [])) >= leads
+
+
 def latest_forecast(ctx: ApiContext, dep: str, horizon: int = 30,
                     quantiles: Sequence[float] = (0.1, 0.5, 0.9)) -> dict[str, Any]:
     """The workers' stored forecast when it covers the request; computed on demand otherwise."""
     doc = ctx.state.get_forecast(dep)
-    if doc is not None:
-        levels = stored_levels(doc)
-        covers = levels and all(levels[0] - 1e-9 <= q <= levels[-1] + 1e-9 for q in quantiles)
-        if covers and len(doc.get("mean", [])) >= horizon:
-            return shape({**doc, "source": "stored"}, dep, horizon, quantiles)
+    if doc is not None and covers(doc, horizon, quantiles):
+        return shape({**doc, "source": "stored"}, dep, horizon, quantiles)
     return ondemand.computed(ctx, dep, horizon, quantiles).shaped
 
 
@@ -87,9 +95,7 @@ async def stored_forecast_bytes(ctx: ApiContext, dep: str, horizon: int,
     if hit is not None and hit[1] == raw:
         return hit[2]
     doc = json.loads(raw)
-    levels = stored_levels(doc)
-    if not levels or any(not levels[0] - 1e-9 <= q <= levels[-1] + 1e-9 for q in quantiles) \
-            or len(doc.get("mean", [])) < horizon:
+    if not covers(doc, horizon, quantiles):
         return None
     body = json.dumps(shape({**doc, "source": "stored"}, dep, horizon, quantiles), separators=(",", ":")).encode()
     ctx.cache[key] = (time.monotonic(), raw, body)

@@ -7,14 +7,14 @@ Both work on a per-minute frame (the load store's ``LoadStore.frame(name)``) and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from forecaster.base import DAY, minute_series, per_step, resolution
 
-from warmcast.forecast import Forecast
+from warmcast.forecast import DEFAULT_QUANTILES, Forecast
 from warmcast.resolution import bin_label, steps_for
 from forecaster.registry import ArtifactError, Decision, Registry
 
@@ -135,13 +135,34 @@ def _budget_note(challenger) -> str:
     return f"training stopped by its time budget ({challenger.cfg.time_budget_s:g} s): {', '.join(fired)}"
 
 
-def forecast_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, horizon: int = 30) -> Forecast:
-    """The resolved model's forecast (forecaster.resolver) through the fallback rules; ``horizon`` in
-    minutes (a 5-minute series is forecast in 5-minute bins: 30 minutes are 6 leads)."""
+def serving_history(store, deployment: str, days: float) -> pd.DataFrame:
+    """The load every serving forecast reads (``warmcast forecast``, the API, the workers' step): from
+    ``days`` before the top of the hour the newest stored bin ends in, through that bin.  Counted from
+    the data, not the wall clock, and the same for all of them, so that they answer alike (issue 46:
+    the CLI read everything stored, the API whole calendar days, the workers 7 days back from now).
+    The models are fitted on the part before that hour (:func:`forecaster.resolver.fit_window`)."""
+    from warmcast.errors import NotFoundError
+
+    stored = store.days(deployment)
+    if not stored:
+        raise NotFoundError(f"no load stored for {deployment!r}; ingest a log first")
+    tail = store.frame(deployment, start=pd.Timestamp(0) + pd.Timedelta(days=stored[-1]))
+    if not len(tail):
+        return store.frame(deployment)
+    origin = tail.index[-1] + pd.Timedelta(minutes=resolution(tail))
+    return store.frame(deployment, start=origin.floor("h") - pd.Timedelta(days=days))
+
+
+def forecast_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, horizon: int = 30,
+                        quantiles: Sequence[float] = DEFAULT_QUANTILES, fitted=None) -> Forecast:
+    """The one serving forecast: the resolved model (forecaster.resolver) through the fallback rules;
+    ``horizon`` in minutes (a 5-minute series is forecast in 5-minute bins: 30 minutes are 6 leads).
+    ``fitted``: a :func:`~forecaster.resolver.resolve_forecaster` answer a server keeps between calls
+    (it is fitted on :func:`~forecaster.resolver.fit_window`, so a kept one answers as a fresh one)."""
     from forecaster.resolver import resolve_forecaster
 
-    fb, _ = resolve_forecaster(registry, deployment, frame)
-    return fb.predict(frame, horizon=steps_for(horizon, resolution(frame)))
+    fb = fitted if fitted is not None else resolve_forecaster(registry, deployment, frame)[0]
+    return fb.predict(frame, horizon=steps_for(horizon, resolution(frame)), quantiles=quantiles)
 
 
 def forecast_table(f: Forecast) -> pd.DataFrame:

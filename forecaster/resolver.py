@@ -94,17 +94,28 @@ def judge(model, frame: pd.DataFrame) -> tuple[bool, str]:
                   f"{verdict} the baselines ({others})")
 
 
+def fit_window(frame: pd.DataFrame) -> pd.DataFrame:
+    """The part of a serving history that models are fitted and judged on: the bins before the top of
+    the hour its forecast starts in.  A server that keeps a fit for the hour and a command that fits
+    now then fit on the same bins, and answer alike (issue 46)."""
+    if not len(frame):
+        return frame
+    origin = frame.index[-1] + pd.Timedelta(minutes=resolution(frame))
+    return frame.loc[frame.index < origin.floor("h")]
+
+
 _verdicts: dict[tuple, tuple[bool, str]] = {}
 
 
 def _judged(deployment: str, model, frame: pd.DataFrame) -> tuple[bool, str]:
-    """judge(), once per deployment and hour of its newest minute (the API resolves every minute)."""
-    end = frame.index[-1].floor("h") if len(frame) else None
+    """judge() on the fit window, once per deployment and hour (the API resolves every minute)."""
+    window = fit_window(frame)
+    end = window.index[-1] if len(window) else None
     key = (deployment, id(model), str(getattr(model, "version", "")), end)
     if key not in _verdicts:
         if len(_verdicts) > 256:
             _verdicts.clear()
-        _verdicts[key] = judge(model, frame)
+        _verdicts[key] = judge(model, window)
     return _verdicts[key]
 
 
@@ -181,5 +192,17 @@ def resolve_forecaster(registry: Registry, deployment: str, frame: pd.DataFrame,
                             max_age=CHAMPION_MAX_AGE if r.source == "champion" else None,
                             primary_missing_reason=r.why)
     if fb.why_not_primary(frame) is not None:
-        fb.fit(frame, rank_hours=rank_hours)
+        fb.fit(fit_window(frame), rank_hours=rank_hours)
     return fb, r
+
+
+def serving_key(registry: Registry, deployment: str, frame: pd.DataFrame) -> tuple:
+    """What a kept :func:`resolve_forecaster` answer depends on: the champion, the newest trained
+    version and the fit window's end; a server fits again when any of them changes."""
+    try:
+        champion = registry.champion(deployment)
+        trained = (registry.last_trained(deployment) or {}).get("version")
+    except ArtifactError:
+        champion = trained = None  # an unreadable index: resolved (and said) by the resolver
+    window = fit_window(frame)
+    return champion, trained, window.index[-1] if len(window) else None

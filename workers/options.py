@@ -29,7 +29,6 @@ class WorkerOptions(BaseSettings):
     visibility_timeout_s: float = Field(300.0, gt=0,
                                         description="an unacknowledged task is redelivered after this")
     signals_max_age_s: float = Field(30.0, gt=0, description="older signals are scraped again before deciding")
-    forecast_history_days: float = Field(7.0, gt=0)
     max_retries: int = Field(3, ge=0)
     metrics_port: int = Field(0, ge=0, le=65535, description="worker's Prometheus port (0: none)")
     queue: str = Field("warmcast", min_length=1)

@@ -49,7 +49,8 @@ def test_backtest_command_bad_start(tmp_path):
 
 def test_train_and_forecast_commands(tmp_path, monkeypatch):
     frame = synth_frame(2, seed=11)
-    monkeypatch.setattr(fcli, "_frame", lambda config, deployment: frame)
+    monkeypatch.setattr(fcli, "_frame", lambda config, deployment: frame)  # what train reads
+    monkeypatch.setattr(fcli, "_history", lambda config, deployment: frame)  # what forecast reads
     monkeypatch.setattr(fcli, "_registry", lambda config: Registry(tmp_path))
     app = _app()
     r = CliRunner().invoke(app, ["train", "--deployment", "chat", "--quick", "--val-hours", "4"])

@@ -93,6 +93,16 @@ def train(
     typer.echo(rep.summary())
 
 
+def _history(config, deployment: str):
+    """The window every serving forecast reads (forecaster.live.serving_history), as the API and the workers."""
+    from forecaster.live import serving_history
+    from warmcast.config.settings import load_settings
+    from warmcast.runtime import open_store
+
+    settings = load_settings(config)
+    return serving_history(open_store(settings), deployment, settings.forecast_history_days)
+
+
 def forecast(
     deployment: str = typer.Option(..., "--deployment", "-d"),
     horizon: int = typer.Option(30, min=1, max=30),
@@ -102,7 +112,7 @@ def forecast(
     """Forecast the next minutes of a deployment's load (champion model, else a baseline)."""
     from forecaster.live import forecast_deployment, forecast_table
 
-    frame = _frame(config, deployment)
+    frame = _history(config, deployment)
     if len(frame) == 0:
         raise InputError(f"no load stored for {deployment!r}; ingest a log first")
     f = forecast_deployment(frame, _registry(config), deployment, horizon=horizon)

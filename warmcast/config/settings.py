@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     models_dir: Path = Field(default_factory=lambda data: Path(data["state_dir"]) / "models")
     deployments_file: Path | None = None
     retention_days: int = Field(90, ge=1, le=3650, description="load-store retention")
+    # the load every serving forecast reads (`warmcast forecast`, the API, the workers): one window for all,
+    # so that they answer alike (issue 46), counted back from the newest stored bin
+    forecast_history_days: float = Field(7.0, gt=0, le=3650, description="days a forecast reads")
     # Forecast-only mode: every decision is computed and recorded, nothing is applied.
     dry_run: bool = False
     api_token: str | None = None

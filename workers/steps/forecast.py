@@ -16,7 +16,6 @@ import pandas as pd
 
 from forecaster.base import per_minute_rate
 from warmcast.errors import NotFoundError
-from warmcast.resolution import resolution_of, steps_for
 from warmcast.resolution import step as bin_length
 from warmcast.state import forecast_from_dict, forecast_to_dict
 from warmup.core import ForecastInput
@@ -37,17 +36,20 @@ class ForecastOutcome(Outcome):
 
 def step(ctx: Ctx, deployment: str) -> ForecastOutcome:
     """Forecast the next 30 minutes from the stored load; store it; track the error of the previous one."""
+    from forecaster.live import forecast_deployment, serving_history
+
     now = pd.Timestamp.now(tz="UTC").tz_localize(None)
-    start = now - pd.Timedelta(days=ctx.options.forecast_history_days)
+    days = ctx.settings.forecast_history_days
     try:
-        frame = ctx.store.frame(deployment, start=start)
+        frame = serving_history(ctx.store, deployment, days)  # the CLI's and the API's window
     except NotFoundError:
         return ForecastOutcome(deployment, None, None, "no stored load", None)
-    if frame.dropna(how="all").empty:
+    # the loop forecasts a live series only: one whose newest bin lies in the window back from now
+    if frame.dropna(how="all").empty or frame.index[-1] < now - pd.Timedelta(days=days):
         return ForecastOutcome(deployment, None, None, "no stored load in the history window", None)
     _track_error(ctx, deployment, frame)
     fb = _model_for(ctx, deployment, frame)
-    fc = fb.predict(frame, horizon=steps_for(30, resolution_of(frame)))
+    fc = forecast_deployment(frame, None, deployment, fitted=fb)
     trained = getattr(getattr(fb, "primary", None), "meta", {}) or {}
     doc = ctx.state.put_forecast(deployment, fc, trained_at=trained.get("created_at") or trained.get("train_end"))
     metrics.FORECASTS.labels(deployment, fc.model).inc()
@@ -77,18 +79,16 @@ def forecast_input(doc: dict[str, Any] | None) -> ForecastInput | None:
 
 def _model_for(ctx: Ctx, dep: str, frame: pd.DataFrame):
     """The resolved model (forecaster.resolver: the same answer and note as the CLI and the API),
-    wrapped in the fallback rules; cached per process and champion version for an hour."""
+    wrapped in the fallback rules; kept per process while its champion, newest trained version and
+    fit window (the hour, forecaster.resolver.fit_window) stay, so it answers as a fresh fit would."""
     from forecaster.registry import Registry
-    from forecaster.resolver import resolve_forecaster
+    from forecaster.resolver import resolve_forecaster, serving_key
 
     reg = ctx.cache.setdefault("registry", Registry(ctx.settings.models_dir))
-    try:
-        version = reg.champion(dep)
-    except Exception:  # noqa: BLE001 - an unreadable index is resolved (and said) by the resolver below
-        version = None
+    version = serving_key(reg, dep, frame)
     key = ("model", dep)
     cached = ctx.cache.get(key)
-    if cached and cached[0] == version and time.time() - cached[2] < 3600:
+    if cached and cached[0] == version:
         return cached[1]
     fb, _ = resolve_forecaster(reg, dep, frame)
     ctx.cache[key] = (version, fb, time.time())
