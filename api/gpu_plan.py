@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
+from api import service
 from api.errors import FieldError
 from api.deps import ApiContext, configured_deployment, get_ctx, require_read
 from api.routes import READ_ERR
@@ -37,8 +38,12 @@ class GpuSlotOut(BaseModel):
 class GpuPlanTotals(BaseModel):
     total_cost: float
     gpu_hours: float
-    all_a100_cost: Optional[float] = Field(None, description="the same demand on A100-80G only")
-    saving_vs_all_a100: Optional[float] = Field(None, description="share of the all-A100 cost saved")
+    all_a100_cost: Optional[float] = Field(None, description="the same demand on A100-80G only, within the same "
+                                           "limits (max_replicas, max_gpus, the type's availability)")
+    saving_vs_all_a100: Optional[float] = Field(None, description="share of the all-A100 cost saved (0 when the "
+                                                "plan is that fleet; negative when the plan costs more)")
+    all_a100_short_slots: int = Field(0, description="slots where that all-A100 fleet misses the SLO")
+    all_a100_is_plan: bool = Field(False, description="the plan is the all-A100 fleet: nothing saved")
     slots: list[GpuSlotOut]
 
 
@@ -80,7 +85,9 @@ def get_gpu_plan(
     ask = PlanAsk(horizon, quantile, utilisation, pool, None, growth,
                   tuple(t for t in types.split(",") if t) if types else None, what_if_utilisation)
     try:
-        history, forecast = stored_inputs(ctx.store, ctx.state, dep, pool)
+        # the forecast /capacity plans with too: the newest, stored or computed on demand (issue 46)
+        history, forecast = stored_inputs(ctx.store, ctx.state, dep, pool,
+                                          forecast_doc=service.cached_or_stored(ctx, dep.name))
         return build(dep, history, forecast, ask)
     except AskError as err:  # a GET has no body: the error is located at the query parameter that asked
         raise FieldError(("query", _QUERY_NAME.get(err.field, err.field)), str(err)) from None

@@ -139,7 +139,7 @@ async def get_forecast(request: Request) -> Any:
         # Otherwise one computation from the load store (seconds of CPU, in its own thread),
         # shared by every request that arrives while it runs.
         body = (hit or await ondemand.wait_async(ctx, ondemand.start(ctx, dep, horizon, levels))).body
-    return Response(body, media_type="application/json")
+    return Response(service.aged_bytes(ctx, dep, body), media_type="application/json")
 
 
 @read.get("/deployments/{deployment}/plan", response_model=PlanOut, responses=READ_ERR,
@@ -161,29 +161,21 @@ def get_capacity(
     start: Optional[str] = Query(None, max_length=40, description="first hour (default: the hour after the data)"),
     lookback: int = Query(4, ge=1, le=12, description="weeks (or days) of history per hour slot"),
 ) -> CapacityOut:
-    from forecaster.base import per_minute_rate
     from warmup.planning.capacity import CapacityRequest, capacity_plan
-    from warmup.planning.gpu_report import per_minute_series
+    from warmup.planning.gpu_report import series_inputs
 
     conf = ctx.configured(dep)
     cap, core, cap_notes = service.capacity_basis(ctx, conf, capacity_per_instance)
     if cap is None:
         raise FieldError(("query", "capacity_per_instance"), "required: the deployment is not configured")
-    days = ctx.store.days(dep)
-    hist = pd.Series(dtype=float)
-    if days:
-        first = pd.Timestamp(0) + pd.Timedelta(days=days[-1] - 7 * lookback - 1)
-        hist = per_minute_series(ctx.store, dep, first)  # requests/min, whatever the stored bins
+    # requests/min whatever the stored bins, and the forecast: read as the GPU plan reads them (issue 46)
+    hist, fc = series_inputs(ctx.store, dep, service.cached_or_stored(ctx, dep), 7 * lookback + 1)
     begin = _ts(start, "start")
     if begin is None:
         begin = (hist.index[-1] + pd.Timedelta(minutes=1)).ceil("h").strftime(TS) if len(hist) else \
             service.utcnow().ceil("h").strftime(TS)
-    fc_doc = service.cached_or_stored(ctx, dep)
     fi = fp = f50 = None
-    if fc_doc:
-        from warmcast.state import forecast_from_dict
-
-        fc = per_minute_rate(forecast_from_dict(fc_doc))
+    if fc is not None:
         fi, fp, f50 = fc.index, fc.quantile(quantile), fc.quantile(0.5)
     req = CapacityRequest(start=pd.Timestamp(begin), span=span, quantile=quantile, utilisation=utilisation,
                           capacity_per_instance=cap, gpus_per_replica=conf.gpus_per_replica if conf else 1,

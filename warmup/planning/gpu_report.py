@@ -18,7 +18,7 @@ from forecaster.base import per_minute_rate
 from warmcast.config.pools import pool_series_name
 from warmcast.resolution import with_resolution
 from warmup.planning.capacity import CapacityRequest, capacity_plan
-from warmup.planning.gpuplan import GpuPlan, MixRequest, plan_gpu_mix, what_if
+from warmup.planning.gpuplan import BASELINE_TYPE, GpuPlan, MixRequest, plan_gpu_mix, what_if
 from warmup.planning.gpu_catalogue import deployment_options
 
 HORIZONS = {"24h": 24, "30m": 0.5}
@@ -54,18 +54,27 @@ def series_name(dep: Deployment, pool: str | None) -> str:
     return pool_series_name(dep.name, pool)  # type: ignore[arg-type]
 
 
-def stored_inputs(store: Any, state: Any, dep: Deployment, pool: str | None,
-                  lookback_days: int = 29) -> tuple[pd.Series, Any]:
-    """(history, forecast or None) of a deployment or one of its pools, as stored."""
-    from warmcast.state import forecast_from_dict
-
+def stored_inputs(store: Any, state: Any, dep: Deployment, pool: str | None, lookback_days: int = 29,
+                  forecast_doc: dict[str, Any] | None = None) -> tuple[pd.Series, Any]:
+    """(history, forecast or None) of a deployment or one of its pools, as stored; ``forecast_doc``: the
+    forecast document to plan with where the caller has one (the API's newest, stored or computed)."""
     name = series_name(dep, pool)
-    days = store.days(name)
-    if not days:
+    if not store.days(name):
         raise NotFoundError(f"no load stored for {name!r}: ingest a log first"
                             + (" (warmcast pools ingest LOG --deployment ...)" if pool else ""))
-    start = pd.Timestamp(0) + pd.Timedelta(days=days[-1] - lookback_days)
-    doc = None if pool else state.get_forecast(dep.name)  # the forecaster forecasts whole deployments
+    doc = None if pool else (forecast_doc or state.get_forecast(dep.name))  # the forecaster forecasts deployments
+    return series_inputs(store, name, doc, lookback_days)
+
+
+def series_inputs(store: Any, name: str, doc: dict[str, Any] | None,
+                  lookback_days: int = 29) -> tuple[pd.Series, Any]:
+    """(requests/min from ``lookback_days`` before the newest stored day, the forecast ``doc`` as a
+    per-minute rate or None): what every hourly plan reads, /capacity and the GPU plan alike (issue 46:
+    the two routes read different forecasts and planned 213.72 and 27.8 req/min for one hour)."""
+    from warmcast.state import forecast_from_dict
+
+    days = store.days(name)
+    start = pd.Timestamp(0) + pd.Timedelta(days=(days[-1] if days else 0) - lookback_days)
     return per_minute_series(store, name, start), (per_minute_rate(forecast_from_dict(doc)) if doc else None)
 
 
@@ -144,6 +153,7 @@ def _plan_doc(plan: GpuPlan) -> dict[str, Any]:
     return {"total_cost": round(plan.cost, 4), "gpu_hours": round(plan.gpu_hours, 3),
             "all_a100_cost": None if plan.baseline_cost is None else round(plan.baseline_cost, 4),
             "saving_vs_all_a100": None if plan.saving is None else round(plan.saving, 4),
+            "all_a100_short_slots": plan.baseline_short, "all_a100_is_plan": plan.same_as_baseline,
             "slots": [{"start": s.label, "demand_rpm": round(s.demand_rpm, 3), "instances": s.counts,
                        "capacity_rpm": round(s.capacity_rpm, 3), "gpus": s.gpus, "cost": round(s.cost, 4),
                        "bound": s.bound, "reason": s.reason} for s in plan.slots]}
@@ -172,9 +182,28 @@ def text(doc: dict[str, Any]) -> str:
 
 
 def _totals(name: str, d: dict[str, Any]) -> str:
-    saving = "" if d["saving_vs_all_a100"] is None else \
-        f"; all-A100 {d['all_a100_cost']:.2f}, saving {d['saving_vs_all_a100']:.1%}"
-    return f"  {name}: cost index {d['total_cost']:.2f} for {d['gpu_hours']:.1f} GPU-hours{saving}"
+    return f"  {name}: cost index {d['total_cost']:.2f} for {d['gpu_hours']:.1f} GPU-hours{_against_a100(d)}"
+
+
+def claimed_saving(d: dict[str, Any]) -> float | None:
+    """The saving a plan may claim: a positive one against a different all-A100 fleet, else None."""
+    s = d["saving_vs_all_a100"]
+    return s if s is not None and s > 0 and not d.get("all_a100_is_plan") else None
+
+
+def _against_a100(d: dict[str, Any]) -> str:
+    """The plan against all-A100 within the same limits, said as it is (issue 46): no saving where the plan
+    is that fleet or costs more; where the baseline misses the SLO in more slots, that is said too."""
+    if d["saving_vs_all_a100"] is None:
+        return ""
+    if d.get("all_a100_is_plan"):
+        return f"; the plan is all {BASELINE_TYPE}: no saving"
+    short = d.get("all_a100_short_slots", 0)
+    base = f"; all-A100 within the same limits {d['all_a100_cost']:.2f}" + (
+        f" (short of demand in {short} slot(s))" if short else "")
+    s = claimed_saving(d)
+    return base + (f", saving {s:.1%}" if s is not None else
+                   f": no saving, the plan costs {-d['saving_vs_all_a100']:.1%} more")
 
 
 def write_outputs(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
@@ -189,7 +218,9 @@ def write_outputs(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
     return [out / "plan.json", out / "plan.csv", out / "plan.png"]
 
 
-def _plot(doc: dict[str, Any], path: Path) -> None:
+def _plot(doc: dict[str, Any], path: Path) -> tuple[list[str], str]:
+    """plan.png: instances by type per slot, the cost line, the slots whose SLO is not met marked;
+    returns (the legend's labels, the title)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -208,10 +239,19 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
     cost = ax.twinx()
     cost.plot(list(x), [s["cost"] for s in slots], color="black", marker=".", label="cost index per slot")
     cost.set_ylabel("cost index")
+    short = [i for i, s in enumerate(slots) if s["reason"].startswith("SLO NOT MET")]
+    if short:  # a limit holds these slots below demand: the bars alone would read as enough
+        ax.scatter(short, [bottom[i] for i in short], marker="x", s=60, color="red", zorder=3,
+                   label="SLO NOT MET (a limit holds capacity below demand)")
     ax.legend(loc="upper left", fontsize=8)
     cost.legend(loc="upper right", fontsize=8)
-    ax.set_title(f"{doc['deployment']}: instances by GPU type, total cost {doc['total_cost']:.2f}"
-                 + ("" if doc["saving_vs_all_a100"] is None else f" ({doc['saving_vs_all_a100']:.0%} below all-A100)"))
+    s = claimed_saving(doc)
+    title = (f"{doc['deployment']}: instances by GPU type, total cost {doc['total_cost']:.2f}"
+             + ("" if s is None else f" ({s:.0%} below all-A100 within the same limits)")
+             + (f"; {len(short)} slot(s) SLO NOT MET" if short else ""))
+    ax.set_title(title, fontsize=9)
+    labels = ax.get_legend_handles_labels()[1] + cost.get_legend_handles_labels()[1]
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return labels, title

@@ -4,7 +4,8 @@ Pure: a demand series (requests/min per slot, e.g. per hour at the planning quan
 and the GPU options come in; per slot the mix, its cost-index total and the limit that
 bound it go out.  The SLO in capacity terms: the mix's capacity at the target
 utilisation covers the slot's demand.  Cost = cost index x GPUs x hours; the saving is
-against the same demand served by A100-80G only.
+against the same demand served by A100-80G only within the same limits (max_replicas, max_gpus, the
+type's availability): a baseline free of them made a capped plan read as a saving (issue 46).
 """
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ class SlotPlan:
 class GpuPlan:
     slots: list[SlotPlan]
     slot_hours: float
-    baseline_cost: float | None = None  # all-A100 plan for the same demand
+    baseline_cost: float | None = None  # all-A100 for the same demand, within the same limits
+    baseline_short: int = 0             # slots where that all-A100 fleet misses the SLO (a limit binds)
+    same_as_baseline: bool = False      # the plan is that all-A100 fleet in every slot: nothing saved
 
     @property
     def cost(self) -> float:
@@ -57,10 +60,11 @@ class GpuPlan:
 
     @property
     def saving(self) -> float | None:
-        """Share of the all-A100 cost saved (0.25 = 25% cheaper)."""
+        """Share of the all-A100 cost saved (0.25 = 25% cheaper; negative: the plan costs more, as where the
+        baseline misses the SLO in slots the plan meets); 0 when the plan is the baseline."""
         if not self.baseline_cost:
             return None
-        return 1.0 - self.cost / self.baseline_cost
+        return 0.0 if self.same_as_baseline else 1.0 - self.cost / self.baseline_cost
 
 
 @dataclass(frozen=True)
@@ -206,12 +210,25 @@ def plan_gpu_mix(req: MixRequest) -> GpuPlan:
     demand = [max(d, 0.0) * req.growth for d in req.demand_rpm]
     slots = [plan_slot(lab, d, req) for lab, d in zip(req.labels, demand)]
     base = [o for o in req.options if o.gpu.name == BASELINE_TYPE]
-    baseline = None
-    if base:
-        solo = replace(base[0], max_instances=None)
-        per = solo.capacity_rpm * req.utilisation
-        baseline = sum(math.ceil(d / per - _EPS) * solo.cost_per_instance_hour for d in demand) * req.slot_hours
-    return GpuPlan(slots, req.slot_hours, baseline)
+    if not base:
+        return GpuPlan(slots, req.slot_hours)
+    counts, short = all_a100(demand, base[0], req)
+    names = [o.gpu.name for o in req.options]
+    same = all(s.counts == {n: (c if n == BASELINE_TYPE else 0) for n in names} for s, c in zip(slots, counts))
+    cost = sum(counts) * base[0].cost_per_instance_hour * req.slot_hours
+    return GpuPlan(slots, req.slot_hours, cost, short, same)
+
+
+def all_a100(demand: list[float], a100: GpuOption, req: MixRequest) -> tuple[list[int], int]:
+    """(A100 instances per slot, slots short of demand): the baseline the saving is against, held to
+    the plan's own limits (its availability, the GPU budget, max_replicas)."""
+    per = a100.capacity_rpm * req.utilisation
+    cap = _limits_of(a100, req.max_gpus)
+    if req.max_instances is not None:
+        cap = req.max_instances if cap is None else min(cap, req.max_instances)
+    need = [math.ceil(d / per - _EPS) if d > _EPS else 0 for d in demand]
+    counts = need if cap is None else [min(n, cap) for n in need]
+    return counts, sum(c < n for c, n in zip(counts, need))
 
 
 def what_if(req: MixRequest, types: tuple[str, ...] | None = None, utilisation: float | None = None,
