@@ -77,24 +77,34 @@ def pools_plan(
 
 
 def ingest_pools(
-    log: Path = typer.Argument(..., help="Per-request log (CSV, JSONL or Parquet)."),
+    log: Path = typer.Argument(..., help="Per-request log (CSV, JSONL or Parquet), or a count series with a split."),
     deployment: str = typer.Option(..., "--deployment", "-d"),
-    fmt: str = typer.Option("auto", "--format", help="auto, azure, mooncake, openai or warmcast."),
+    fmt: str = typer.Option("auto", "--format", help="auto, azure, mooncake, openai, warmcast or counts."),
+    hot_share: Optional[float] = typer.Option(None, "--hot-share", help="Count series: the share of each bin "
+                                              "that is the hot pool's (0.8: 80% hot, 20% cold)."),
+    columns: Optional[str] = typer.Option(None, "--pool-columns", metavar="HOT,COLD", help="Count series: the "
+                                          "file's per-pool count columns, hot first."),
     config: Optional[Path] = ConfigOpt,
 ) -> None:
-    """Attribute each request to hot or cold (pools.attribution) and store one series per pool."""
-    from warmcast.ingest.pool_split import store_pool_series
+    """Attribute each request to hot or cold (pools.attribution) and store one series per pool; a count
+    series is split by --hot-share or --pool-columns."""
+    from warmcast.ingest.pool_split import CountSplit, pool_columns, store_pool_series
     from warmcast.config.pools import pool_series_name
     from warmcast.runtime import load_fleet, open_store
     from warmcast.config.settings import load_settings
 
+    split = None
+    if hot_share is not None or columns is not None:
+        split = CountSplit(hot_share, pool_columns(columns) if columns is not None else None)
     settings = load_settings(config)
     dep = load_fleet(settings).get(deployment)
     if dep.pools is None:
         raise InputError(f"deployment {deployment}: no 'pools:' section in the deployments file")
-    counts = store_pool_series(open_store(settings), deployment, log, dep.pools.attribution, fmt)
+    counts = store_pool_series(open_store(settings), deployment, log, dep.pools.attribution, fmt, split)
+    if split is not None:
+        typer.echo(f"split: {split.described}")
     for name, n in counts.items():
-        typer.echo(f"{pool_series_name(deployment, name)}: {n:,} requests stored")
+        typer.echo(f"{pool_series_name(deployment, name)}: {n:,.0f} requests stored")
 
 
 def register(app: typer.Typer, backtest: typer.Typer) -> None:

@@ -60,8 +60,9 @@ def stored_inputs(store: Any, state: Any, dep: Deployment, pool: str | None, loo
     forecast document to plan with where the caller has one (the API's newest, stored or computed)."""
     name = series_name(dep, pool)
     if not store.days(name):
-        raise NotFoundError(f"no load stored for {name!r}: ingest a log first"
-                            + (" (warmcast pools ingest LOG --deployment ...)" if pool else ""))
+        raise NotFoundError(f"no load stored for {name!r}: ingest a log first" + (
+            f" (warmcast pools ingest LOG --deployment {dep.name}; a count series also needs its split: "
+            "--hot-share 0.8 or --pool-columns HOT,COLD)" if pool else ""))
     doc = None if pool else (forecast_doc or state.get_forecast(dep.name))  # the forecaster forecasts deployments
     return series_inputs(store, name, doc, lookback_days)
 
