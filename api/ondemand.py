@@ -153,10 +153,15 @@ def _compute(ctx: ApiContext, dep: str, horizon: int, levels: tuple[float, ...],
              prev: Computed | None = None) -> Computed:
     """Forecast now from the load store: the champion through the forecaster's fallback rules.
 
-    When no newer minute was stored since ``prev`` was computed, ``prev`` is still the answer
-    (its created_at keeps telling its age): a refresh then reads one day, and fits nothing."""
+    When no newer minute was stored since ``prev`` was computed, ``prev`` is still the answer: a
+    refresh then reads one day, and fits nothing.  It is stamped now, as a computation now would be
+    (it would give the same numbers, forecaster.live.forecast_deployment): a process that computed it
+    an hour ago and one that computed it a second ago serve it as equally fresh (issue 46: the first
+    kept its old stamp and KEDA's HTTP route refused it as stale while the gRPC scaler served it)."""
     if prev is not None and _origin(_history(ctx, dep, days=1)) == prev.doc["origin"]:
-        return Computed(time.monotonic(), prev.doc, prev.shaped, prev.body)
+        doc = {**prev.doc, "created_at": utcnow().strftime(TS)}
+        shaped = {**prev.shaped, "created_at": doc["created_at"]}
+        return Computed(time.monotonic(), doc, shaped, json.dumps(shaped, separators=(",", ":")).encode())
     frame = _history(ctx, dep)
     if frame.empty:
         raise NotFoundError(f"deployment {dep!r} has no recent load to forecast from")

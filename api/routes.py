@@ -139,7 +139,7 @@ async def get_forecast(request: Request) -> Any:
         # Otherwise one computation from the load store (seconds of CPU, in its own thread),
         # shared by every request that arrives while it runs.
         body = (hit or await ondemand.wait_async(ctx, ondemand.start(ctx, dep, horizon, levels))).body
-    return Response(service.aged_bytes(ctx, dep, body), media_type="application/json")
+    return Response(service.aged_bytes(ctx, body), media_type="application/json")
 
 
 @read.get("/deployments/{deployment}/plan", response_model=PlanOut, responses=READ_ERR,

@@ -35,6 +35,11 @@ class DeploymentsOut(_Out):
     deployments: list[DeploymentOut]
 
 
+AGE = "seconds since the document these numbers come from was made (null: it has no stamp)"
+STALE = ("true past WARMCAST_API_PLAN_MAX_AGE_S: the workers stopped renewing it; the KEDA routes refuse "
+         "it then (api/staleness.py)")
+
+
 class ForecastOut(_Out):
     deployment: str
     source: Literal["stored", "computed"] = Field(description="stored by the workers, or computed now by the API")
@@ -50,12 +55,16 @@ class ForecastOut(_Out):
     quantiles: dict[str, list[float]] = Field(description="level ('0.1', '0.5', ...) -> requests per lead (see unit)")
     resolution_min: int = Field(1, description="minutes per lead: the stored series' resolution (5 for 5-minute counts)")
     unit: str = Field("requests/min", description="what one value is: 'requests/min' or 'requests per 5 min'")
+    age_s: Optional[float] = Field(None, description=AGE)
+    stale: bool = Field(False, description=STALE)
 
 
 class PlanOut(BaseModel):
     model_config = ConfigDict(extra="allow")
     deployment: str
     source: Literal["stored", "computed"]
+    age_s: Optional[float] = Field(None, description=AGE + " (the older of the plan and its forecast)")
+    stale: bool = Field(False, description=STALE)
 
 
 class HourOut(_Out):

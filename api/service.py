@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from api import ondemand
 from api.deps import ApiContext
 from api.ondemand import TS, shape, utcnow
-from api.staleness import StalePlan, check_fresh
+from api.staleness import StalePlan, check_fresh, freshness
 from forecaster.base import per_minute_rate
 from warmup.calibration.store import load_capacities
 from warmcast.config.deployments import Deployment
@@ -75,8 +75,20 @@ def latest_forecast(ctx: ApiContext, dep: str, horizon: int = 30,
     """The workers' stored forecast when it covers the request; computed on demand otherwise."""
     doc = ctx.state.get_forecast(dep)
     if doc is not None and covers(doc, horizon, quantiles):
-        return shape({**doc, "source": "stored"}, dep, horizon, quantiles)
-    return ondemand.computed(ctx, dep, horizon, quantiles).shaped
+        return aged(ctx, shape({**doc, "source": "stored"}, dep, horizon, quantiles))
+    return aged(ctx, ondemand.computed(ctx, dep, horizon, quantiles).shaped)
+
+
+def aged(ctx: ApiContext, forecast: dict[str, Any] | None, plan: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The answer made from ``plan`` (else ``forecast``) with its ``age_s`` and ``stale`` flag, by the
+    rule the KEDA routes refuse by (api/staleness.py)."""
+    fresh = freshness(forecast, plan, ctx.config.plan_max_age_s, utcnow())
+    return fresh.stamp(plan if plan is not None else forecast or {})
+
+
+def aged_bytes(ctx: ApiContext, body: bytes) -> bytes:
+    """A rendered forecast body with its age and stale flag (rendered once per document; the age is now's)."""
+    return json.dumps(aged(ctx, json.loads(body)), separators=(",", ":")).encode()
 
 
 async def stored_forecast_bytes(ctx: ApiContext, dep: str, horizon: int,
@@ -220,10 +232,13 @@ def computed_plan(ctx: ApiContext, dep: Deployment, quantile: float = 0.9, utili
 
 
 def current_plan(ctx: ApiContext, dep: Deployment) -> dict[str, Any]:
+    """The workers' plan, else one computed now; with the age of what it is made from (the plan and
+    the forecast, as the KEDA routes judge them) and whether that is past the limit."""
     plan = ctx.state.get("plan", dep.name)
     if plan is not None:
-        return {"deployment": dep.name, "source": "stored", **plan}
-    return computed_plan(ctx, dep)
+        return aged(ctx, cached_or_stored(ctx, dep.name), {"deployment": dep.name, "source": "stored", **plan})
+    plan = computed_plan(ctx, dep)
+    return aged(ctx, latest_forecast(ctx, dep.name, 30, (0.1, 0.5, 0.9)), plan)
 
 
 def plan_desired(plan: dict[str, Any] | None) -> int | None:

@@ -4,7 +4,9 @@ The workers store a forecast and a plan every tick.  Once either document an aut
 number is made from is older than ``WARMCAST_API_PLAN_MAX_AGE_S`` (default five one-minute
 ticks), the KEDA routes answer an error instead (HTTP 503, gRPC UNAVAILABLE): KEDA counts a
 failure and, after its ``fallback.failureThreshold``, applies ``fallback.replicas``.  /metrics
-drops the stale gauges and exports the age instead.  Pure: ``now`` comes from the caller.
+drops the stale gauges and exports the age instead; every /v1 answer made from them carries its
+``age_s`` and a ``stale`` flag (:meth:`Freshness.stamp`), and the dashboard shows them.  Pure: ``now``
+comes from the caller.
 """
 from __future__ import annotations
 
@@ -56,6 +58,16 @@ class Freshness:
     def age_s(self) -> Optional[float]:
         ages = [a for a in (self.plan_age_s, self.forecast_age_s) if a is not None]
         return max(ages) if ages else None
+
+    @property
+    def is_stale(self) -> bool:
+        return self.stale("") is not None
+
+    def stamp(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``body`` with the age its numbers have and whether that is past the limit: every /v1 answer
+        carries them, as the KEDA routes refuse past the limit and /metrics exports the ages."""
+        age = self.age_s
+        return {**body, "age_s": None if age is None else round(age, 1), "stale": self.is_stale}
 
     def stale(self, deployment: str) -> Optional[StalePlan]:
         """The error to answer, naming the older document, or None while both are fresh."""

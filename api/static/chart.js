@@ -26,9 +26,10 @@ function niceTicks(max, target, integer) {
 
 function parseTime(t) { return Date.parse(t.replace(" ", "T") + "Z"); }
 
+/* "YYYY-MM-DD HH:MM" UTC: a time without its date made a 2014 log look live (issue 46). */
 function fmtTime(ms) {
   const d = new Date(ms);
-  return d.toISOString().slice(11, 16);
+  return d.toISOString().slice(0, 16).replace("T", " ");
 }
 
 /* A time chart: x = time (ms), y = value. Series are drawn in the order added. */
@@ -61,10 +62,13 @@ class TimeChart {
     }
     const span = this.xmax - this.xmin, step = [5, 10, 15, 30, 60, 120, 240, 480, 1440]
       .map(m => m * 60000).find(s => span / s <= 8) || 86400000;
+    let day = null;  // the first tick and each tick on a new day carry the date, the others the time only
     for (let t = Math.ceil(this.xmin / step) * step; t <= this.xmax; t += step) {
       el("line", { x1: this.x(t), x2: this.x(t), y1: this.m.t, y2: this.y(0), stroke: "#f2f2f2" }, g);
+      const label = fmtTime(t);
       el("text", { x: this.x(t), y: this.h - 8, "text-anchor": "middle", "font-size": 11, fill: "#555", class: "xtick" }, g)
-        .textContent = fmtTime(t);
+        .textContent = label.slice(0, 10) === day ? label.slice(11) : label;
+      day = label.slice(0, 10);
     }
     // the axis title runs along the axis, left of the tick labels, so it never sits on a tick
     const mid = (this.m.t + this.y(0)) / 2;
@@ -124,5 +128,5 @@ class TimeChart {
     return n;
   }
 }
-window.WarmcastChart = { TimeChart, parseTime };
+window.WarmcastChart = { TimeChart, parseTime, fmtTime };
 })();
