@@ -86,6 +86,8 @@ def build(settings: Settings, name: str, since: datetime, until: datetime, forec
     dep = ctx.dep(name)   # an unknown deployment: refused with the known ones
     records = shadow.read(ctx.r, ctx.prefix, name, since, until)
     if not records:
+        ctx, records = _simulated(ctx, name, since, until)
+    if not records:
         _explain_none(ctx, name, since, until)
     mins = cmp.minutes_from(records, name, since, until)
     first, end = pd.Timestamp(mins.times[0]), pd.Timestamp(mins.times[-1]) + pd.Timedelta(minutes=1)
@@ -94,10 +96,11 @@ def build(settings: Settings, name: str, since: datetime, until: datetime, forec
     run, params = result.runs["predictive"], cfg.fleet_params()
     per = run.capacity if run.capacity is not None else np.full(len(run.ready), cfg.capacity_rpm)
     wc = cmp.Fleet(run.provisioned, run.ready, run.ready * per, run.late, run.standby)
-    actual = cmp.Fleet(mins.provisioned, mins.ready, mins.ready * cfg.capacity_rpm, cmp.actual_late(mins, params))
+    live = cmp.live_capacity(mins, cfg.capacity_rpm)   # the profile live each minute, not the default's
+    actual = cmp.Fleet(mins.provisioned, mins.ready, mins.ready * live, cmp.actual_late(mins, params, live))
     figures = cmp.compare(mins, actual, wc)
     source = cfg.capacity_source if cfg.core is None else cfg.core.switch.source_of(cfg.core.switch.default_profile)
-    doc = {"deployment": name, "window": {"since": f"{since:%Y-%m-%d %H:%M}", "until": f"{until:%Y-%m-%d %H:%M}"},
+    doc = {"deployment": name, "key_prefix": ctx.prefix, "window": {"since": f"{since:%Y-%m-%d %H:%M}", "until": f"{until:%Y-%m-%d %H:%M}"},
            "compared": {"first_minute": f"{mins.times[0]:%Y-%m-%d %H:%M}",
                         "last_minute": f"{mins.times[-1]:%Y-%m-%d %H:%M}"},
            "capacity_rpm": cfg.capacity_rpm, "capacity_source": source, "late_wait_s": cfg.wait_threshold_s,
@@ -106,6 +109,17 @@ def build(settings: Settings, name: str, since: datetime, until: datetime, forec
            "limits": cmp.limits(mins, since, until, forecaster=forecaster, capacity_rpm=cfg.capacity_rpm,
                                 capacity_source=source or "declared", wait_s=cfg.wait_threshold_s)}
     return ShadowReport(doc, _minutes_frame(mins, actual, wc), f"{name}: actual fleet vs warmcast's plan")
+
+
+def _simulated(ctx: Ctx, name: str, since: datetime, until: datetime) -> tuple[Ctx, list[dict[str, Any]]]:
+    """Where the settings' key prefix holds no record in the window, the records of ``warmcast run
+    --simulate`` under the same settings (its own prefix, ``<prefix>:sim``), as the README's command
+    expects to find them (issue 46); the context to read them with, or the first one and none."""
+    from workers.simulate import simulation_settings
+
+    sim = Ctx(simulation_settings(ctx.settings), WorkerOptions(), ctx.r)
+    records = shadow.read(sim.r, sim.prefix, name, since, until)
+    return (sim, records) if records else (ctx, [])
 
 
 def _explain_none(ctx: Ctx, name: str, since: datetime, until: datetime) -> None:
@@ -165,11 +179,16 @@ def summary(doc: dict[str, Any]) -> str:
     """The report in a few lines, as the CLI prints it."""
     a, w = doc["actual"], doc["warmcast"]
     c = doc["compared"]
+    saved = doc["instance_hours_saved"]
+    said = (f"warmcast would have saved {saved:g}" if saved > 0 else
+            f"warmcast would have used {-saved:g} more" if saved < 0 else "the same")
+    where = ([f"records of `warmcast run --simulate` (key prefix {doc['key_prefix']!r}): the settings' own prefix "
+              "holds none in this window"] if doc.get("key_prefix", "").endswith(":sim") else [])
     return "\n".join([
+        *where,
         f"{doc['deployment']}: {doc['minutes']} minutes compared ({c['first_minute']} .. {c['last_minute']} UTC), "
         f"{doc['requests']:,} requests",
-        f"instance-hours: actual {a['instance_hours']}, warmcast {w['instance_hours']} "
-        f"(saved {doc['instance_hours_saved']})",
+        f"instance-hours: actual {a['instance_hours']}, warmcast {w['instance_hours']} ({said})",
         f"late requests (simulated, > {doc['late_wait_s']:g} s): actual {a['late_requests']:,}, "
         f"warmcast {w['late_requests']:,}",
         f"minutes the actual fleet was short and warmcast's would have covered: "

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from warmcast.errors import InputError
-from warmup.sim.fleet import FleetParams, serve_minutes
+from warmup.sim.fleet import FleetParams, serve_minute
 
 TS = "%Y-%m-%d %H:%M"
 MINUTE = timedelta(minutes=1)
@@ -41,6 +41,7 @@ class ShadowMinutes:
     p99_s: np.ndarray            # the TTFT P99 read at the minute's end (NaN: none read)
     queue0: float                # the backlog at the first minute's start
     models: tuple[str, ...]      # forecast models the live decisions used
+    capacity_rpm: Optional[np.ndarray] = None   # per instance, the live profile's as the tick read it (NaN: none)
 
 
 def parse_minute(text: str) -> datetime:
@@ -68,7 +69,16 @@ def minutes_from(records: Sequence[Mapping[str, Any]], dep: str, since: datetime
         audit_ids=tuple(str(r.get("audit_id") or "") for r in recs[:-1]),
         p99_s=np.array([np.nan if r.get("p99_s") is None else float(r["p99_s"]) for r in nxt]),
         queue0=float(recs[0].get("queue_depth") or 0.0),
-        models=tuple(sorted({str(r.get("forecast_model")) for r in recs if r.get("forecast_model")})))
+        models=tuple(sorted({str(r.get("forecast_model")) for r in recs if r.get("forecast_model")})),
+        capacity_rpm=np.array([np.nan if r.get("capacity_rpm") is None else float(r["capacity_rpm"])
+                               for r in recs[:-1]]))
+
+
+def live_capacity(mins: ShadowMinutes, default_rpm: float) -> np.ndarray:
+    """Per instance and minute, the capacity of the profile live then (the tick's record at the minute's
+    start), else ``default_rpm``: the default profile's figure made a night fleet read as day's (issue 46)."""
+    cap = mins.capacity_rpm if mins.capacity_rpm is not None else np.full(len(mins.times), np.nan)
+    return np.where(np.isfinite(cap), cap, default_rpm)
 
 
 def _check_gaps(recs: Sequence[Mapping[str, Any]], where: str) -> None:
@@ -98,9 +108,13 @@ def _check_fields(recs: Sequence[Mapping[str, Any]], where: str) -> None:
                          "were unavailable at those ticks. Nothing is filled in: report a window without them")
 
 
-def actual_late(mins: ShadowMinutes, params: FleetParams) -> np.ndarray:
-    """Late requests per minute of the actual fleet: the recorded arrivals served by its ready instances."""
-    late, _, _ = serve_minutes(mins.ready, mins.arrivals.reshape(-1, 1), params, q0=mins.queue0)
+def actual_late(mins: ShadowMinutes, params: FleetParams, capacity_rpm: Optional[np.ndarray] = None) -> np.ndarray:
+    """Late requests per minute of the actual fleet: the recorded arrivals served by its ready instances,
+    each serving ``capacity_rpm`` of its minute (default: ``params.capacity_rpm`` throughout)."""
+    cap = np.full(len(mins.times), params.capacity_rpm) if capacity_rpm is None else capacity_rpm
+    late, q = np.zeros(len(cap)), mins.queue0
+    for t, (n, a, c) in enumerate(zip(mins.ready.tolist(), mins.arrivals.tolist(), cap.tolist())):
+        q, late[t], _ = serve_minute(q, [a], n * c / 60.0, 60.0, params.wait_threshold_s)
     return late
 
 
@@ -164,12 +178,15 @@ def limits(mins: ShadowMinutes, since: datetime, until: datetime, *, forecaster:
            capacity_source: str, wait_s: float) -> list[str]:
     """What the report cannot say, in words (the report prints them beside its figures)."""
     first, last = mins.times[0], mins.times[-1]
+    live = live_capacity(mins, capacity_rpm)
+    per = (f"{capacity_rpm:g} req/min per ready instance, {capacity_source}" if np.all(live == capacity_rpm) else
+           f"per ready instance the live profile's capacity as each tick recorded it, {live.min():g}.."
+           f"{live.max():g} req/min")
     out = [
         "The arrivals are those the actual fleet received: where its queue made clients retry or give up, "
         "they are already shaped by it, and warmcast's fleet is replayed on the same arrivals.",
-        f"Late requests on both sides are the simulator's estimate (one FIFO queue, {capacity_rpm:g} req/min per "
-        f"ready instance, {capacity_source}; late = waiting over {wait_s:g} s), not measured; the recorded TTFT "
-        "P99 is shown beside them where the signals had one.",
+        f"Late requests on both sides are the simulator's estimate (one FIFO queue, {per}; late = waiting over "
+        f"{wait_s:g} s), not measured; the recorded TTFT P99 is shown beside them where the signals had one.",
         f"warmcast's fleet is re-simulated over these arrivals with forecaster {forecaster} (as `warmcast backtest "
         "fleet` would); live, its decisions used " + (", ".join(mins.models) or "no stored forecast") + ". Its live "
         "decisions (the audit ids) were made against the actual fleet, so their targets can differ from the "
