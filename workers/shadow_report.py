@@ -100,7 +100,8 @@ def build(settings: Settings, name: str, since: datetime, until: datetime, forec
     actual = cmp.Fleet(mins.provisioned, mins.ready, mins.ready * live, cmp.actual_late(mins, params, live))
     figures = cmp.compare(mins, actual, wc)
     source = cfg.capacity_source if cfg.core is None else cfg.core.switch.source_of(cfg.core.switch.default_profile)
-    doc = {"deployment": name, "key_prefix": ctx.prefix, "window": {"since": f"{since:%Y-%m-%d %H:%M}", "until": f"{until:%Y-%m-%d %H:%M}"},
+    doc = {"deployment": name, "key_prefix": ctx.prefix,
+           "window": {"since": f"{since:%Y-%m-%d %H:%M}", "until": f"{until:%Y-%m-%d %H:%M}"},
            "compared": {"first_minute": f"{mins.times[0]:%Y-%m-%d %H:%M}",
                         "last_minute": f"{mins.times[-1]:%Y-%m-%d %H:%M}"},
            "capacity_rpm": cfg.capacity_rpm, "capacity_source": source, "late_wait_s": cfg.wait_threshold_s,
