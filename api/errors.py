@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.staleness import StalePlan
-from warmcast.errors import InputError, NotFoundError, WarmcastError
+from warmcast.errors import InputError, NotFoundError, StateError, WarmcastError
 
 
 class FieldError(InputError):
@@ -52,6 +52,11 @@ def _unnamed_loc(request: Request) -> list[str]:
     if request.method not in ("GET", "HEAD"):
         return ["body"]
     return ["path", "deployment"] if "deployment" in request.path_params else ["query"]
+
+
+def _conflict(request: Request, err: StateError) -> JSONResponse:
+    """The request was well formed; the stored state cannot answer it (yet): 409 with the reason."""
+    return JSONResponse({"detail": str(err)}, status_code=409)
 
 
 def _not_found(request: Request, err: NotFoundError) -> JSONResponse:
@@ -95,6 +100,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(DeadlineExceeded, _late)
     app.add_exception_handler(StalePlan, _stale)
     app.add_exception_handler(InputError, _input_error)
+    app.add_exception_handler(StateError, _conflict)   # before InputError's by its class, whatever the order
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(WarmcastError, _unavailable)
     import redis

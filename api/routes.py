@@ -28,6 +28,7 @@ TS = service.TS
 
 def _err(*codes: int) -> dict[int | str, dict[str, Any]]:
     text = {400: "malformed request (body cannot be decoded)", 401: "missing bearer token", 403: "token not valid / writes disabled", 404: "unknown deployment or job",
+            409: "the stored state cannot answer yet (the detail says what is missing)",
             413: "body over the size limit", 503: "Redis or workers unavailable"}
     return {c: {"description": text[c], "content": {"application/json": {"schema": {
         "type": "object", "properties": {"detail": {}}, "required": ["detail"]}}}} for c in codes}
@@ -233,7 +234,7 @@ def get_dashboard(dep: Dep, ctx: Ctx, minutes: int = Query(240, ge=10, le=10080)
     return dashboard_data(ctx, dep, minutes)
 
 
-@read.get("/deployments/{deployment}/shadow", responses=READ_ERR,
+@read.get("/deployments/{deployment}/shadow", responses={**READ_ERR, **_err(409)},
           summary="Shadow mode: the fleet the current autoscaler ran beside warmcast's plan")
 def get_shadow(dep: ConfDep, ctx: Ctx,
                since: str = Query("1d", max_length=40, description="a duration back from until (7d, 12h, 90m) "

@@ -13,5 +13,11 @@ class InputError(WarmcastError):
     """Bad user input: a file, a row, a parameter. The message names it."""
 
 
+class StateError(InputError):
+    """A well-formed request the stored state cannot answer yet (no records in the window, a mode not
+    on): the message says what state is missing and how to get it.  The CLI reports it as any bad
+    input; the API answers 409, not a validation error (issue 46)."""
+
+
 class NotFoundError(WarmcastError):
     """A named thing (deployment, model, job) does not exist."""

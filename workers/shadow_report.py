@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from warmcast.config.settings import Settings
-from warmcast.errors import InputError, NotFoundError
+from warmcast.errors import InputError, NotFoundError, StateError
 from warmup.sim import shadow as cmp
 from workers import shadow
 from workers.context import Ctx
@@ -129,10 +129,10 @@ def _explain_none(ctx: Ctx, name: str, since: datetime, until: datetime) -> None
     held = f"; it holds shadow records on {', '.join(days[:10])}" if days else "; it holds no shadow records at all"
     window = f"between {since:%Y-%m-%d %H:%M} and {until:%Y-%m-%d %H:%M} UTC"
     if not ctx.settings.dry_run:
-        raise InputError(f"deployment {name!r} is not in forecast-only mode (dry_run is false in these settings) and "
+        raise StateError(f"deployment {name!r} is not in forecast-only mode (dry_run is false in these settings) and "
                          f"has no shadow records {window}{held}. Shadow records are written only in forecast-only "
                          "mode: run the loop with WARMCAST_DRY_RUN=true beside the current autoscaler, then report")
-    raise InputError(f"no shadow records for deployment {name!r} {window}{held}; the tick writes one a minute in "
+    raise StateError(f"no shadow records for deployment {name!r} {window}{held}; the tick writes one a minute in "
                      "forecast-only mode while the workers run: pick a window they ran in with --since/--until")
 
 
@@ -147,7 +147,7 @@ def _load(ctx: Ctx, name: str, mins: cmp.ShadowMinutes) -> Any:
     except NotFoundError:
         history = pd.Series(dtype=float)
     if history.empty:
-        raise InputError(f"no load history for deployment {name!r} before {first:%Y-%m-%d %H:%M}: warmcast's fleet "
+        raise StateError(f"no load history for deployment {name!r} before {first:%Y-%m-%d %H:%M}: warmcast's fleet "
                          "is re-simulated with forecasts learnt from it (ingest the deployment's log first)")
     recorded = pd.Series(mins.arrivals, index=pd.DatetimeIndex(list(mins.times), name="time"), name="requests")
     return from_series(pd.concat([history, recorded]), source=f"load store and shadow records of {name}")

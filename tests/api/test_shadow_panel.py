@@ -55,7 +55,7 @@ def test_shadow_route_and_dashboard_panel(shadowed, tmp_path):
     assert len(body["series"]["minute"]) == body["minutes"] == 119 and body["limits"]
     empty = httpx.get(f"{url}/v1/deployments/chat/shadow", params={"since": "2024-05-01", "until": "2024-05-02"},
                       timeout=60)
-    assert empty.status_code == 422 and "no shadow records for deployment 'chat'" in empty.text
+    assert empty.status_code == 409 and "no shadow records for deployment 'chat'" in empty.text
 
     chrome = chromium()
     page = f"{url}/?deployment=chat&refresh=60&shadow_since={START}&shadow_until={END}"

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from warmcast.errors import InputError
+from warmcast.errors import StateError
 from warmup.sim.fleet import FleetParams, serve_minute
 
 TS = "%Y-%m-%d %H:%M"
@@ -54,7 +54,7 @@ def minutes_from(records: Sequence[Mapping[str, Any]], dep: str, since: datetime
     where = f"deployment {dep!r} between {since:%Y-%m-%d %H:%M} and {until:%Y-%m-%d %H:%M} UTC"
     if len(recs) < 2:
         found = "no shadow records" if not recs else f"only one shadow record ({recs[0]['minute']})"
-        raise InputError(f"{found} for {where}: a minute is compared from the records at its start and end, "
+        raise StateError(f"{found} for {where}: a minute is compared from the records at its start and end, "
                          "written by the tick in forecast-only mode (dry_run); pick a window the loop ran in "
                          "forecast-only mode with --since/--until")
     _check_gaps(recs, where)
@@ -90,7 +90,7 @@ def _check_gaps(recs: Sequence[Mapping[str, Any]], where: str) -> None:
     missing = sum(int((b - a) / MINUTE) + 1 for a, b in gaps)
     shown = ", ".join(f"{a:%Y-%m-%d %H:%M}" + ("" if a == b else f"..{b:%H:%M}") for a, b in gaps[:5])
     more = f" and {len(gaps) - 5} more gap(s)" if len(gaps) > 5 else ""
-    raise InputError(f"gaps in the shadow record of {where}: {missing} minute(s) missing ({shown}{more}); the "
+    raise StateError(f"gaps in the shadow record of {where}: {missing} minute(s) missing ({shown}{more}); the "
                      "tick recorded nothing then (workers stopped, not in forecast-only mode, or records expired). "
                      "Nothing is filled in: report a window without gaps with --since/--until")
 
@@ -104,7 +104,7 @@ def _check_fields(recs: Sequence[Mapping[str, Any]], where: str) -> None:
     if bad:
         what = "; ".join(f"{f} missing at {len(m)} tick(s) ({', '.join(x[:16] for x in m[:3])}"
                          + (", ..." if len(m) > 3 else "") + ")" for f, m in bad.items())
-        raise InputError(f"incomplete shadow records for {where}: {what}; the signals or the recorded arrivals "
+        raise StateError(f"incomplete shadow records for {where}: {what}; the signals or the recorded arrivals "
                          "were unavailable at those ticks. Nothing is filled in: report a window without them")
 
 
