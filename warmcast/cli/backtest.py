@@ -7,14 +7,14 @@ from typing import Any, Optional
 import typer
 
 from warmcast.errors import InputError
-from warmcast.cli.log_options import LogReading, log_options
+from warmcast.cli.log_options import LOG_HELP, LogReading, log_options
 from warmcast.cli.slo_options import SLOFlags, slo_options
 
 
 @log_options
 @slo_options
 def fleet(
-    log: Path = typer.Option(..., "--log", help="Per-minute or finer count series (time,requests) or per-request log."),
+    log: Path = typer.Option(..., "--log", help=LOG_HELP),
     capacity_rpm: Optional[float] = typer.Option(None, "--capacity-rpm", min=0.001,
                                                  help="Requests/min one instance serves (required without "
                                                       "--deployment, else the default profile's)."),
@@ -167,16 +167,23 @@ def _deployment(name: Optional[str], path: Optional[Path], config: Optional[Path
     return dfile.get(name) if name else dfile.deployments[0]
 
 
+def header_lines(m: dict[str, Any]) -> list[str]:
+    """The run's first lines: the test part and the resolution it was read at, named once (a coarse
+    series' replay step is no resolution of its own: "resolution 60 s" beside "5 min", issue 46)."""
+    r = m.get("series_resolution_min", 1)
+    head = f"{m['test_minutes']} test minutes from {m['test_start']}, {m['requests']:,} requests"
+    if r <= 1:
+        return [f"{head}, resolution {m['resolution_s']} s"]
+    return [head, f"series resolution {r} min: replayed spread evenly over each bin's minutes; forecasts made "
+                  f"in {r}-minute bins, each from the bins that had ended"]
+
+
 def _echo_report(result: Any) -> None:
     from warmup.sim import format_table
 
     m = result.meta
-    typer.echo(f"{m['test_minutes']} test minutes from {m['test_start']}, {m['requests']:,} requests, "
-               f"resolution {m['resolution_s']} s")
-    r = m.get("series_resolution_min", 1)
-    if r > 1:
-        typer.echo(f"series resolution {r} min: replayed spread evenly over each bin's minutes; forecasts made "
-                   f"in {r}-minute bins, each from the bins that had ended")
+    for line in header_lines(m):
+        typer.echo(line)
     if "forecaster" in m:
         typer.echo(f"forecaster {m['forecaster']}: fit {m['forecaster_fit_seconds']} s, "
                    f"forecasts {m['forecaster_predict_seconds']} s" + (f" ({m['forecaster_note']})"

@@ -9,14 +9,14 @@ import typer
 
 from forecaster.catalogue import ALL_MODELS, make_models
 from warmcast.errors import InputError
-from warmcast.cli.log_options import LogReading, log_options
+from warmcast.cli.log_options import LOG_HELP, LogReading, log_options
 
 ConfigOpt = typer.Option(None, "--config", help="YAML settings file (else WARMCAST_* env vars).")
 
 
 @log_options
 def backtest_forecast(
-    log: Path = typer.Option(..., "--log", help="Request log or per-minute count series (any format ingest reads)."),
+    log: Path = typer.Option(..., "--log", help=LOG_HELP),
     test_start: str = typer.Option(..., "--test-start", help="First forecast origin, 'YYYY-MM-DD HH:MM' (UTC)."),
     out: Path = typer.Option(..., "--out", help="Folder for forecasts.csv, metrics.json, forecast.png."),
     models: str = typer.Option(",".join(ALL_MODELS), "--models", help="Comma-separated models to run."),

@@ -16,6 +16,9 @@ import typer
 from warmcast.errors import InputError
 
 FORMATS = ("auto", "azure", "mooncake", "openai", "counts", "warmcast")
+# one help for every --log: count series of any interval work (issue 46: it said "per-minute")
+LOG_HELP = ("Per-request log, or count series (time,requests) at any interval: 10 s, 1 min, 5 or 10 min "
+            "(any format ingest reads).")
 TIME_UNITS = ("datetime", "s", "ms")
 
 

@@ -7,14 +7,14 @@ from typing import Optional
 import typer
 
 from warmcast.errors import InputError
-from warmcast.cli.log_options import LogReading, log_options
+from warmcast.cli.log_options import LOG_HELP, LogReading, log_options
 
 ConfigOpt = typer.Option(None, "--config", help="YAML settings file (else WARMCAST_* env vars).")
 
 
 @log_options
 def replay(
-    log: Path = typer.Option(..., "--log", help="Per-minute or finer count series (time,requests) or per-request log."),
+    log: Path = typer.Option(..., "--log", help=LOG_HELP),
     deployment: str = typer.Option(..., "--deployment", "-d", help="Deployment name in the deployments file."),
     test_start: str = typer.Option(..., "--test-start", help="First replayed minute (UTC); the forecaster trains "
                                    "before it."),
