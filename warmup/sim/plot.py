@@ -43,12 +43,12 @@ def plot_fleet(result, path: str | Path, window: Optional[tuple[int, int]] = Non
         for e in sw:
             ax.axvline(times[e[0]], color="#8c564b", ls="--", lw=1)
     ax.set_ylabel("requests / min")
+    top, note = demand_ylim(split.demand[lo:hi], {n: r.ready[lo:hi] * cap for n, r in result.runs.items()})
+    ax.set_ylim(0, top)
+    if note:
+        ax.text(0.995, 0.98, note, transform=ax.transAxes, ha="right", va="top", fontsize=8, color="#555")
     ax.legend(loc="upper left", fontsize=8, ncol=2)
-    rows = result.rows
-    summary = "   ".join(f"{policy_label(n, r)}: {r['gpu_hours_vs_oracle']:.2f}x GPU, {r['late_pct']:.3f}% late"
-                         + (f" (SLO {r['slo_on_test']})" if "slo_on_test" in r else "")
-                         for n, r in rows.items() if r.get("gpu_hours_vs_oracle") is not None)
-    ax.set_title((title + "\n" if title else "") + summary, fontsize=9)
+    ax.set_title(title_text(result.rows, title), fontsize=9)
 
     ax = axes[1]
     for name, run in result.runs.items():
@@ -64,6 +64,31 @@ def plot_fleet(result, path: str | Path, window: Optional[tuple[int, int]] = Non
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+HEADROOM = 1.5   # the demand panel's y-axis ends at 1.5x the peak demand shown
+
+
+def demand_ylim(demand, capacity: dict) -> tuple[float, str]:
+    """(the demand panel's top, a note naming the lines it clips): the axis follows the demand, so one
+    policy's capacity far above it (a KEDA queue at 100 replicas) does not flatten everything else to
+    the bottom (issue 46: its line stretched the axis to 200,000 req/min)."""
+    peak = float(max(demand.max(), 1.0)) if len(demand) else 1.0
+    top = HEADROOM * peak
+    over = {n: float(c.max()) for n, c in capacity.items() if len(c) and c.max() > top}
+    if not over:
+        return max(top, *(float(c.max()) * 1.05 for c in capacity.values() if len(c))), ""
+    said = ", ".join(f"{n} to {v:,.0f}" for n, v in sorted(over.items()))
+    return top, f"y-axis clipped at {HEADROOM:g}x the peak demand; warm capacity runs off the top: {said} req/min"
+
+
+def title_text(rows: dict, title: str = "") -> str:
+    """The title: the run's own line, then each policy's figures, two to a line, so none is cut off."""
+    parts = [f"{policy_label(n, r)}: {r['gpu_hours_vs_oracle']:.2f}x GPU, {r['late_pct']:.3f}% late"
+             + (f" (SLO {r['slo_on_test']})" if "slo_on_test" in r else "")
+             for n, r in rows.items() if r.get("gpu_hours_vs_oracle") is not None]
+    lines = ([title] if title else []) + ["   ".join(parts[i:i + 2]) for i in range(0, len(parts), 2)]
+    return "\n".join(lines)
 
 
 def _late_panel(ax, result, t, lo: int, hi: int) -> None:
