@@ -85,12 +85,26 @@ def switch(ctx: Ctx, dep: str, dec: Any) -> tuple[bool, str]:
             out = inner.set_replicas(want, clip(f"profile switch ({a}): {dec.reason.text}", 500), active)
         except WarmcastError as err:  # recorded as not applied; the machine's next tick decides again
             return False, f"failed: {err}"
-        return True, _replicas_outcome(want, out)
+        return True, _replicas_outcome(want, out) + route_weights(inner, dec)
     if hasattr(inner, "roll_profile"):
         return roll(inner, dec)
     if a in ("cancel", "none"):
         return True, "nothing to apply"
     return False, f"not applied: the {ctx.dep(dep).scaler.kind} scaler cannot switch profiles"
+
+
+def route_weights(inner: Any, dec: Any) -> str:
+    """Set a weighted route's weights for the switch's phase (issue 42); the audit's words for it."""
+    if not dec.weights:
+        return ""
+    per = ", ".join(f"{p} {w}" for p, w in dec.weights)
+    if not hasattr(inner, "set_weights"):
+        return f"; route weights {per} not set: this backend has no weighted route"
+    try:
+        inner.set_weights(dict(dec.weights))
+    except WarmcastError as err:
+        return f"; route weights {per} not set: {err}"
+    return f"; route weights {per}"
 
 
 def _replicas_outcome(want: dict[str, int], out: Any) -> str:

@@ -77,7 +77,7 @@ class ReplayPolicy:
         self.levels, self.paths, self.model = tuple(sorted(levels)), paths, model
         self.decisions: list[dict] = []
         self.events: list[tuple[int, str, str]] = []
-        self.warmups = self.switches = 0
+        self.warmups = self.switches = self.rollbacks = 0
         self.journal: dict[str, Any] = {}
         self.charges = WarmupCharges()
 
@@ -97,6 +97,12 @@ class ReplayPolicy:
         from workers import policy
 
         return fleet_capacity(self.cfg, policy.load(self.ctx.state, self.dep)[0])
+
+    def switch_state(self) -> Any:
+        """The switch machine as the tick left it (the simulator routes the minute's traffic by it)."""
+        from workers import policy
+
+        return policy.load(self.ctx.state, self.dep)[0].switch
 
     def decide_profiles(self, obs: Observation, pools: dict) -> tuple[dict[str, int], int, bool]:
         j = self._tick(obs, pools)
@@ -163,6 +169,9 @@ class ReplayPolicy:
         if s["action"] == "move_all":
             self.switches += 1
             self.events.append((t, "switch", s["reason"]["text"]))
+        elif s["action"] == "rollback":
+            self.rollbacks += 1
+            self.events.append((t, "rollback", s["reason"]["text"]))
         self.decisions.append({"t": t, "current": d["current"], "desired": d["desired"], "ready": d["ready"],
                                "reactive": d["reactive_replicas"], "forecast": d["forecast_replicas"],
                                "reason": d["reason"]["code"], "text": d["reason"]["text"], "buffer": d["buffer"],

@@ -74,6 +74,11 @@ class ReplayFleet:
         return {"started": sum(max(0, n - have.get(p, 0)) for p, n in self.replicas.items()),
                 "stopped": sum(max(0, have.get(p, 0) - n) for p, n in self.replicas.items())}
 
+    def set_weights(self, weights: dict[str, int]) -> dict[str, Any]:
+        """A weighted route's weights: recorded; the simulator routes the minute by the same switch state."""
+        self.calls.append(f"set_weights {dict(weights)}")
+        return {"weights": dict(weights)}
+
     def warm(self, ids: list[str], requests: int) -> int:
         self.warmed += len(ids)
         return len(ids)

@@ -100,6 +100,9 @@ def test_fleet_deployment_is_a_name_as_in_every_command(tmp_path: Path) -> None:
 CAL_DEP = ("deployments:\n"
            "  - name: chat\n    min_replicas: 1\n    max_replicas: 40\n    cold_start_min: 10\n"
            "    slo: {ttft_p99_ms: 400}\n"
+           # a weighted route: the canary gets its 10% (round robin would overload a night canary beside
+           # day replicas, and the breaker would keep the fleet on day: issue 42's physics)
+           "    route: {httproute: chat, backends: {day: chat-day, night: chat-night}}\n"
            "    profiles:\n      day: {capacity_rpm: 300}\n      night: {capacity_rpm: 200}\n"
            "    schedule:\n      timezone: UTC\n"
            "      windows: [{profile: night, start: '20:00', end: '08:00'}]\n")

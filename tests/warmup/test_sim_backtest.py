@@ -157,13 +157,31 @@ def test_bad_test_start(minute_log) -> None:
         run_backtest(minute_log, cfg(test_start=pd.Timestamp("2030-01-01")))
 
 
-def test_profile_switches_are_simulated(tmp_path) -> None:
-    from warmcast.config.deployments import demo_deployment
+def _demo(route: bool):
+    from warmcast.config.deployments import RouteSpec, demo_deployment
     from warmup.core.adapters import core_config
 
     dep = demo_deployment()   # day 300 rpm; night 200 rpm from 22:00 to 07:00 UTC
+    if route:
+        dep = dep.model_copy(update={"route": RouteSpec(httproute="demo", backends={"day": "d", "night": "n"})})
     log = from_series(synthetic_minutes(days=4, mean=1500.0, seed=6))
-    res = run_backtest(log, cfg(policies=("predictive", "oracle"), core=core_config(dep), max_replicas=40))
+    return run_backtest(log, cfg(policies=("predictive", "oracle"), core=core_config(dep), max_replicas=40))
+
+
+def test_under_round_robin_a_night_canary_beside_busy_day_replicas_is_rolled_back() -> None:
+    """Issue 42: no calibration, so each profile is read on the default curve.  At 22:00 the day replicas
+    are busy and round robin gives the night canary (200 req/min a replica) as many requests as each day
+    one (300): past its capacity, its P99 trips the breaker.  The quiet 00:00 switch goes through."""
+    res = _demo(route=False)
+    run = res.runs["predictive"]
+    texts = [e[2] for e in run.events if e[1] == "rollback"]
+    assert texts and all("during the canary" in t and "above the pre-switch baseline" in t for t in texts), texts
+    assert res.rows["predictive"]["switch_rollbacks"] == len(texts) >= 1
+    assert run.ttft_p99_ms is not None and np.isfinite(run.ttft_p99_ms).all()
+
+
+def test_profile_switches_are_simulated(tmp_path) -> None:
+    res = _demo(route=True)   # a weighted route: the canary gets its 10% by weight
     run = res.runs["predictive"]
     # Two test days: evening and morning switches complete (the first morning one starts at 06:30).
     assert res.rows["predictive"]["profile_switches"] >= 3

@@ -34,6 +34,7 @@ SWITCH = """deployments:
     min_replicas: 2
     max_replicas: 40
     sleep: {wake_s: 30, cost_share: 0.3, buffer_asleep: true}
+    route: {httproute: both, backends: {day: both-day, night: both-night}}   # the canary's 10% by weight
     profiles:
       day: {capacity_rpm: 300}
       night: {capacity_rpm: 240}

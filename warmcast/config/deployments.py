@@ -134,6 +134,15 @@ class SignalSpec(Strict):
         return self
 
 
+class RouteSpec(Strict):
+    """Traffic routed by weight: a Gateway API HTTPRoute whose backendRefs name one Service per profile
+    (as Argo Rollouts and Flagger shift a canary).  A switch's canary then gets its ``canary_share`` by
+    weight; without a route, round robin gives it its share of the ready replicas (issue 42)."""
+    httproute: str = Field(..., min_length=1, max_length=253)
+    namespace: str | None = None       # default: the scaler's namespace
+    backends: dict[str, str]           # profile -> the Service its pods are behind
+
+
 class PolicyKnobs(Strict):
     """The policy's knobs for one deployment: the set the nightly re-tune and bench/fleet_slo.py search
     (issue 42).  A key left out keeps the core's default, or the re-tune's answer once one is stored;
@@ -172,6 +181,7 @@ class Deployment(Strict):
     pools: PoolsSpec | None = None  # hot and cold pools under shared limits
     alerts: AlertSpec = Field(default_factory=AlertSpec)  # tiered alert responses (warmcast/config/alerts.py)
     policy: PolicyKnobs = Field(default_factory=PolicyKnobs)  # the policy's knobs (re-tuned nightly unless set)
+    route: RouteSpec | None = None  # a weighted route for switches (else round robin over ready replicas)
 
     @field_validator("name")
     @classmethod
@@ -201,6 +211,9 @@ class Deployment(Strict):
             if w.profile not in self.profiles:
                 raise ValueError(f"schedule.windows[{i}].profile {w.profile!r} is not one of profiles "
                                  f"{sorted(self.profiles)}")
+        if self.route is not None and set(self.route.backends) != set(self.profiles):
+            raise ValueError(f"route.backends names {sorted(self.route.backends)}; it needs exactly the profiles "
+                             f"{sorted(self.profiles)}")
         if self.alerts.failover is not None:
             try:
                 ScalerSpec.model_validate(self.alerts.failover.scaler)

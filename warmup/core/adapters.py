@@ -52,6 +52,7 @@ def core_config_from_values(values: Mapping[str, Any], tz: Optional[tzinfo] = No
         tz=tz,
         max_replicas=sc.max_replicas,
         min_replicas=sc.min_replicas,
+        routing="weights" if values.get("route") else "replicas",
         **dict(switch or {}),
     )
     return CoreConfig(scaling=sc, warmup=warmup or WarmupConfig(), switch=sw, dry_run=dry_run)

@@ -171,6 +171,10 @@ class SwitchConfig:
     lead_source: str = ""                # where prewarm_min came from (the measured cold start), for reasons
     max_replicas: Optional[int] = None   # the deployment's bound: both profiles together never ask for more
     min_replicas: int = 0                # its floor: both profiles together never ask for fewer (issue 41)
+    # Where traffic is routed: "replicas" (round robin over ready replicas, a Kubernetes Service) or
+    # "weights" (a router that takes weights, a Gateway API HTTPRoute's backendRefs): the canary's
+    # share of requests is its share of ready replicas, or its weight (issue 42).
+    routing: str = "replicas"
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0 or (self.max_replicas is not None and self.min_replicas > self.max_replicas):
@@ -179,6 +183,8 @@ class SwitchConfig:
             raise ValueError("trigger must be 'schedule' or 'context_mix'")
         if not (0.0 < self.canary_share <= 1.0):
             raise ValueError("canary_share must be in (0, 1]")
+        if self.routing not in ("replicas", "weights"):
+            raise ValueError("routing must be 'replicas' or 'weights'")
 
     def source_of(self, profile: str) -> str:
         """'calibrated' (a measured capacity, issue 15) or 'declared' (the deployments file's)."""

@@ -87,6 +87,8 @@ class SwitchDecision:
     # The target's whole need in replicas (0: none): a single workload cannot run a canary share and
     # rolls all of it at once, so it sizes from this, not from the canary's count in ``replicas``.
     target_need: int = 0
+    # A weighted route's backend weights (percent) per profile this tick (empty: round robin, or no switch).
+    weights: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

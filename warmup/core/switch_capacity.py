@@ -35,15 +35,61 @@ def keep(need_rpm: float, ready_arriving: int, cap_arriving: float, cap_leaving:
 
 
 def canary_count(cfg: SwitchConfig, need_rpm: float, old: str, new: str, fallback_cap: float = 1.0) -> int:
-    """The canary's target replicas: beside the old side's whole need, a round-robin router (each
-    ready replica an equal share of requests) sends them ``canary_share`` of the traffic; at least
-    one, at most the target's whole need (all of it at a share of 1).  Were the target's whole need
-    pre-warmed and ready, round robin would send it 50-67% of requests, not the share."""
+    """The canary's target replicas.  Routed by weight, enough to serve ``canary_share`` of the need at
+    the target's capacity (the route sends it that share, whatever the count).  Routed by round robin
+    (each ready replica an equal share of requests), so many that beside the old side's whole need
+    they get ``canary_share`` of the requests; at least one, so a small fleet's canary gets more
+    (1 of 2 replicas: 50%; the decision says the share it really gets).  At most the target's whole
+    need (all of it at a share of 1)."""
     ca, ct, s = cfg.capacity_of(old, fallback_cap), cfg.capacity_of(new, fallback_cap), cfg.canary_share
     target = whole(need_rpm, ct)
     if s >= 1.0:
         return target
+    if cfg.routing == "weights":
+        return min(target, whole(s * need_rpm, ct))
     return min(target, max(1, int(round(s * whole(need_rpm, ca) / (1.0 - s)))))
+
+
+def canary_request_share(cfg: SwitchConfig, need_rpm: float, old: str, new: str, fallback_cap: float = 1.0) -> float:
+    """The share of requests the canary gets as planned: its weight, or under round robin its share of
+    the replicas beside what the old side keeps."""
+    if cfg.routing == "weights" or cfg.canary_share >= 1.0:
+        return cfg.canary_share
+    n = canary_count(cfg, need_rpm, old, new, fallback_cap)
+    kept = max(0, int(math.ceil((1.0 - cfg.canary_share) * need_rpm / cfg.capacity_of(old, fallback_cap) - 1e-9)))
+    return n / (n + kept) if n + kept else 1.0
+
+
+def route_weights(cfg: SwitchConfig, st: SwitchState, ready: Mapping[str, int]) -> dict[str, int]:
+    """A weighted route's backend weights (percent) in ``st``'s phase: all to the active profile, the
+    canary its share, the move and the rollback in proportion to each side's ready capacity, the
+    settle all to the target."""
+    old, new = st.active_profile or cfg.default_profile, st.target_profile
+    if not new or st.phase in (SwitchPhase.STEADY, SwitchPhase.PAUSED, SwitchPhase.PREWARM):
+        return {old: 100, **({new: 0} if new else {})}
+    if st.phase is SwitchPhase.CANARY:
+        s = int(round(100 * cfg.canary_share))
+        return {old: 100 - s, new: s}
+    if st.phase is SwitchPhase.SETTLE:
+        return {old: 0, new: 100}
+    cap = {p: ready.get(p, 0) * cfg.capacity_of(p, 1.0) for p in (old, new)}
+    total = sum(cap.values())
+    if total <= 0:
+        return {old: 100, new: 0}
+    w_new = int(round(100 * cap[new] / total))
+    return {old: 100 - w_new, new: w_new}
+
+
+def request_shares(cfg: SwitchConfig, st: Optional[SwitchState], ready: Mapping[str, int]) -> dict[str, float]:
+    """Each profile's share of the requests, where the traffic is routed: by the route's weights over the
+    profiles with a ready replica, or by round robin over the ready replicas (issue 42)."""
+    live = {p: n for p, n in ready.items() if n > 0}
+    if cfg.routing == "weights" and st is not None:
+        w = {p: x for p, x in route_weights(cfg, st, ready).items() if live.get(p)}
+        if sum(w.values()) > 0:
+            return {p: x / sum(w.values()) for p, x in w.items() if x > 0}
+    total = sum(live.values())
+    return {p: n / total for p, n in live.items()} if total else {}
 
 
 def ready_by_profile(instances: tuple[Instance, ...], active: str) -> dict[str, int]:
@@ -146,4 +192,6 @@ def sized(cfg: SwitchConfig, dec: SwitchDecision, before: SwitchState, after: Sw
     """``dec`` with its replicas per profile and the target's whole need for ``need_rpm``."""
     target = after.target_profile if after.phase in IN_SWITCH else ""
     full = whole(need_rpm, cfg.capacity_of(target, 1.0)) if target and need_rpm is not None else 0
-    return replace(dec, replicas=replicas_of(cfg, before, after, need_rpm, ready), target_need=full)
+    moving = after.phase in IN_SWITCH or before.phase in IN_SWITCH
+    weights = tuple(route_weights(cfg, after, ready).items()) if cfg.routing == "weights" and moving else ()
+    return replace(dec, replicas=replicas_of(cfg, before, after, need_rpm, ready), target_need=full, weights=weights)

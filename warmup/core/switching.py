@@ -36,7 +36,7 @@ from warmup.core.inputs import ForecastInput, Instance, as_utc
 from warmup.core.mix_trigger import MixAsk
 from warmup.core.reasons import Reason, ReasonCode
 from warmup.core.state import IN_SWITCH, SwitchPhase, SwitchState, Transition
-from warmup.core.switch_capacity import canary_count, keep, ready_by_profile, sized, whole
+from warmup.core.switch_capacity import canary_count, canary_request_share, keep, ready_by_profile, sized, whole
 
 MAX_TRANSITIONS = 200  # kept in the state; older ones are dropped (the caller records them too)
 
@@ -223,14 +223,23 @@ def start_canary(t: SwitchTick, baseline: Optional[float]) -> SwitchOutcome:
     """The old side gives up ``canary_share`` of capacity (covered by ready targets); hold it
     against the pre-switch P99."""
     cfg, target = t.cfg, t.state.target_profile
+    share = canary_request_share(cfg, t.need, t.active, target)
     text = (f"{t.why_now}; moving {cfg.canary_share:.0%} of capacity to {target} and holding "
-            f"{cfg.hold_min:.0f} min against the pre-switch P99")
+            f"{cfg.hold_min:.0f} min against the pre-switch P99; {_routed(cfg, share)}")
     if baseline is None:
         text += " (no pre-switch P99 known: the hold cannot compare latency)"
     code = ReasonCode.SWITCH_CANARY if baseline is not None else ReasonCode.SWITCH_NO_P99
     return transition(t, SwitchPhase.CANARY, SwitchAction.MOVE_CANARY, Reason(code, text), target=target,
-                      share=cfg.canary_share, count=canary_count(cfg, t.need, t.active, target),
-                      baseline=baseline)
+                      share=share, count=canary_count(cfg, t.need, t.active, target), baseline=baseline)
+
+
+def _routed(cfg: SwitchConfig, share: float) -> str:
+    """How many of the requests the canary gets, in words (issue 42: round robin gave one canary replica
+    of two 50% of the requests while the plan said 10%)."""
+    if cfg.routing == "weights":
+        return f"the route sends the canary {share:.0%} of requests by weight"
+    said = f"round robin sends the canary {share:.0%} of requests (its share of the ready replicas)"
+    return said if abs(share - cfg.canary_share) < 0.02 else said + f", not the {cfg.canary_share:.0%} asked"
 
 
 def canary_step(t: SwitchTick) -> SwitchOutcome:

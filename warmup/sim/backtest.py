@@ -278,6 +278,16 @@ def predictive_policy(split: Split, cfg: FleetBacktestConfig, bundle: Optional[F
     return _predictive(split, cfg, bundle, None, (cfg.knobs or {}).get("predictive"))
 
 
+def profile_curves(cfg: FleetBacktestConfig, first: ProfilePolicy) -> dict:
+    """Each profile's latency curve: its calibration's, else the documented default at its declared
+    capacity (warmup.sim.latency.default_curve), so the breaker reads a P99 without calibrations too."""
+    from warmup.sim.latency import with_default_curves
+
+    slo = cfg.slo
+    bound = float(slo.ttft_p99_ms) if slo is not None and slo.ttft_p99_ms else 1000.0 * cfg.wait_threshold_s
+    return with_default_curves(dict(cfg.latency_by_profile), dict(first.cfg.switch.profile_capacity), bound)
+
+
 def run_online_policy(pol, first: object, split: Split, cfg: FleetBacktestConfig) -> FleetRun:
     """Run ``pol`` over the test part from the fleet ``first`` (a policy) would have had at its start;
     profile pools when ``first`` plans per profile.  The decision core's counts go into the run."""
@@ -285,11 +295,11 @@ def run_online_policy(pol, first: object, split: Split, cfg: FleetBacktestConfig
     n0 = _initial(first, split)
     if isinstance(first, ProfilePolicy):  # switches as launches and removals per profile
         run = run_profiles(pol, split.arrivals, split.minute_before, params, n0, split.observed,
-                           dict(cfg.latency_by_profile) or None)
+                           profile_curves(cfg, first))
     else:
         run = run_online(pol, split.arrivals, split.minute_before, params, n0, split.observed)
     if hasattr(pol, "decisions"):
-        run.warmups, run.profile_switches = pol.warmups, pol.switches
+        run.warmups, run.profile_switches, run.rollbacks = pol.warmups, pol.switches, getattr(pol, "rollbacks", 0)
         run.events, run.decisions = pol.events, pol.decisions
     return run
 

@@ -117,6 +117,7 @@ class FleetRun:
     launches: int = 0
     warmups: int = 0
     profile_switches: int = 0
+    rollbacks: int = 0        # profile switches the P99 breaker rolled back
     events: list[tuple[int, str, str]] = field(default_factory=list)   # (minute, kind, text)
     decisions: list[dict] = field(default_factory=list)               # optional decision log
     params: dict = field(default_factory=dict)
@@ -129,6 +130,7 @@ class FleetRun:
     switch_carried: Optional[np.ndarray] = None  # switch minutes still draining a backlog from before it
     latency_late: Optional[np.ndarray] = None    # late from TTFT per profile (mixed_latency), when the run counts it
     ttft_p99_ms: Optional[np.ndarray] = None     # the fleet's TTFT P99 per minute, when the run computes it
+    canary_share: Optional[np.ndarray] = None    # the canary's share of requests in each canary minute (NaN else)
 
 
 def serve_minutes(ready: np.ndarray, arrivals: np.ndarray, params: FleetParams,
@@ -298,10 +300,14 @@ def switch_columns(run: FleetRun, gpus_per_replica: int) -> dict:
                 "late_caused_by_switches": 0.0}
     own = on & ~run.switch_carried if run.switch_carried is not None else on
     late = run.late if run.latency_late is None else run.late + run.latency_late   # a slower target's too
+    shares = run.canary_share[np.isfinite(run.canary_share)] if run.canary_share is not None else np.array([])
     return {"switch_minutes": int(on.sum()),
             "switch_gpu_hours": round(float(run.switch_extra.sum()) * gpus_per_replica / 60.0, 3),
             "late_during_switches": round(float(late[on].sum()), 1),
-            "late_caused_by_switches": round(float(late[own].sum()), 1)}
+            "late_caused_by_switches": round(float(late[own].sum()), 1),
+            # the share of requests the canary really had, as routed (issue 42: 50% at one replica of two)
+            "canary_request_share": round(float(shares.mean()), 4) if len(shares) else None,
+            "canary_request_share_max": round(float(shares.max()), 4) if len(shares) else None}
 
 
 def latency_lateness(run: FleetRun, demand: np.ndarray, cap: np.ndarray, latency: Optional[LatencyCurve],
@@ -349,6 +355,7 @@ def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu
         "late_episodes": late_episodes(late),
         "warmups": int(run.warmups),
         "profile_switches": int(run.profile_switches),
+        "switch_rollbacks": int(run.rollbacks),
         "mean_replicas": round(float(run.provisioned.mean()), 3),
         "max_replicas": int(run.provisioned.max()) if len(run.provisioned) else 0,
         "sim_seconds": round(run.seconds, 3),

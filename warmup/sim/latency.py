@@ -147,3 +147,27 @@ def late_below_saturation(curve: LatencyCurve, demand: np.ndarray, ready_capacit
         p50, p95, p99 = percentiles_ms(curve, float(rate[t]) if math.isfinite(rate[t]) else math.inf)
         out[t] = max(0.0, demand[t] - queue_late[t]) * share_slower_than(p50, p95, p99, 1000.0 * wait_s)
     return out
+
+
+# A replica's TTFT with no calibration (issue 42): a documented default that rises with utilisation (the
+# offered rate over the profile's declared capacity), so a fleet without calibrations still has a P99
+# for the switch's breaker and lateness below saturation.  Its P99 is 300 ms at light load, doubles by
+# full load and climbs steeply past it, as a saturated queue does; P50 and P95 are a third and two thirds
+# of it.  A stated model, not a measurement: a calibration replaces it profile by profile.
+DEFAULT_BASE_MS = 300.0
+DEFAULT_RISE = ((0.1, 1.0), (0.5, 1.1), (0.8, 1.4), (0.9, 1.8), (1.0, 2.5), (1.2, 5.0), (1.5, 10.0),
+                (2.0, 20.0), (3.0, 40.0))   # (utilisation, P99 over the base)
+
+
+def default_curve(capacity_rpm: float, bound_ms: float, profile: Optional[str] = None) -> LatencyCurve:
+    """The default curve of a replica of ``capacity_rpm`` (declared), read like a calibrated one."""
+    rps = capacity_rpm / 60.0
+    pts = tuple((u * rps, DEFAULT_BASE_MS * f) for u, f in DEFAULT_RISE)
+    return LatencyCurve(pts, pts[-1][0], bound_ms, "default curve (no calibration)", profile, "default",
+                        shape=tuple((p99 / 3.0, 2.0 * p99 / 3.0) for _, p99 in pts))
+
+
+def with_default_curves(curves: Mapping[str, LatencyCurve], capacities: Mapping[str, float],
+                        bound_ms: float) -> dict[str, LatencyCurve]:
+    """``curves`` (calibrated) with the default curve for every profile of ``capacities`` that has none."""
+    return {p: curves.get(p) or default_curve(c, bound_ms, p) for p, c in capacities.items()} | dict(curves)

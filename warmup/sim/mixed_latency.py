@@ -3,7 +3,8 @@
 Routing is round robin, as a Kubernetes Service spreads requests: every ready replica gets the
 same share of the minute's arrivals whatever its profile, so a profile gets its share of the ready
 replicas (the canary's one replica of ten: 10%) and each of its replicas the fleet's arrivals over
-all ready replicas.  A profile's TTFT percentiles come from its own calibrated curve at that rate
+all ready replicas.  Behind a weighted route (``routing: weights``) a profile gets its weight's share
+instead, spread over its own ready replicas.  A profile's TTFT percentiles come from its own calibrated curve at that rate
 (log-linear survival between P50, P95 and P99, as ``latency.share_slower_than``; past the curve's
 last measured rate its last point).  The P99s add the longest wait the fleet's queue made that
 minute, as ``latency.estimate_ttft_p99_ms`` does; the fleet's P99 is the 99th percentile of the
@@ -11,7 +12,8 @@ mixture.  Requests the queue did not already make late are late from latency whe
 TTFT exceeds the late wait, as ``latency.late_below_saturation`` counts them.
 
 Stated limits: one FIFO queue serves the fleet (a slower profile's replicas do not build a queue
-of their own), and a profile without a calibrated curve adds no latency lateness and no P99.
+of their own); a profile without a calibration is read on the documented default curve at its
+declared capacity (``latency.default_curve``, issue 42: without it the breaker saw no P99 at all).
 """
 from __future__ import annotations
 
@@ -50,17 +52,24 @@ def mixture_quantile(parts: list[tuple[float, tuple[float, float, float]]], q: f
 
 
 def minute_latency(curves: Mapping[str, LatencyCurve], ready: Mapping[str, int], demand: float,
-                   queue_late: float, queue_wait_s: float, late_wait_s: float) -> MinuteLatency:
-    """The minute's latency from the ready replicas per profile (see the module docstring)."""
+                   queue_late: float, queue_wait_s: float, late_wait_s: float,
+                   shares: Optional[Mapping[str, float]] = None) -> MinuteLatency:
+    """The minute's latency from the ready replicas per profile (see the module docstring); ``shares``:
+    each profile's share of the requests where a weighted route sets it (None: round robin, each
+    profile its share of the ready replicas)."""
     total = sum(ready.values())
     known = {p: n for p, n in ready.items() if n > 0 and p in curves}
     if total <= 0 or demand <= 0 or not known or not math.isfinite(queue_wait_s):
         return NONE
-    rps, wait_ms = demand / total / 60.0, 1000.0 * queue_wait_s
-    base = {p: percentiles_ms(curves[p], rps) for p in known}
-    parts = [(n / total, tuple(x + wait_ms for x in base[p])) for p, n in known.items()]
+    share = {p: (shares or {}).get(p, 0.0) if shares is not None else n / total for p, n in known.items()}
+    wait_ms = 1000.0 * queue_wait_s
+    base = {p: percentiles_ms(curves[p], demand * share[p] / n / 60.0) for p, n in known.items()}
+    parts = [(share[p], tuple(x + wait_ms for x in base[p])) for p in known if share[p] > 0]
+    if not parts:
+        return NONE
     fleet = parts[0][1][2] if len(parts) == 1 else mixture_quantile(parts)
     open_ = max(0.0, demand - queue_late)   # the requests the queue did not already make late
-    late = sum(n / total * open_ * share_slower_than(*base[p], 1000.0 * late_wait_s)
-               for p, n in known.items() if curves[p].shape)
-    return MinuteLatency(fleet / 1000.0, tuple((p, (base[p][2] + wait_ms) / 1000.0) for p in sorted(known)), late)
+    late = sum(share[p] * open_ * share_slower_than(*base[p], 1000.0 * late_wait_s)
+               for p in known if curves[p].shape)
+    return MinuteLatency(fleet / 1000.0, tuple((p, (base[p][2] + wait_ms) / 1000.0) for p in sorted(known)
+                                               if share[p] > 0), late)

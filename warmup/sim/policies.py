@@ -81,7 +81,7 @@ class CorePolicy:
         self.decisions: list[dict] = []
         self.events: list[tuple[int, str, str]] = []
         self.warmups = 0
-        self.switches = 0
+        self.switches = self.rollbacks = 0
         self.charges = WarmupCharges()
         self._inst_cache: dict[tuple[int, int, int], tuple[Instance, ...]] = {}
         self.errors = ForecastErrors(cfg.scaling, self.levels, self._fc, times)
@@ -97,7 +97,7 @@ class CorePolicy:
         self.decisions = []
         self.events = []
         self.warmups = 0
-        self.switches = 0
+        self.switches = self.rollbacks = 0
         self.charges = WarmupCharges()
         self.errors.reset()
         self._asleep_target = 0
@@ -149,6 +149,9 @@ class CorePolicy:
         if out.switch.action.value == "move_all":
             self.switches += 1
             self.events.append((t, "switch", out.switch.reason.text))
+        elif out.switch.action.value == "rollback":
+            self.rollbacks += 1
+            self.events.append((t, "rollback", out.switch.reason.text))
         if sc.desired != sc.current:
             self.events.append((t, "scale", str(sc.reason)))
         if self.record:

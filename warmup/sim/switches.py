@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
 from warmup.core import CoreConfig, Instance, InstanceState
+from warmup.core.state import SwitchPhase, SwitchState
+from warmup.core.switch_capacity import request_shares
 from warmup.core.switching import IN_SWITCH
 from warmup.sim.fleet import FleetParams, FleetRun, Observation, boot_finished, resize, serve_minute
 from warmup.sim.latency import LatencyCurve
@@ -70,6 +72,9 @@ class ProfilePolicy(CorePolicy):
             out += [Instance(f"{p}-b{i}", InstanceState.BOOTING, profile=p) for i in range(len(pool.booting))]
         return tuple(out)
 
+    def switch_state(self) -> SwitchState:
+        return self.state.switch
+
     def decide_profiles(self, obs: Observation, pools: dict[str, Pool]) -> tuple[dict[str, int], int, bool]:
         """(replicas per profile, the planner's own count, whether a switch runs) for minute ``obs.t``."""
         self._pools = pools
@@ -104,7 +109,7 @@ def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: flo
     prov, rdy = np.zeros(T, dtype=np.int64), np.zeros(T, dtype=np.int64)
     late, queue, mw, caps = np.zeros(T), np.zeros(T), np.zeros(T), np.full(T, params.capacity_rpm)
     in_switch, extra, carried = np.zeros(T, dtype=bool), np.zeros(T), np.zeros(T, dtype=bool)
-    slow, p99 = np.zeros(T), np.full(T, np.inf)
+    slow, p99, canary = np.zeros(T), np.full(T, np.inf), np.full(T, np.nan)
     q, last, last_wait, launches, lat = 0.0, minute_before, 0.0, 0, NONE
     rows, sums = arrivals.tolist(), arrivals.sum(axis=1).tolist()
     for t in range(T):
@@ -126,14 +131,31 @@ def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: flo
         carried[t] = switching and q > 0.5 and (t == 0 or not in_switch[t - 1] or carried[t - 1])
         q, late[t], mw[t] = serve_minute(q, rows[t], rpm / 60.0, dt, w)
         queue[t], last, last_wait = q, sums[t], mw[t]
+        ready_now = {n: p.ready for n, p in pools.items()}
+        shares = request_shares(policy.cfg.switch, switch_state(policy), ready_now)
+        canary[t] = _canary_share(switch_state(policy), shares)
         if curves:
-            lat = minute_latency(curves, {n: p.ready for n, p in pools.items()}, sums[t], late[t], mw[t], w)
+            weighted = shares if policy.cfg.switch.routing == "weights" else None
+            lat = minute_latency(curves, ready_now, sums[t], late[t], mw[t], w, weighted)
             slow[t] = lat.late
             p99[t] = math.inf if lat.fleet_p99_s is None else 1000.0 * lat.fleet_p99_s
     return FleetRun(name=policy.name, provisioned=prov, ready=rdy, late=late, queue=queue, max_wait=mw,
                     launches=launches, capacity=caps, switching=in_switch, switch_extra=extra,
                     switch_carried=carried, latency_late=slow if curves else None,
-                    ttft_p99_ms=p99 if curves else None)
+                    ttft_p99_ms=p99 if curves else None, canary_share=canary)
+
+
+def switch_state(policy: Any) -> Optional[SwitchState]:
+    """The switch machine's state after the policy's last tick (None: a policy that keeps none)."""
+    read = getattr(policy, "switch_state", None)
+    return read() if read is not None else None
+
+
+def _canary_share(st: Optional[SwitchState], shares: Mapping[str, float]) -> float:
+    """The target's share of the requests while the canary runs (NaN outside it)."""
+    if st is None or st.phase is not SwitchPhase.CANARY or not st.target_profile:
+        return math.nan
+    return float(shares.get(st.target_profile, 0.0))
 
 
 def uses_profiles(cfg: CoreConfig) -> bool:

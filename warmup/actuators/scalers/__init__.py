@@ -44,7 +44,8 @@ def scaler_for(deployment: Any, *, dry_run: bool = False, state_dir: str | Path 
     if dry_run or spec.kind == "dryrun":
         return DryRunScaler(deployment.name, initial=deployment.min_replicas)
     if spec.kind == "kubernetes" and spec.profile_resources:
-        return KubernetesProfileScaler(deployment.name, spec.profile_resources, spec.namespace)
+        return KubernetesProfileScaler(deployment.name, spec.profile_resources, spec.namespace,
+                                       route=getattr(deployment, "route", None))
     if spec.kind == "kubernetes":
         return KubernetesScaler(deployment.name, spec.resource, spec.namespace, model=deployment.model or "",
                                 profiles={p: prof.engine_args for p, prof in deployment.profiles.items()},

@@ -154,12 +154,25 @@ class KubernetesProfileScaler(Scaler):
     backend = "kubernetes"
 
     def __init__(self, deployment: str, resources: Mapping[str, str], namespace: str = "default", *,
-                 api_client: Any = None) -> None:
+                 api_client: Any = None, route: Any = None) -> None:
         super().__init__(deployment)
         if not resources:
             raise InputError(f"{deployment}: profile_resources is empty")
         self.parts = {p: KubernetesScaler(f"{deployment}/{p}", r, namespace, api_client=api_client)
                       for p, r in resources.items()}
+        self.route = None
+        if route is not None:   # the deployment's route (warmcast.config.deployments.RouteSpec)
+            from warmup.actuators.scalers.k8s_route import HTTPRouteWeights
+
+            api = next(iter(self.parts.values())).apps.api_client
+            self.route = HTTPRouteWeights(route.httproute, route.namespace or namespace, route.backends, api)
+
+    def set_weights(self, weights: Mapping[str, int]) -> dict[str, Any]:
+        """A switch's route weights per profile (needs the deployment's ``route:``)."""
+        if self.route is None:
+            raise WarmcastError(f"{self.deployment}: no route: set route.httproute and route.backends to shift "
+                                "requests by weight")
+        return self.route.set_weights(weights)
 
     def replicas(self) -> dict[str, int]:
         return {p: s.current() for p, s in self.parts.items()}
