@@ -78,3 +78,22 @@ def test_the_default_curve_rises_with_utilisation_and_a_calibration_replaces_it(
     mine = default_curve(60.0, 500.0, "night")
     both = with_default_curves({"night": mine}, {"day": 300.0, "night": 180.0}, 1000.0)
     assert both["night"] is mine and both["day"].scenario == "default"
+
+
+def test_warmups_in_the_profile_loop_take_serving_capacity() -> None:
+    """Issue 42: the profile loop charged warmups nothing (60 started, 0 requests charged on the Azure
+    10 s trace).  A jump in demand queues requests, the tiered warmups start, and their requests are
+    taken from serving capacity in the minute their targets are ready, as in the single-profile loop."""
+    from warmup.sim.warmups import WarmupCharges
+
+    sw = SwitchConfig(enabled=True, default_profile="day", profile_capacity=(("day", DAY), ("night", NIGHT)),
+                      windows=(ScheduleWindow("night", time(20, 0), time(6, 0)),), prewarm_min=3.0, routing="weights")
+    cfg = CoreConfig(scaling=ScalingConfig(capacity_rpm=DAY, min_replicas=1, max_replicas=60, cold_start_min=3.0),
+                     switch=sw)
+    pol = ProfilePolicy(cfg, [T0 + timedelta(minutes=m) for m in range(90)], (), None)
+    demand = np.r_[np.full(30, 600.0), np.full(60, 3000.0)]
+    r = run_profiles(pol, np.repeat(demand[:, None] / STEPS, STEPS, axis=1), 600.0, P, initial_ready=3)
+    assert pol.warmups > 0 and r.warmup_requests is not None and r.warmup_requests.sum() > 0
+    charges = WarmupCharges()                       # a profile's booting instance, by its own pool's index
+    charges.start(10, 4.0, ("night-b1", "day-r0"), 120.0)
+    assert charges.take(10, {"night": [30, 11], "day": []}) == 4.0 and charges.take(11, {}) == 4.0

@@ -131,6 +131,7 @@ class FleetRun:
     latency_late: Optional[np.ndarray] = None    # late from TTFT per profile (mixed_latency), when the run counts it
     ttft_p99_ms: Optional[np.ndarray] = None     # the fleet's TTFT P99 per minute, when the run computes it
     canary_share: Optional[np.ndarray] = None    # the canary's share of requests in each canary minute (NaN else)
+    warmup_requests: Optional[np.ndarray] = None  # warmup requests charged to serving capacity per minute
 
 
 def serve_minutes(ready: np.ndarray, arrivals: np.ndarray, params: FleetParams,
@@ -207,7 +208,7 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
     warm_fn = getattr(policy, "warmup_load", None)  # requests its warmups send in a minute (they take capacity)
     caps = np.full(T, params.capacity_rpm)
     pool = make_pool(policy, params)
-    standby = np.zeros(T)
+    standby, warmed = np.zeros(T), np.zeros(T)
     for t in range(T):
         if booting and booting[0] <= t:
             ready += boot_finished(booting, t)
@@ -227,7 +228,8 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
         rdy[t] = ready
         c = float(cap_fn()) if cap_fn is not None else params.capacity_rpm
         caps[t] = c
-        q, lt, mx = serve_tick(q, rows[t], ready, woke, k_wake, c, float(warm_fn(t, booting)) if warm_fn else 0.0, dt, w)
+        warmed[t] = float(warm_fn(t, booting)) if warm_fn else 0.0
+        q, lt, mx = serve_tick(q, rows[t], ready, woke, k_wake, c, warmed[t], dt, w)
         late[t] = lt
         queue[t] = q
         mw[t] = mx
@@ -236,7 +238,8 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
     return FleetRun(name=getattr(policy, "name", "policy"), provisioned=prov, ready=rdy, late=late,
                     queue=queue, max_wait=mw, launches=launches + (pool.launches if pool is not None else 0),
                     capacity=caps if cap_fn is not None and np.any(caps != params.capacity_rpm) else None,
-                    standby=standby if pool is not None else None, wakes=pool.wakes if pool is not None else 0)
+                    standby=standby if pool is not None else None, wakes=pool.wakes if pool is not None else 0,
+                    warmup_requests=warmed)
 
 
 def serve_tick(q: float, steps: list, ready: int, woke: int, k_wake: int, capacity_rpm: float, warmup_rpm: float,
@@ -354,6 +357,7 @@ def summarise(run: FleetRun, demand: np.ndarray, params: FleetParams, oracle_gpu
         "wakes": int(run.wakes),
         "late_episodes": late_episodes(late),
         "warmups": int(run.warmups),
+        "warmup_requests": round(float(run.warmup_requests.sum()), 1) if run.warmup_requests is not None else 0.0,
         "profile_switches": int(run.profile_switches),
         "switch_rollbacks": int(run.rollbacks),
         "mean_replicas": round(float(run.provisioned.mean()), 3),

@@ -109,7 +109,8 @@ def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: flo
     prov, rdy = np.zeros(T, dtype=np.int64), np.zeros(T, dtype=np.int64)
     late, queue, mw, caps = np.zeros(T), np.zeros(T), np.zeros(T), np.full(T, params.capacity_rpm)
     in_switch, extra, carried = np.zeros(T, dtype=bool), np.zeros(T), np.zeros(T, dtype=bool)
-    slow, p99, canary = np.zeros(T), np.full(T, np.inf), np.full(T, np.nan)
+    slow, p99, canary, warmed = np.zeros(T), np.full(T, np.inf), np.full(T, np.nan), np.zeros(T)
+    warm_fn = getattr(policy, "warmup_load", None)   # requests its warmups send in a minute
     q, last, last_wait, launches, lat = 0.0, minute_before, 0.0, 0, NONE
     rows, sums = arrivals.tolist(), arrivals.sum(axis=1).tolist()
     for t in range(T):
@@ -123,13 +124,16 @@ def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: flo
         for name in sorted(want, key=lambda n: want[n] <= pools.setdefault(n, Pool()).provisioned):
             launches += pools[name].resize(max(0, int(want[name])), t, B)
         rpm = sum(p.ready * policy.capacity_of(n) for n, p in pools.items())
+        # warmup requests take serving capacity, as in run_online (issue 42: the profile loop charged none)
+        warm = float(warm_fn(t, {n: list(p.booting) for n, p in pools.items()})) if warm_fn else 0.0
+        warmed[t] = warm
         prov[t] = sum(p.provisioned for p in pools.values())
         rdy[t] = sum(p.ready for p in pools.values())
         caps[t] = rpm / rdy[t] if rdy[t] else params.capacity_rpm
         in_switch[t], extra[t] = switching, max(0, prov[t] - planner) if switching else 0.0
         # a backlog carried into a switch is the planner's until it has drained once
         carried[t] = switching and q > 0.5 and (t == 0 or not in_switch[t - 1] or carried[t - 1])
-        q, late[t], mw[t] = serve_minute(q, rows[t], rpm / 60.0, dt, w)
+        q, late[t], mw[t] = serve_minute(q, rows[t], max(0.0, rpm - warm) / 60.0, dt, w)
         queue[t], last, last_wait = q, sums[t], mw[t]
         ready_now = {n: p.ready for n, p in pools.items()}
         shares = request_shares(policy.cfg.switch, switch_state(policy), ready_now)
@@ -142,7 +146,7 @@ def run_profiles(policy: ProfilePolicy, arrivals: np.ndarray, minute_before: flo
     return FleetRun(name=policy.name, provisioned=prov, ready=rdy, late=late, queue=queue, max_wait=mw,
                     launches=launches, capacity=caps, switching=in_switch, switch_extra=extra,
                     switch_carried=carried, latency_late=slow if curves else None,
-                    ttft_p99_ms=p99 if curves else None, canary_share=canary)
+                    ttft_p99_ms=p99 if curves else None, canary_share=canary, warmup_requests=warmed)
 
 
 def switch_state(policy: Any) -> Optional[SwitchState]:

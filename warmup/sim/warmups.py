@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Sequence
+from typing import Mapping, Sequence
 
-_ID = re.compile(r"(?:^|-)([rb])(\d+)$")   # the simulator's instance ids: r<i> ready, b<i> booting
+# the simulator's instance ids: r<i> ready, b<i> booting; with profile pools <profile>-r<i>, <profile>-b<i>
+_ID = re.compile(r"^(?:(.+)-)?([rb])(\d+)$")
 
 
 class WarmupCharges:
@@ -27,9 +28,10 @@ class WarmupCharges:
     def start(self, t: int, requests_per_instance: float, targets: Sequence[str], duration_s: float) -> None:
         self.started[t] = (float(requests_per_instance), tuple(targets), max(1, math.ceil(duration_s / 60.0 - 1e-9)))
 
-    def take(self, t: int, booting: Sequence[int] = ()) -> float:
+    def take(self, t: int, booting: Sequence[int] | Mapping[str, Sequence[int]] = ()) -> float:
         """Requests warmups take in minute ``t``; called once a minute after the minute's launches,
-        ``booting`` the booting instances' ready minutes in launch order (``b<i>`` is the i-th)."""
+        ``booting`` the booting instances' ready minutes in launch order (``b<i>`` is the i-th), or
+        with profile pools those of each profile (``<profile>-b<i>``: the i-th of that profile's)."""
         started = self.started.pop(t, None)
         if started is not None:
             per, targets, minutes = started
@@ -37,8 +39,9 @@ class WarmupCharges:
                 m = _ID.search(tid)
                 if m is None:
                     continue
-                i = int(m.group(2))
-                at = t if m.group(1) == "r" else (booting[i] if i < len(booting) else None)
+                pool = booting.get(m.group(1) or "", ()) if isinstance(booting, Mapping) else booting
+                i = int(m.group(3))
+                at = t if m.group(2) == "r" else (pool[i] if i < len(pool) else None)
                 if at is not None and at < t + minutes:
                     self.load[at] = self.load.get(at, 0.0) + per
         return self.load.pop(t, 0.0)
