@@ -95,7 +95,12 @@ def plan(self, deployment: str, tick: str = "", now: str = "") -> dict:
     return tick_step.step(ctx, deployment, tick=slot, run_id=self.request.id or "", now=clock).as_dict()
 
 
-@shared_task(bind=True, name="warmcast.retrain", acks_late=True, autoretry_for=(LockBusy,), max_retries=0)
+# Long tasks are acknowledged when they start, not after: Redis redelivers an unacknowledged message after
+# the visibility timeout, and a retrain that outlived it ran again beside itself under the same task id
+# (which its lease lets in, as for a dead first attempt): 12 copies of one nightly retrain starved the
+# minute loop for half an hour in bench/chaos.py's round three (issue 41).  A retrain or what-if lost with
+# its worker is not redelivered: the next night's retrain (or the caller's new job) runs instead.
+@shared_task(bind=True, name="warmcast.retrain", acks_late=False, autoretry_for=(LockBusy,), max_retries=0)
 def retrain(self, deployment: str, tick: str = "") -> dict:
     """The nightly retrain, then the risk re-tuned for the deployment's SLO (both audited)."""
     from workers.steps import retune as retune_step
@@ -118,7 +123,7 @@ def run_warmup(self, deployment: str, urls: list[str], requests: int, concurrenc
                                 duration_s=duration_s).results
 
 
-@shared_task(bind=True, name="warmcast.whatif_backtest", acks_late=True, max_retries=0, ignore_result=False)
+@shared_task(bind=True, name="warmcast.whatif_backtest", acks_late=False, max_retries=0, ignore_result=False)
 def whatif_backtest(self, deployment: str, policies: list[str], test_start: str, capacity_rpm: float,
                     cold_start_min: float | None = None, log_path: str | None = None) -> dict:
     from workers.whatif import run_whatif
