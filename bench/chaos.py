@@ -211,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="round2: the fast loop's rows (section chaos); round3: the minute loop's rows of issue 41 "
                     "(section chaos_round3, about 70 min with the hour at load 8); all: both")
     ap.add_argument("--hour-minutes", type=float, default=60.0, help="length of round three's load-8 row")
+    ap.add_argument("--burner-nice", type=int, default=0, help="nice level of the load-8 row's busy processes "
+                    "(the row names it when not 0)")
     docsection.add_doc_option(ap)
     args = ap.parse_args(argv)
     load, command = os.getloadavg()[0], docsection.command_line()
@@ -229,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         ok = ok and all(r.ok for r in rows)
     if args.which in ("all", "round3"):
         load3 = os.getloadavg()[0]
-        faults = [f for f in chaos_round3.faults(args.hour_minutes) if not args.only or f.__name__ in args.only.split(",")]
+        faults = [f for f in chaos_round3.faults(args.hour_minutes, args.burner_nice)
+                  if not args.only or f.__name__ in args.only.split(",")]
         with chaos_round3.minute_rig(args.keep) as rig:
             print(f"chaos round 3: the minute loop on 127.0.0.1:{rig.redis_port}, prefix {rig.prefix}, logs in {rig.tmp}",
                   flush=True)

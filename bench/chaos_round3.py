@@ -193,13 +193,13 @@ def fault_rollback_min_max(rig: Rig) -> Row:  # noqa: ARG001 - the decision core
                ("" if rolled else "; the breaker never rolled back: the row proves nothing"))
 
 
-def fault_load_hour(minutes: float):
+def fault_load_hour(minutes: float, nice: int = 0):
     def fault(rig: Rig) -> Row:
-        """Eight busy processes beside the loop for ``minutes``; every minute must have its tick."""
+        """Eight busy processes beside the loop for ``minutes`` (at ``nice``); every minute must have its tick."""
         import os
 
         marks, burners = rig.log_marks(), []
-        burners = [subprocess.Popen([PY, "-c", "while True: pass"]) for _ in range(8)]
+        burners = [subprocess.Popen(["nice", "-n", str(nice), PY, "-c", "while True: pass"]) for _ in range(8)]
         loads, t0 = [], time.time()
         try:
             while time.time() < t0 + 60 * minutes:
@@ -219,7 +219,8 @@ def fault_load_hour(minutes: float):
         p99 = delays[min(len(delays) - 1, int(0.99 * len(delays)))] if delays else None
         skipped = len(skipped_plan_slots(rig))
         alive = rig.dead() == []
-        return Row(f"{minutes:g} min at load 8 (8 busy processes on {os.cpu_count()} cores)",
+        return Row(f"{minutes:g} min at load 8 (8 busy processes{f' at nice {nice}' if nice else ''} on "
+                   f"{os.cpu_count()} cores)",
                    alive and not lost, None, f"{len(lost)} of {len(minutes_in)} minutes without a tick",
                    str(rig.double_actions()),
                    f"load average (1 min) mean {sum(loads) / max(len(loads), 1):.1f}, max {max(loads, default=0):.1f}; "
@@ -232,9 +233,9 @@ def fault_load_hour(minutes: float):
     return fault
 
 
-def faults(hour_minutes: float) -> tuple:
+def faults(hour_minutes: float, nice: int = 0) -> tuple:
     return (fault_beat_stall(12), fault_beat_stall(60), fault_redis_debug_sleep, fault_irregular_series,
-            fault_rollback_min_max, fault_load_hour(hour_minutes))
+            fault_rollback_min_max, fault_load_hour(hour_minutes, nice))
 
 
 if __name__ == "__main__":
