@@ -3,13 +3,14 @@ one line (``error: ...`` naming the option and what is wrong), exit 2, refused b
 done, and nothing stored changes.  Run as a user runs the program (a real process)."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from clienv import cli_env
 
 from warmcast.store import LoadStore
 
@@ -26,10 +27,7 @@ DEPLOYMENTS = """deployments:
 
 @pytest.fixture
 def env(tmp_path, redis_server_url, key_prefix) -> dict[str, str]:
-    deps = tmp_path / "deployments.yaml"
-    deps.write_text(DEPLOYMENTS)
-    return {**os.environ, "WARMCAST_REDIS_URL": redis_server_url, "WARMCAST_KEY_PREFIX": key_prefix,
-            "WARMCAST_DEPLOYMENTS_FILE": str(deps), "WARMCAST_STATE_DIR": str(tmp_path / "state")}
+    return cli_env(tmp_path, redis_server_url, key_prefix, DEPLOYMENTS)
 
 
 def _refused(env: dict[str, str], *args: str, says: tuple[str, ...]) -> subprocess.CompletedProcess:

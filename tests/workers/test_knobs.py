@@ -5,11 +5,12 @@ an alert's standby floor, and the core's defaults; ``--json`` gives ``{knob: {"v
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
+
+from clienv import cli_env
 
 from warmcast.config.deployments import load_deployments
 from warmcast.errors import InputError
@@ -29,10 +30,7 @@ DEPLOYMENTS = """deployments:
 
 @pytest.fixture
 def env(tmp_path, redis_server_url, key_prefix) -> dict[str, str]:
-    deps = tmp_path / "deployments.yaml"
-    deps.write_text(DEPLOYMENTS)
-    return {**os.environ, "WARMCAST_REDIS_URL": redis_server_url, "WARMCAST_KEY_PREFIX": key_prefix,
-            "WARMCAST_DEPLOYMENTS_FILE": str(deps), "WARMCAST_STATE_DIR": str(tmp_path / "state")}
+    return cli_env(tmp_path, redis_server_url, key_prefix, DEPLOYMENTS)
 
 
 def _ctx(env):
