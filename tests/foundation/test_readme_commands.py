@@ -50,6 +50,7 @@ NOT_RUN = {  # the start of a command (after 'warmcast ' where it runs warmcast)
     "deployments check FILE": "a placeholder; the bash block runs it on examples/deployments.yaml",
     "advise profiles --deployment D": "placeholders (tests/warmup/test_advise_cli.py)",
     "report shadow -d D": "placeholders; needs days of shadow records (tests/workers/test_shadow.py)",
+    "report shadow -d demo": "needs an hour of a forecast-only run's records (tests/workers/test_shadow_honest.py)",
     ".venv-vllm/bin/python": "needs .venv-vllm",
 }
 LONG = ("run --simulate", "api serve")  # servers: started, stopped with SIGINT once /healthz answers

@@ -21,7 +21,8 @@ from warmup.sim import FleetBacktestConfig, from_series, run_backtest, write_out
 from warmup.sim.autoscalers import QueueKEDA, ReactiveHPA
 from warmup.sim.backtest import make_split, run_policy
 from warmup.sim.fleet import Observation
-from warmup.sim.report import format_table, policy_label
+from warmup.sim.fleet import policy_label
+from warmup.sim.report import format_table
 
 START = pd.Timestamp("2024-01-03")
 

@@ -295,6 +295,11 @@ def _finite(x: float) -> Optional[float]:
     return round(x, 1) if math.isfinite(x) else None
 
 
+def policy_label(name: str, row: dict) -> str:
+    """A policy's name where it is shown (table, picture): a fleet sized on the test part says so."""
+    return f"{name} (hindsight)" if row.get("hindsight") else name
+
+
 def switch_columns(run: FleetRun, gpus_per_replica: int) -> dict:
     """GPU-hours the profile switches cost and requests late while one ran (zeros without switches)."""
     on = run.switching

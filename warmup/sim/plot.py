@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from warmup.sim.report import policy_label
+from warmup.sim.fleet import policy_label
 
 COLORS = {"oracle": "#2ca02c", "predictive": "#1f77b4", "reactive": "#d62728", "queue": "#ff7f0e",
           "static": "#9467bd"}

@@ -7,6 +7,9 @@ from typing import Any
 
 import pandas as pd
 
+from warmup.sim.fleet import policy_label
+
+
 def write_outputs(result: Any, out: str | Path, plot: bool = True) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -36,11 +39,6 @@ def write_outputs(result: Any, out: str | Path, plot: bool = True) -> list[Path]
         plot_fleet(result, p)
         written.append(p)
     return written
-
-
-def policy_label(name: str, row: dict) -> str:
-    """A policy's name where it is shown (table, picture): a fleet sized on the test part says so."""
-    return f"{name} (hindsight)" if row.get("hindsight") else name
 
 
 def format_table(rows: dict[str, dict]) -> str:
