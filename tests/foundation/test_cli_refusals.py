@@ -27,7 +27,7 @@ DEPLOYMENTS = """deployments:
 
 @pytest.fixture
 def env(tmp_path, redis_server_url, key_prefix) -> dict[str, str]:
-    return cli_env(tmp_path, redis_server_url, key_prefix, DEPLOYMENTS)
+    return cli_env(tmp_path, DEPLOYMENTS, redis_server_url, key_prefix)
 
 
 def _refused(env: dict[str, str], *args: str, says: tuple[str, ...]) -> subprocess.CompletedProcess:

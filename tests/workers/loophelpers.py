@@ -18,6 +18,8 @@ import pytest
 from warmcast.runtime import free_loopback_port as free_port  # noqa: F401 - the tests import it from here
 from warmcast.runtime import wait_until
 
+from clienv import cli_env  # noqa: F401 - the tests import it from here
+
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 # The marks of a test module that runs real vLLM CPU servers.
@@ -163,9 +165,3 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-def cli_env(tmp_path: Path, deployments: str, redis_url: str, key_prefix: str, **extra: str) -> dict[str, str]:
-    """The environment of a CLI run on this test's Redis prefix, with ``deployments`` as its file."""
-    deps = tmp_path / "deployments.yaml"
-    deps.write_text(deployments)
-    return {**os.environ, "WARMCAST_REDIS_URL": redis_url, "WARMCAST_KEY_PREFIX": key_prefix,
-            "WARMCAST_DEPLOYMENTS_FILE": str(deps), "WARMCAST_STATE_DIR": str(tmp_path / "state"), **extra}
