@@ -88,47 +88,54 @@ class LSTMForecaster(BaseForecaster):
     def fit(self, history) -> "LSTMForecaster":
         """Fit on one history, or on a list of them (a global model: each series gives its own
         origins, scaled by its own level, and its own split; :mod:`forecaster.lstm.dataset`)."""
-        from tqdm.auto import tqdm
-
-        torch = torch_module()
         cfg = self.cfg
         t_start = time.perf_counter()
         with reproducible(cfg.threads):
             histories = dataset.as_histories(history)
             dataset.settle(histories, cfg)
             data = dataset.build(histories, cfg)
-            tr, va, target = data.tr, data.va, data.target
-            tensors = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (data.seq, data.static, target))
-            budget = (None if cfg.time_budget_s is None
-                      else cfg.time_budget_s / max(cfg.members, 1) / (2 if cfg.refit_full else 1))
-            bar = tqdm(total=cfg.members * cfg.epochs, desc="training lstm", unit="epoch",
-                       disable=not self.progress, leave=False)
-            done = train_members(tensors, tr, va, cfg, budget, bar)
-            bar.close()
-            runs = [d.run for d in done]
-            refits = [d.refit for d in done if d.refit is not None]
-            self.nets = [r.net for r in runs]
-            val_pred = self._forward(tensors[0][va], tensors[1][va])
-            recent = recent_load(data.seq[va], data.static[va])
-            self.anchor = anchor_weights(val_pred, target[va], recent, cfg.levels) if cfg.anchor else None
-            val_pred = apply_anchor(val_pred, recent, self.anchor, cfg.levels)
-            self.scale = (calibrate(val_pred, target[va], cfg.levels, cfg.cal_margin, cfg.cal_lead_edges)
-                          if cfg.calibrate else {})
-            if refits:  # the calibration factors stay those measured out of sample above
-                self.nets = [r.net for r in refits]
-            self.meta = {
-                **dataset.summary(data),
-                "members": [{"member": m, "best_val_pinball": r.best_val, "epochs": r.epochs,
-                             "best_epoch": r.best_epoch} for m, r in enumerate(runs)],
-                "val_metrics": log_metrics(apply_scale(val_pred, self.scale, cfg.levels), target[va], cfg.levels,
-                                           self.scale),
-                "has_tokens": bool(np.any(data.seq[:, :, 5])),
-                **self._budget_meta(runs, refits),
-            }
+            self.fit_rows(data, dataset.summary(data))
         self.fit_seconds = time.perf_counter() - t_start
         self.meta["fit_seconds"] = round(self.fit_seconds, 2)
-        self.version = self.version if self.version != "0" else "1"
         return self
+
+    def fit_rows(self, data: dataset.TrainingData, summary: dict) -> None:
+        """Train on stacked rows (``cfg.step_min`` and ``cfg.use_dow`` set): the members, the anchor and
+        the calibration.  Called inside ``reproducible``; shared with the fleet model
+        (:mod:`forecaster.global_lstm`), which builds its rows from a panel of many series at once."""
+        from tqdm.auto import tqdm
+
+        torch = torch_module()
+        cfg = self.cfg
+        tr, va, target = data.tr, data.va, data.target
+        tensors = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (data.seq, data.static, target))
+        budget = (None if cfg.time_budget_s is None
+                  else cfg.time_budget_s / max(cfg.members, 1) / (2 if cfg.refit_full else 1))
+        bar = tqdm(total=cfg.members * cfg.epochs, desc=f"training {self.name}", unit="epoch",
+                   disable=not self.progress, leave=False)
+        done = train_members(tensors, tr, va, cfg, budget, bar)
+        bar.close()
+        runs = [d.run for d in done]
+        refits = [d.refit for d in done if d.refit is not None]
+        self.nets = [r.net for r in runs]
+        val_pred = self._forward(tensors[0][va], tensors[1][va])
+        recent = recent_load(data.seq[va], data.static[va])
+        self.anchor = anchor_weights(val_pred, target[va], recent, cfg.levels) if cfg.anchor else None
+        val_pred = apply_anchor(val_pred, recent, self.anchor, cfg.levels)
+        self.scale = (calibrate(val_pred, target[va], cfg.levels, cfg.cal_margin, cfg.cal_lead_edges)
+                      if cfg.calibrate else {})
+        if refits:  # the calibration factors stay those measured out of sample above
+            self.nets = [r.net for r in refits]
+        self.meta = {
+            **summary,
+            "members": [{"member": m, "best_val_pinball": r.best_val, "epochs": r.epochs,
+                         "best_epoch": r.best_epoch} for m, r in enumerate(runs)],
+            "val_metrics": log_metrics(apply_scale(val_pred, self.scale, cfg.levels), target[va], cfg.levels,
+                                       self.scale),
+            "has_tokens": bool(np.any(data.seq[:, :, 5])),
+            **self._budget_meta(runs, refits),
+        }
+        self.version = self.version if self.version != "0" else "1"
 
     def _budget_meta(self, runs, refits) -> dict:
         """Recorded only where a time budget was set; ``fired`` names the runs it cut short."""
