@@ -23,11 +23,22 @@ def backtest_forecast(
     horizon: int = typer.Option(30, min=1, max=30, help="Minutes ahead (in the series' bins: 6 leads at 5 min)."),
     step: int = typer.Option(10, min=1, help="Minutes between forecast origins (a multiple of the series' bin)."),
     quick: bool = typer.Option(False, help="A tiny LSTM (smoke tests)."),
+    series_col: Optional[str] = typer.Option(
+        None, "--series-col", help="Column(s) naming each series of a multi-series file (client, tenant, API "
+        "key; comma-separated for several): every model on every series, the fleet model lstm_global trained "
+        "once on all of them; --models defaults then to lstm_global and the baselines."),
     *,
     reading: LogReading,
 ) -> None:
     """Rolling-origin backtest: fit before --test-start, forecast leads 1..30 every 10 minutes."""
     import pandas as pd
+
+    if series_col is not None:
+        from warmcast.cli.multi_forecast import backtest_series
+
+        backtest_series(log, series_col, test_start, out, None if models == ",".join(ALL_MODELS) else models,
+                        horizon, step, quick, reading)
+        return
 
     from forecaster.backtest import run_backtest, summary, table, write_outputs
     from warmcast.ingest import load_minute_frame
