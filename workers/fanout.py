@@ -2,7 +2,8 @@
 
 Beat sends ``warmcast.fanout(kind, tick)`` with the slot it fired for; :func:`fan_out` claims the
 slot, counts the run in Redis ledgers and, for the first claim only, sends one task per deployment
-tagged with the slot.  Slots that no fan-out served (the beat stalled or down across a boundary)
+tagged with the slot (with ``WARMCAST_WORKERS_SHARDS`` set, one ``warmcast.shard`` task per shard
+instead: workers/shards.py).  Slots that no fan-out served (the beat stalled or down across a boundary)
 are found here, counted and, for the tick, audited per deployment with the reason: no minute is
 silently missing (issue 41).  Celery is not imported here: the task passes its app's ``send_task``
 in, so the slot and ledger logic can be read (and called) without a worker.
@@ -15,7 +16,11 @@ from typing import Any, Callable
 
 from workers import metrics
 from workers.context import Ctx
+from workers.dropped import SHARD as SHARD_TASK
+from workers.dropped import audit_skipped
 from workers.schedule import PERIODIC, claim_slot, every, expires_for, tick_id
+from workers.shardrun import RUNNERS
+from workers.shards import shard_of
 
 # The task's logger name, kept so operators' log filters still match after the move.
 log = logging.getLogger("warmcast.workers.tasks")
@@ -81,21 +86,41 @@ def _note_skipped(ctx: Ctx, kind: str, tick: str, every_s: float) -> list[str]:
 
 def _audit_skipped_ticks(ctx: Ctx, gone: list[str], tick: str) -> None:
     """A skipped tick is not run late: the tick of ``tick`` decides from fresh signals instead, so an
-    older decision would only be superseded.  Each deployment's audit says so."""
-    reason = (f"no tick ran in this slot: the beat did not fire in it (stalled, down or late past the "
-              f"boundary); not run late, because tick {tick} decides from fresh signals")
+    older decision would only be superseded.  Each deployment's audit says so, and why: the beat did
+    not fire, or the fan-out it sent was dropped unrun (workers/dropped.py ledgers that)."""
     slots = gone if len(gone) <= AUDITED_GAP else [f"{gone[0]}..{gone[-1]}"]
-    for d in ctx.deployments():
-        for slot in slots:
-            ctx.state.audit(d.name, "skipped", f"tick {slot} skipped", reason, False,
-                            outcome=f"superseded by tick {tick}",
-                            inputs={"tick": slot, "slots": len(gone) if len(slots) == 1 and len(gone) > 1 else 1})
+    deps = [d.name for d in ctx.deployments()]
+    for slot in slots:
+        cause = ctx.r.hget(f"{ctx.prefix}:fanout-dropped:{slot[:10]}", f"plan|{slot}") if ".." not in slot else None
+        text = (f"its fan-out task was dropped unrun ({cause.decode()}: it waited in the queue past its expiry, "
+                f"or a worker refused it)" if cause else
+                "the beat did not fire in it (stalled, down or late past the boundary)")
+        why = f"no tick ran in this slot: {text}; not run late, because tick {tick} decides from fresh signals"
+        audit_skipped(ctx, deps, slot, why, f"superseded by tick {tick}",
+                      {"tick": slot, "slots": len(gone) if len(slots) == 1 and len(gone) > 1 else 1})
+
+
+def _send(ctx: Ctx, kind: str, name: str, tick: str, exp: float, send_task: Callable[..., Any]) -> int:
+    """One task per deployment or, with shards, one per non-empty shard, for the kinds a shard runs
+    (workers/shardrun.py's runners; the retrain stays per deployment: it is long and acknowledged
+    when it starts, so a shard of them would be lost whole)."""
+    opts = ctx.options
+    deps = ctx.deployments()
+    if opts.shards and kind in RUNNERS:
+        used = sorted({shard_of(d.name, opts.shards) for d in deps})
+        for s in used:
+            send_task(SHARD_TASK, kwargs={"kind": kind, "shard": s, "shards": opts.shards, "tick": tick},
+                      expires=exp, queue=opts.queue)
+        return len(used)
+    for d in deps:
+        send_task(name, kwargs={"deployment": d.name, "tick": tick}, expires=exp, queue=opts.queue)
+    return len(deps)
 
 
 def fan_out(ctx: Ctx, kind: str, run_id: str, send_task: Callable[..., Any], tick: str = "") -> int:
-    """Send one ``kind`` task per deployment, tagged with the schedule slot (``tick``: the slot the
-    beat fired for; empty: the slot of the worker's clock, for a run sent by hand); the number sent
-    (0 when another fan-out already claimed the slot)."""
+    """Send one ``kind`` task per deployment (or per shard, with ``shards`` set), tagged with the
+    schedule slot (``tick``: the slot the beat fired for; empty: the slot of the worker's clock, for a
+    run sent by hand); the number of tasks sent (0 when another fan-out already claimed the slot)."""
     name = "warmcast.retrain" if kind == "retrain" else PERIODIC[kind][1]
     opts = ctx.options
     tick = tick or tick_id(every(opts, kind))
@@ -107,7 +132,4 @@ def fan_out(ctx: Ctx, kind: str, run_id: str, send_task: Callable[..., Any], tic
         return 0
     if kind != "retrain":
         _note_skipped(ctx, kind, tick, every(opts, kind))
-    deps = ctx.deployments()
-    for d in deps:
-        send_task(name, kwargs={"deployment": d.name, "tick": tick}, expires=exp, queue=opts.queue)
-    return len(deps)
+    return _send(ctx, kind, name, tick, exp, send_task)

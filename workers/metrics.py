@@ -20,6 +20,16 @@ DECISIONS = Counter("warmcast_decisions_total", "Decisions by kind and reason co
                     ["deployment", "kind", "reason", "applied"])
 SKIPPED_SLOTS = Counter("warmcast_skipped_slots_total", "Schedule slots no fan-out served (the beat did not fire "
                         "in them); each skipped tick is audited per deployment", ["kind"])
+DROPPED = Counter("warmcast_dropped_tasks_total", "Loop tasks that never ran: expired in the queue, revoked, "
+                  "rejected or unknown to the worker, or reached by their shard after the slot's expiry (late); "
+                  "each lost tick is audited per deployment (workers/dropped.py)", ["kind", "why", "shard"])
+TICK_DELAY = Histogram("warmcast_tick_delay_seconds", "From a slot's start to its tick applied and audited, per "
+                       "shard ('-': unsharded); a tick later than its expiry is dropped instead (warmcast_dropped_"
+                       "tasks_total)", ["shard"], buckets=(0.5, 1, 2, 5, 10, 20, 30, 45, 60, 120))
+DEPLOYMENTS_FILE_OK = Gauge("warmcast_deployments_file_ok", "1 while the loop runs the deployments file as it "
+                            "is; 0 while a change to it was refused (state document deployments-file says why)")
+DEPLOYMENTS_FILE_RELOADS = Counter("warmcast_deployments_file_reloads_total", "Changes of the deployments file "
+                                   "seen by this process, applied or refused", ["result"])
 DUPLICATES = Counter("warmcast_duplicate_runs_total", "Runs skipped because their tick was already done", ["task"])
 FORECASTS = Counter("warmcast_forecasts_total", "Forecasts made", ["deployment", "model"])
 FORECAST_MAE = Gauge("warmcast_forecast_mae", "MAE (req/min) of the previous forecast over the leads observed",

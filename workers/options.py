@@ -32,6 +32,9 @@ class WorkerOptions(BaseSettings):
     max_retries: int = Field(3, ge=0)
     metrics_port: int = Field(0, ge=0, le=65535, description="worker's Prometheus port (0: none)")
     queue: str = Field("warmcast", min_length=1)
+    shards: int = Field(0, ge=0, le=4096, description="0: the fan-out sends one task per deployment and kind (the "
+                        "default until bench/scale.py shows otherwise); N: one task per shard and kind, each "
+                        "running its deployments' steps one after another (workers/shards.py)")
     simulate: bool = Field(False, description="drive a simulated fleet (SimFleet) instead of real instances")
     replayed_fleet: bool = Field(False, description="read the fleet a replay driver publishes in Redis each "
                                  "minute (StoredFleet; the shadow replay through Celery, forecast-only)")

@@ -16,19 +16,14 @@ import redis
 from celery import shared_task, signals
 from kombu.exceptions import OperationalError
 
-from workers import metrics
+from workers import dropped, metrics, shardrun
 from workers.context import get_ctx
+from workers.dropped import SHARD as SHARD_TASK
 from workers.fanout import fan_out
 from workers.locks import LockBusy
-from workers.schedule import tick_id
+from workers.schedule import PERIODIC
 from workers.steps import alerts as alerts_step
-from workers.steps import expire as expire_step
-from workers.steps import forecast as forecast_step
-from workers.steps import ingest as ingest_step
 from workers.steps import retrain as retrain_step
-from workers.steps import signals as signals_step
-from workers.steps import tick as tick_step
-from workers.steps import warmup as warmup_step
 from workers.steps import warmup_run as warmup_run_step
 
 log = logging.getLogger("warmcast.workers.tasks")
@@ -62,26 +57,22 @@ def fanout(self, kind: str, tick: str = "") -> int:
 
 
 # --------------------------------------------------------------------------- per-deployment steps
+# Each runs its kind's runner (workers/shardrun.py), the same function a shard task runs per deployment.
 
 
 @shared_task(bind=True, name="warmcast.scrape", **COMMON)
 def scrape(self, deployment: str, tick: str = "") -> dict:
-    ctx = _ctx(self)
-    read = signals_step.step(ctx, deployment)
-    out = read.as_dict()
-    if warmup_step.urgent(ctx, deployment, read.doc):
-        out["warmup"] = warmup_step.step(ctx, deployment, signals_doc=read.doc).as_dict()
-    return out
+    return shardrun.run_scrape(_ctx(self), deployment, tick)
 
 
 @shared_task(bind=True, name="warmcast.ingest", **COMMON)
 def ingest(self, deployment: str, tick: str = "") -> dict:
-    return ingest_step.step(_ctx(self), deployment).as_dict()
+    return shardrun.run_ingest(_ctx(self), deployment, tick)
 
 
 @shared_task(bind=True, name="warmcast.forecast", **COMMON)
 def forecast(self, deployment: str, tick: str = "") -> dict:
-    return forecast_step.step(_ctx(self), deployment).as_dict()
+    return shardrun.run_forecast(_ctx(self), deployment, tick)
 
 
 # The one tick (workers/steps/tick.py): decide once, apply scale, sleep tier, switch and warmups.
@@ -89,10 +80,23 @@ def forecast(self, deployment: str, tick: str = "") -> dict:
 def plan(self, deployment: str, tick: str = "", now: str = "") -> dict:
     """``now``: the tick's clock (ISO 8601) when a replay drives the loop (workers/shadow_replay.py);
     beat leaves it empty and the tick reads the wall clock.  The slot comes from that clock."""
-    ctx = _ctx(self)
     clock = datetime.fromisoformat(now) if now else None
-    slot = tick or tick_id(ctx.options.plan_every_s, clock.timestamp() if clock else None)
-    return tick_step.step(ctx, deployment, tick=slot, run_id=self.request.id or "", now=clock).as_dict()
+    return shardrun.run_plan(_ctx(self), deployment, tick, self.request.id or "", now=clock)
+
+
+# One kind's step for every deployment of a shard (WARMCAST_WORKERS_SHARDS > 0; workers/shards.py).
+# A transient error retries only the deployments it hit (``only``); the others are not run twice.
+@shared_task(bind=True, name=SHARD_TASK, acks_late=True, max_retries=3)
+def shard(self, kind: str, shard: int, shards: int, tick: str = "", only: list[str] | None = None) -> dict:
+    res = shardrun.run_shard(_ctx(self), kind, int(shard), int(shards), tick, self.request.id or "", only,
+                             transient=TRANSIENT)
+    if res.transient and self.request.retries < self.max_retries:
+        raise self.retry(kwargs={"kind": kind, "shard": shard, "shards": shards, "tick": tick,
+                                 "only": res.transient}, countdown=min(30, 2 ** self.request.retries))
+    if res.transient:   # retries spent: as a per-deployment task that raised after its last retry
+        metrics.TASK_FAILURES.labels(PERIODIC[kind][1], "RetriesExhausted").inc(len(res.transient))
+        log.error("shard %s: %s still failing after %d retries for %s", shard, kind, self.max_retries, res.transient)
+    return res.as_dict()
 
 
 # Long tasks are acknowledged when they start, not after: Redis redelivers an unacknowledged message after
@@ -113,7 +117,7 @@ def retrain(self, deployment: str, tick: str = "") -> dict:
 
 @shared_task(bind=True, name="warmcast.expire", **COMMON)
 def expire(self, deployment: str, tick: str = "") -> dict:
-    return expire_step.step(_ctx(self), deployment).as_dict()
+    return shardrun.run_expire(_ctx(self), deployment, tick)
 
 
 # Not acknowledged late and never retried: re-running a warmup after a crash would double its load.
@@ -162,6 +166,52 @@ def _retry(sender=None, reason=None, **_):
     log.warning("task retry", extra={"event": {"task": getattr(sender, "name", "?"), "reason": str(reason)}})
 
 
+# Tasks Celery drops unrun (issue 44): counted per kind, why and shard, and a lost tick audited per
+# deployment (workers/dropped.py).  Expiry is checked when a worker receives the message and again
+# before it runs, and both end here with ``expired=True``.
+@signals.task_revoked.connect
+def _revoked(sender=None, request=None, expired=False, terminated=False, **_):
+    why = "expired" if expired else "terminated" if terminated else "revoked"
+    _dropped(getattr(sender, "app", None), getattr(sender, "name", "?"), dropped.kwargs_of(request), why,
+             str(getattr(request, "expires", None) or ""), str(getattr(request, "id", None) or ""))
+
+
+@signals.task_rejected.connect
+def _rejected(sender=None, message=None, **_):
+    name, kwargs = _message_task(message)
+    _dropped(getattr(sender, "app", None), name, kwargs, "rejected", task_id=_message_id(message))
+
+
+@signals.task_unknown.connect
+def _unknown(sender=None, message=None, name=None, id=None, **_):  # noqa: A002 - Celery's signature
+    _dropped(getattr(sender, "app", None), name or _message_task(message)[0], _message_task(message)[1], "unknown",
+             task_id=str(id or ""))
+
+
+def _message_id(message) -> str:
+    try:
+        return str((message.headers or {}).get("id") or "")
+    except Exception:  # noqa: BLE001 - no id: counted without the redelivery check
+        return ""
+
+
+def _message_task(message) -> tuple[str, dict]:
+    """(task name, keyword arguments) of a raw message the worker refused; what of it can be read."""
+    try:
+        body = message.payload
+        kwargs = body[1] if isinstance(body, (list, tuple)) and len(body) > 1 and isinstance(body[1], dict) else {}
+        return str((message.headers or {}).get("task", "?")), kwargs
+    except Exception:  # noqa: BLE001 - an undecodable message is still counted, under '?'
+        return "?", {}
+
+
+def _dropped(app, name: str, kwargs: dict, why: str, expires: str = "", task_id: str = "") -> None:
+    try:
+        dropped.note(get_ctx(app), name, dict(kwargs), why, expires, task_id)
+    except Exception:  # noqa: BLE001 - counting a drop must never take the worker down with it
+        log.exception("could not record a dropped task", extra={"event": {"task": name, "why": why}})
+
+
 @signals.setup_logging.connect
 def _setup_logging(**_):
     from workers.app import celery_app
@@ -195,5 +245,4 @@ def alert(self, deployment: str, note: dict) -> dict:
 
 @shared_task(bind=True, name=ALERT_CHECK_TASK, **COMMON)
 def alert_check(self, deployment: str, tick: str = "") -> dict:
-    return {"deployment": deployment,
-            "escalated": [o.as_dict() for o in alerts_step.check(get_ctx(self.app), deployment)]}
+    return shardrun.run_alert_check(get_ctx(self.app), deployment, tick)
