@@ -143,15 +143,11 @@ def deployments_check(file: Path = typer.Argument(..., help="The deployments YAM
     """Validate a deployments file as every command that loads it does (like promtool check config):
     keys and values, schedules, and each profile's engine_args against vLLM's argument parser;
     then GPU types against the catalogue and pools and minimums that can never be met."""
-    from warmcast.config.deployments import load_deployments
     from warmcast.config.engine_args import load_constraints
 
-    from warmup.planning.deployment_check import deployment_problems
+    from warmup.planning.deployment_check import checked_deployments
 
-    dfile = load_deployments(file)
-    problems = [p for d in dfile.deployments for p in deployment_problems(d)]
-    if problems:
-        raise InputError(f"{file}: " + "; ".join(problems))
+    dfile = checked_deployments(file)  # the loader the workers validate a changed file with
     for d in dfile.deployments:
         typer.echo(f"deployment {d.name}: profiles {', '.join(d.profiles)} (default {d.default_profile}), "
                    f"scaler {d.scaler.kind}, replicas {d.min_replicas}..{d.max_replicas}")

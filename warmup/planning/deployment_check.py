@@ -9,8 +9,10 @@ Edge module: it reads the catalogue (shipped, plus the deployment's ``gpu.catalo
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
-from warmcast.config.deployments import Deployment
+from warmcast.config.deployments import Deployment, DeploymentsFile, load_deployments
+from warmcast.errors import InputError
 from warmup.planning.gpu_catalogue import deployment_options, load_catalogue
 from warmup.planning.gpus import GpuType
 from warmup.planning.pools_plan import shapes
@@ -107,3 +109,14 @@ def deployment_problems(dep: Deployment) -> list[str]:
     if dep.pools is not None:
         problems += oversized_pools(dep) + undersized_fractions(dep) + undrainable_cold_queue(dep)
     return problems
+
+
+def checked_deployments(path: str | Path) -> DeploymentsFile:
+    """The deployments file at ``path`` as `warmcast deployments check` accepts it: loaded (keys,
+    values, schedules, engine_args) and then every deployment's contradictions above; raises
+    InputError naming them.  The workers validate a changed file with this before they run it."""
+    dfile = load_deployments(path)
+    problems = [p for d in dfile.deployments for p in deployment_problems(d)]
+    if problems:
+        raise InputError(f"{path}: " + "; ".join(problems))
+    return dfile
