@@ -19,7 +19,8 @@ import pandas as pd
 
 from forecaster.lstm.config import LSTMConfig
 from forecaster.lstm.dataset import TrainingData
-from forecaster.lstm.features import OUTAGE_FLOOR, OUTAGE_SHARE, build_features, days, lookback, take
+from forecaster.lstm.features import (MAX_ZERO_SHARE, OUTAGE_FLOOR, OUTAGE_SHARE, build_features, days, lookback,
+                                      take)
 
 CHUNK = 40_000  # origins per feature pass
 
@@ -38,8 +39,8 @@ def _row_quantile(sorted_rows: np.ndarray, count: np.ndarray, q: float) -> np.nd
 
 def outage_rows(y: np.ndarray, known: int | None = None) -> np.ndarray:
     """:func:`forecaster.lstm.features.outage_zeros` for every row of ``y`` (n, T) at once: in a row
-    whose non-zero steps (of the first ``known``) are all busy, its zeros and near-zero steps are
-    missing.  Rows with no zero are untouched, as there."""
+    whose non-zero steps (of the first ``known``) are all busy and that is not at zero most of the
+    time, its zeros and near-zero steps are missing.  Rows with no zero are untouched, as there."""
     y = np.clip(y, 0, None)
     has_zero = (y == 0).any(axis=1)
     if not has_zero.any():
@@ -50,7 +51,10 @@ def outage_rows(y: np.ndarray, known: int | None = None) -> np.ndarray:
     count = np.isfinite(nz).sum(axis=1)
     q01 = _row_quantile(nz, count, 0.01)
     med = _row_quantile(nz, count, 0.5)
-    busy = (count > 0) & (q01 >= OUTAGE_FLOOR)
+    zeros = (seen == 0).sum(axis=1)
+    observed = np.isfinite(seen).sum(axis=1)
+    intermittent = (observed > 0) & (zeros > MAX_ZERO_SHARE * observed)  # its zeros are load
+    busy = (count > 0) & (q01 >= OUTAGE_FLOOR) & ~intermittent
     if not busy.any():
         return y
     out = y.copy()

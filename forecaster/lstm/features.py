@@ -21,6 +21,7 @@ from forecaster.lstm.config import LSTMConfig
 N_SEQ = 8  # channels per window step
 OUTAGE_FLOOR = 20.0  # requests a step: a series whose non-zero steps are this high has no zero load
 OUTAGE_SHARE = 0.01  # in such a series, a step below this share of its median is part of an outage too
+MAX_ZERO_SHARE = 0.5  # a series at zero more often than this is an intermittent client: its zeros are load
 _STATIC_FIXED = 14  # non-lead static features
 _EWM_HALF_LIVES = (2.0, 5.0, 15.0, 45.0)  # steps: recent levels relative to l
 RECENT_COL = 10  # static column of the first (shortest) of them: the load just seen (forecaster.lstm.anchor)
@@ -111,11 +112,20 @@ def outage_zeros(y: np.ndarray, known: int | None = None) -> np.ndarray:
 
     ``known``: the rule's quantile and median come from the first ``known`` steps only (those before
     every origin forecast from ``y``), so nothing at or after an origin sets them (issue 42); None:
-    all of ``y`` (training, and a live history that ends at its origin)."""
+    all of ``y`` (training, and a live history that ends at its origin).
+
+    A series at zero in more than ``MAX_ZERO_SHARE`` of its observed steps is left as it is: an API
+    client that sends large batches now and then (issue 43: ServeGen's client series split cleanly
+    into busy ones at zero in 0.4-20% of their training steps, shared outages, and intermittent ones
+    at 58-99.9%, whose 1% quantile of non-zero steps is also above the floor).  Read as outages,
+    such a client's zeros left it nothing but its bursts: no level, no forecast."""
     zero = y == 0
     if not zero.any():
         return y
     seen = y if known is None else y[:known]
+    observed = np.isfinite(seen).sum()
+    if observed and (seen == 0).sum() > MAX_ZERO_SHARE * observed:
+        return y
     nonzero = seen[seen > 0]
     if not len(nonzero) or np.quantile(nonzero, 0.01) < OUTAGE_FLOOR:
         return y

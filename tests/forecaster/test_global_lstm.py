@@ -86,11 +86,13 @@ def test_the_outage_rule_runs_on_every_row_as_on_one():
     y[2, 200:210] = 3.0        # a trickle while down, no zero: untouched (as there)
     y[3, 50] = 0
     y[3, 51] = 4.0             # the step an outage ends in
+    y = np.vstack([y, np.where(rng.random(500) < 0.9, 0.0, 5000.0)])  # a client of rare big batches: load
     for known in (None, 300):
         got = outage_rows(y, known)
-        for i in range(4):
+        for i in range(len(y)):
             np.testing.assert_array_equal(got[i], outage_zeros(y[i], known))
     assert np.isnan(outage_rows(y)[0, 100:130]).all() and not np.isnan(outage_rows(y)[1]).any()
+    assert not np.isnan(outage_rows(y)[4]).any()
 
 
 def test_it_works_per_minute_too():
