@@ -71,9 +71,11 @@ class Panel:
     def from_long(cls, frame: pd.DataFrame, series: str, time: str = "time", count: str = "requests",
                   group: str | None = None, step_min: int | None = None) -> "Panel":
         """A long table (one row per series and step) as a panel.  A step a series has no row for,
-        inside the table's span, had no requests (a count log lists only the steps with load), so it
-        is 0, not missing: the clients then sum to their deployment.  ``step_min`` None: the smallest
-        gap between the table's times."""
+        inside its deployment's span (``group``'s first to last row; the table's without groups), had
+        no requests (a count log lists only the steps with load), so it is 0, not missing: the
+        clients then sum to their deployment.  Outside that span it is missing: ServeGen's file holds
+        deepseek-r1 and mm-image on its first day only, and 13 days of zeros after it would be load
+        that never was.  ``step_min`` None: the smallest gap between the table's times."""
         times = pd.DatetimeIndex(pd.to_datetime(frame[time])).as_unit("ns")
         uniq = np.unique(times.asi8)
         if step_min is None:
@@ -86,8 +88,13 @@ class Panel:
         np.add.at(values, (pos, col), frame[count].to_numpy(dtype=float))
         groups = None
         if group is not None:
-            first = pd.Series(frame[group].astype(str).to_numpy()).groupby(pos).first()
+            g = pd.Series(frame[group].astype(str).to_numpy())
+            first = g.groupby(pos).first()
             groups = tuple(first.loc[i] for i in range(len(keys)))
+            span = pd.Series(col).groupby(g.to_numpy()).agg(["min", "max"])  # each deployment's first and last step
+            steps = np.arange(len(index))
+            for i, d in enumerate(groups):
+                values[i, (steps < span.at[d, "min"]) | (steps > span.at[d, "max"])] = np.nan
         return cls(tuple(keys), index, values, step_min, groups)
 
     # ------------------------------------------------------------ views

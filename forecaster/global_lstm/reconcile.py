@@ -21,6 +21,7 @@ the hierarchy as ``Panel.hierarchy()`` gives it: deployment -> (its total's row,
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -85,7 +86,9 @@ def covariances(preds: np.ndarray, actual: np.ndarray, hierarchy: Hierarchy) -> 
     for dep, (tot, clients) in hierarchy.items():
         rows = [tot, *clients]
         err = actual[rows] - preds[rows][..., MID]
-        out[dep] = shrunk_covariance(err.reshape(len(rows), -1).T)
+        # an error not known (no forecast: nothing observed in a series' last day) counts as none,
+        # so one such series does not leave its deployment without a covariance
+        out[dep] = shrunk_covariance(np.nan_to_num(err.reshape(len(rows), -1).T))
     return out
 
 
@@ -143,7 +146,8 @@ def scaled_pinball(preds: np.ndarray, actual: np.ndarray, scale: np.ndarray,
     d = y - preds
     q = np.asarray(levels)
     loss = np.maximum(q * d, (q - 1) * d)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a series with nothing to score: NaN, said by the caller
         per = np.nanmean(loss.reshape(len(preds), -1), axis=1)
         return np.where(scale > 0, per / np.where(scale > 0, scale, 1.0), np.nan)
 

@@ -108,3 +108,20 @@ def test_a_one_series_fleet_and_a_file_read_back():
     assert res.preds["persistence"].shape[0] == 1 and np.isfinite(res.preds["persistence"]).all()
     back = Panel.from_long(long_frame(PANEL), "client", group="model")
     assert back.values.sum() == PANEL.values.sum() and back.step_min == 10
+
+
+def test_a_deployment_whose_rows_stop_is_missing_after_them_not_zero():
+    """ServeGen's file holds two of its four services on its first day only: after their last row
+    their clients are missing (no load known), not 13 days of zeros; inside a service's span a
+    client without a row had no requests."""
+    frame = long_frame(PANEL)
+    early = frame["time"] < PANEL.index[144]
+    frame = frame[(frame["model"] == "a") | early]  # service b: rows on the first day only
+    p = Panel.from_long(frame, "client", group="model")
+    b = np.asarray(p.groups) == "b"
+    last_b = frame.loc[frame["model"] == "b", "time"].max()
+    after = p.index > last_b
+    assert np.isnan(p.values[b][:, after]).all() and np.isfinite(p.values[b][:, ~after]).all()
+    assert np.isfinite(p.values[~b]).all()
+    totals = p.with_totals()
+    assert np.isnan(totals.values[totals.row("b/total"), after]).all()
