@@ -55,7 +55,7 @@ def warmup(ctx: Ctx, dep: str, wd: Any, sig: dict[str, Any], targets: list[str])
         return "running warmups told to stop"
     ctx.r.delete(abort_key)
     if ctx.simulate:
-        hit = ctx.sim(dep).warm(list(targets), wd.requests_per_instance)
+        hit = ctx.sim(dep).warm(list(targets), wd.requests_per_instance, wd.duration_s)
         return f"simulated warmup of {hit} instance(s), {wd.requests_per_instance} requests each"
     by_id = {i["id"]: i for i in sig.get("instances", [])}
     urls = [by_id[i]["url"] for i in targets if by_id.get(i, {}).get("url")]

@@ -1,8 +1,17 @@
-"""What a task needs, built once per worker process: settings, Redis, stores, fleet, adapters."""
+"""What a task needs, built once per worker process: settings, Redis, stores, fleet, adapters.
+
+A deployment's view (its effective deployment, its core configuration with every layer and the
+planner's lead) is built once per tick: :meth:`Ctx.pinned` builds it and every step of the tick
+reads that one view through ``dep``, ``cfg`` and ``lead`` (issue 42: a tick re-resolved the
+deployment about nine times, and a layer changing mid-tick could give two steps two values).
+"""
 from __future__ import annotations
 
 import os
-from typing import Any
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 import redis
 
@@ -20,6 +29,18 @@ from workers.simfleet import SimFleet
 EFFECTIVE_TTL_S = 1.0  # how stale a derived profile or a failover may be seen by this process
 
 
+@dataclass(frozen=True)
+class View:
+    """One deployment as a tick decides with it: the file's entry with alert-derived changes, the
+    core configuration (file, re-tune, manual, alert and calibration layers) and the planner's lead."""
+
+    name: str
+    dep: Deployment
+    sig: tuple            # what alert responses changed (a derived profile, a failover)
+    cfg: Any              # warmup.core.CoreConfig, before the lead
+    lead: Any             # warmup.core.lead.Lead, the planner's
+
+
 class Ctx:
     def __init__(self, settings: Settings, options: WorkerOptions, client: redis.Redis | None = None) -> None:
         from warmcast.runtime import redis_client
@@ -31,6 +52,8 @@ class Ctx:
         self.state = StateStore(self.r, self.prefix)
         self.store = LoadStore(self.r, self.prefix, settings.retention_days)
         self._deps: dict[str, Deployment] | None = None
+        self._pools: list[Any] = []
+        self._local = threading.local()   # pinned views are the tick's own: worker threads share the Ctx
         self._scalers: dict[str, RecordingScaler] = {}
         self._sims: dict[str, SimFleet] = {}
         self.cache: dict[str, Any] = {}  # per-process caches (forecast models, previous scrapes)
@@ -40,16 +63,59 @@ class Ctx:
         if self._deps is None:
             from warmcast.runtime import load_fleet
 
-            self._deps = {d.name: d for d in load_fleet(self.settings).deployments}
+            fleet = load_fleet(self.settings)
+            self._deps = {d.name: d for d in fleet.deployments}
+            self._pools = list(fleet.node_pools)
         return list(self._deps.values())
 
+    def node_pools(self) -> list[Any]:
+        """The deployments file's node pools (``warmcast.config.node_pools.NodePool``)."""
+        self.deployments()
+        return list(self._pools)
+
     def dep(self, name: str) -> Deployment:
+        self._known(name)
+        return self._effective(name)[0]
+
+    def _known(self, name: str) -> None:
+        """Refuse a deployment the file does not name, with the ones it does."""
         self.deployments()
         if name not in self._deps:
             from warmcast.errors import NotFoundError
 
             raise NotFoundError(f"unknown deployment {name!r}; known: {sorted(self._deps)}")
-        return self._effective(name)[0]
+
+    @property
+    def _pinned(self) -> dict[str, View]:
+        if not hasattr(self._local, "views"):
+            self._local.views = {}
+        return self._local.views
+
+    def view(self, name: str) -> View:
+        """``name``'s view: the pinned one inside :meth:`pinned` (this thread's), else built now."""
+        if name in self._pinned:
+            return self._pinned[name]
+        from warmup.actuators.coldstart import resolve_lead
+
+        self._known(name)
+        dep, sig = self._effective(name)
+        return View(name, dep, sig, self.core_config(dep), resolve_lead(self.r, self.prefix, dep))
+
+    def pinned_view(self, name: str) -> View | None:
+        return self._pinned.get(name)
+
+    @contextmanager
+    def pinned(self, name: str) -> Iterator[View]:
+        """Build ``name``'s view once and answer every ``dep``/``cfg``/``view`` of it from that until
+        the block ends (one tick); nested pins of the same deployment share the outer one."""
+        if name in self._pinned:
+            yield self._pinned[name]
+            return
+        self._pinned[name] = self.view(name)
+        try:
+            yield self._pinned[name]
+        finally:
+            self._pinned.pop(name, None)
 
     def _effective(self, name: str) -> tuple[Deployment, tuple]:
         """The file's deployment with the profiles alert responses derived and, while failed over,
@@ -59,13 +125,22 @@ class Ctx:
 
         from workers.alerting.state import effective
 
+        if name in self._pinned:
+            return self._pinned[name].dep, self._pinned[name].sig
         hit = self.cache.get(("effective", name))
         if hit is None or time.monotonic() - hit[0] > EFFECTIVE_TTL_S:
             hit = self.cache[("effective", name)] = (time.monotonic(), effective(self.r, self.prefix, self._deps[name]))
         return hit[1]
 
     def cfg(self, name: str):
-        return live_core_config(self.r, self.prefix, self.dep(name), dry_run=self.settings.dry_run)
+        if name in self._pinned:
+            return self._pinned[name].cfg
+        return self.core_config(self.dep(name))
+
+    def core_config(self, dep: Deployment):
+        """The core configuration the loop decides with for ``dep`` (every layer); a replay's context
+        answers with the live loop's, read when it began."""
+        return live_core_config(self.r, self.prefix, dep, dry_run=self.settings.dry_run)
 
     # ------------------------------------------------------------ fleets
     @property
@@ -76,9 +151,15 @@ class Ctx:
         if self.options.replayed_fleet:
             return StoredFleet(self.state, name)
         if name not in self._sims:
+            from warmup.sim.latency import ttft_bound
+
             d = self.dep(name)
+            # the simulated fleet serves what the file declares per profile; P99s are read against
+            # the deployment's own bound, on the default curve (issue 42)
             self._sims[name] = SimFleet(self.r, self.prefix, name, d.capacity_rpm, d.cold_start_min,
-                                        d.default_profile, d.sleep.wake_s if d.sleep is not None else None)
+                                        d.default_profile, d.sleep.wake_s if d.sleep is not None else None,
+                                        {p: prof.capacity_rpm for p, prof in d.profiles.items()},
+                                        ttft_bound({}, d.slo)[0])
         return self._sims[name]
 
     def scaler(self, name: str) -> RecordingScaler:

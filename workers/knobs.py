@@ -31,11 +31,12 @@ class Knob:
 
 def effective(ctx: Ctx, name: str) -> dict[str, Knob]:
     """Each knob of ``name``'s scaling policy: its value as the tick decides with it, and its layer."""
-    from workers import lead
+    from warmup.core import lead as core_lead
     from workers.alerting import state as alert_state
 
-    dep = ctx.dep(name)
-    cfg, used = lead.with_lead(ctx, name, ctx.cfg(name))
+    view = ctx.view(name)   # the view a tick builds once and decides with (Ctx.pinned)
+    dep, used = view.dep, view.lead
+    cfg = core_lead.with_lead(view.cfg, used)
     stored = (ctx.state.get("policy-config", name) or {}).get("scaling") or {}
     retuned = (ctx.state.get("retuned", name) or {}).get("knobs") or {}
     floor = ctx.r.exists(alert_state.key(ctx.prefix, "alert-floor", name))

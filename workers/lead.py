@@ -19,8 +19,10 @@ from workers.context import Ctx
 
 
 def resolve(ctx: Ctx, dep: str) -> Lead:
-    """The lead for ``dep`` by the rule the API and the what-if use too (one resolver)."""
-    return resolve_lead(ctx.r, ctx.prefix, ctx.dep(dep))
+    """The lead for ``dep`` by the rule the API and the what-if use too (one resolver); inside a
+    tick, the one its view resolved."""
+    pinned = ctx.pinned_view(dep)
+    return pinned.lead if pinned is not None else resolve_lead(ctx.r, ctx.prefix, ctx.dep(dep))
 
 
 def with_lead(ctx: Ctx, dep: str, cfg: Any) -> tuple[Any, Lead]:

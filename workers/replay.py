@@ -52,7 +52,7 @@ class ReplayCtx(Ctx):
                          replay_options(), ExpiringRedis(client, prefix, REPLAY_TTL_S))
         self.fleet, self.live = fleet, live
 
-    def cfg(self, name: str) -> CoreConfig:
+    def core_config(self, dep: Any) -> CoreConfig:
         """The live loop's configuration (read from the live namespace when the replay began: stored
         policy-config and calibrations), so the replay decides with what the live loop would."""
         return self.live

@@ -79,7 +79,7 @@ class ReplayFleet:
         self.calls.append(f"set_weights {dict(weights)}")
         return {"weights": dict(weights)}
 
-    def warm(self, ids: list[str], requests: int) -> int:
+    def warm(self, ids: list[str], requests: int, duration_s: float = 60.0) -> int:
         self.warmed += len(ids)
         return len(ids)
 

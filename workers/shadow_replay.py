@@ -37,7 +37,7 @@ class ShadowCtx(Ctx):
                          replay_options(), client)
         self.fleet, self.live = fleet, live
 
-    def cfg(self, name: str) -> CoreConfig:
+    def core_config(self, dep: Any) -> CoreConfig:
         return self.live
 
     def sim(self, name: str) -> Any:

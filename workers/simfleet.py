@@ -7,31 +7,46 @@ the queue is the fleet simulator's fluid FIFO (:func:`warmup.sim.fleet.serve_ste
 advanced in wall-clock time whenever signals are read or the fleet changes.
 It speaks the scaler interface (``current()``, ``scale_to(n, reason)``) and
 gives the same signals document as scraping real instances.
+
+Its physics is the fleet simulator's (issue 42): each ready instance serves its own profile's
+capacity; warmup requests take serving capacity by the simulator's rule
+(:mod:`warmup.sim.warmups`: a ready target at once, a booting one in the minute it becomes ready,
+never after the warmup's deadline); the P99 each profile and the fleet show is read from the
+profile's latency curve (the documented default curve at its declared capacity where no
+calibration is given, :func:`warmup.sim.latency.default_curve`) at the last minute's load, plus
+the queue's wait, as :func:`warmup.sim.mixed_latency.minute_latency` reads it for the simulator.
 """
 from __future__ import annotations
 
 import json
 import math
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 import redis
 
 from warmcast.errors import WarmcastError
 from warmup.sim.fleet import serve_step
+from warmup.sim.latency import LatencyCurve, with_default_curves
+from warmup.sim.mixed_latency import minute_latency
 
-BASE_LATENCY_S = 0.8   # P99 of an uncongested instance
 STEP_S = 10.0          # the fluid queue advances in steps of at most this
+LATE_WAIT_S = 5.0      # the simulator's late wait (FleetParams.wait_threshold_s)
 
 
 class SimFleet:
     def __init__(self, client: redis.Redis, prefix: str, deployment: str, capacity_rpm: float,
-                 cold_start_min: float, profile: str = "day", wake_s: float | None = None) -> None:
+                 cold_start_min: float, profile: str = "day", wake_s: float | None = None,
+                 capacities: Mapping[str, float] | None = None, bound_ms: float = 1000.0 * LATE_WAIT_S,
+                 curves: Mapping[str, LatencyCurve] | None = None) -> None:
         self.wake_s = wake_s   # the asleep tier's wake time (None: no sleep mode)
         self.r = client
         self.dep = deployment
         self.capacity_rpm = capacity_rpm
+        # each profile's capacity per replica (the default profile's is ``capacity_rpm``) and its curve
+        self.capacities = {profile: capacity_rpm, **dict(capacities or {})}
+        self.curves = with_default_curves(dict(curves or {}), self.capacities, bound_ms)
         self.cold_start_s = cold_start_min * 60.0
         self.profile = profile
         self.key = f"{prefix}:sim:{deployment}"
@@ -93,6 +108,14 @@ class SimFleet:
     def _ready(self, st: dict[str, Any], t: float) -> int:
         return sum(1 for i in st["instances"] if self._is_ready(i, t))
 
+    def _capacity_of(self, i: dict[str, Any]) -> float:
+        return self.capacities.get(i["profile"], self.capacity_rpm)
+
+    def _serving_rpm(self, st: dict[str, Any], t: float) -> float:
+        """What the ready instances serve in the minute of ``t``, less what warmups take in it."""
+        ready = sum(self._capacity_of(i) for i in st["instances"] if self._is_ready(i, t))
+        return max(0.0, ready - float(st.get("warm_load", {}).get(str(int(t // 60)), 0.0)))
+
     def _awake(self, st: dict[str, Any]) -> list[dict[str, Any]]:
         return [i for i in st["instances"] if not i.get("asleep")]
 
@@ -102,10 +125,11 @@ class SimFleet:
         while t < now - 1e-6:
             dt = min(STEP_S, now - t, 60.0 - (t % 60.0))
             rate = self.rpm_at(int(t // 60)) / 60.0
-            mu = self._ready(st, t) * self.capacity_rpm / 60.0
-            q, _, _ = serve_step(q, rate * dt, mu, dt, 5.0)
+            q, _, _ = serve_step(q, rate * dt, self._serving_rpm(st, t) / 60.0, dt, LATE_WAIT_S)
             t += dt
         st["queue"], st["updated"] = q, max(now, float(st["updated"]))
+        done = str(int(now // 60) - 2)   # charges of minutes served are kept a minute, then dropped
+        st["warm_load"] = {m: v for m, v in st.get("warm_load", {}).items() if int(m) >= int(done)}
 
     def _mutate(self, fn, now: float | None = None):
         now = time.time() if now is None else now
@@ -121,7 +145,8 @@ class SimFleet:
         """Instances provisioned: asleep ones are not (the core counts them apart)."""
         return len(self._awake(self._load()))
 
-    def scale_to(self, n: int, reason: str = "", remove: tuple[str, ...] = ()) -> dict[str, Any]:
+    def scale_to(self, n: int, reason: str = "", remove: tuple[str, ...] = (),
+                 now: float | None = None) -> dict[str, Any]:
         def change(st, now):
             awake = self._awake(st)
             before = len(awake)
@@ -135,7 +160,7 @@ class SimFleet:
                 drop = {i["id"] for i in gone[:before - n]}
                 st["instances"] = [i for i in st["instances"] if i["id"] not in drop]
             return {"before": before, "after": len(self._awake(st))}
-        return self._mutate(change)
+        return self._mutate(change, now)
 
     # ------------------------------------------------------------ the asleep tier (sleep mode)
     def wake(self, ids: list[str]) -> int:
@@ -166,22 +191,31 @@ class SimFleet:
             return sum(1 for i in st["instances"] if i.get("asleep"))
         return self._mutate(keep)
 
-    def warm(self, instance_ids: list[str], requests: int) -> int:
-        """Mark instances warmed; returns how many it touched (the simulated 'requests at the instance')."""
+    def warm(self, instance_ids: list[str], requests: int, duration_s: float = 60.0, now: float | None = None) -> int:
+        """Warm the named instances: each takes ``requests`` of serving capacity in the minute it is
+        warmed (at once if ready, when it becomes ready if that is before the warmup's deadline,
+        else never, as the live sender does); returns how many it touched."""
         def mark(st, now):
             hit = 0
+            charges = st.setdefault("warm_load", {})
             for inst in st["instances"]:
                 if inst["id"] in instance_ids:
+                    at = max(now, self._ready_at(inst))
+                    if inst.get("asleep") or at >= now + max(60.0, duration_s):
+                        continue   # never answers /health within the warmup: the sender gives up
                     inst["warmed"] = True
+                    m = str(int(at // 60))
+                    charges[m] = float(charges.get(m, 0.0)) + float(requests)
                     hit += 1
             st["warmups"] += hit
             if hit:
                 self.r.xadd(self.warmups_key, {"ts": f"{now:.3f}", "instances": ",".join(instance_ids),
                                                "requests": requests}, maxlen=10_000, approximate=True)
             return hit
-        return self._mutate(mark)
+        return self._mutate(mark, now)
 
-    def set_replicas(self, want: dict[str, int], reason: str = "", active: str | None = None) -> dict[str, Any]:
+    def set_replicas(self, want: dict[str, int], reason: str = "", active: str | None = None,
+                     now: float | None = None) -> dict[str, Any]:
         """Instances per profile (a switch's split): launches of the ones short, then removals of
         the surplus, booting ones first (newest first)."""
         def change(st, now):
@@ -199,12 +233,14 @@ class SimFleet:
             return {"started": started, "stopped": stopped}
         if active:
             self.profile = active
-        return self._mutate(change)
+        return self._mutate(change, now)
 
     def ready_by_profile(self, now: float | None = None) -> dict[str, int]:
-        t = time.time() if now is None else now
+        return self._ready_profiles(self._load(), time.time() if now is None else now)
+
+    def _ready_profiles(self, st: dict[str, Any], t: float) -> dict[str, int]:
         out: dict[str, int] = {}
-        for i in self._load()["instances"]:
+        for i in st["instances"]:
             if self._is_ready(i, t):
                 out[i["profile"]] = out.get(i["profile"], 0) + 1
         return out
@@ -215,10 +251,11 @@ class SimFleet:
             minute = int(now // 60)
             last_rpm = self.rpm_at(minute - 1)
             ready = self._ready(st, now)
-            mu = ready * self.capacity_rpm / 60.0
+            mu = self._serving_rpm(st, now) / 60.0
             q = float(st["queue"])
             wait = (q / mu) if mu > 0 else (math.inf if q > 0 else 0.0)
             per_ready = last_rpm / ready if ready else 0.0
+            lat = minute_latency(self.curves, self._ready_profiles(st, now), last_rpm, 0.0, wait, LATE_WAIT_S)
             insts = []
             for i in st["instances"]:
                 is_ready = self._is_ready(i, now)
@@ -228,7 +265,7 @@ class SimFleet:
                     state = "waking" if "ready_at" in i else "booting"
                 elif per_ready <= 0:
                     state = "ready_idle"
-                elif per_ready >= self.capacity_rpm or q > 0.5:
+                elif per_ready >= self._capacity_of(i) or q > 0.5:
                     state = "saturated"
                 else:
                     state = "ready_busy"
@@ -237,7 +274,7 @@ class SimFleet:
                               "launched_at": i["launched_at"], "waiting": None, "running": None})
             return {"ts": now, "source": "simulated", "queue_depth": q, "observed_rpm": last_rpm,
                     "observed_minute": minute - 1,  # observed_rpm is that whole minute's count
-                    "p99_s": (BASE_LATENCY_S + wait) if math.isfinite(wait) else None,
+                    "p99_s": lat.fleet_p99_s, "p99_by_profile": dict(lat.p99_by_profile),
                     "running": None, "instances": insts, "ready": ready, "provisioned": len(self._awake(st)),
                     "warmups": st["warmups"], "errors": {}}
         return self._mutate(read, now)

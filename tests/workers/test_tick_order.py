@@ -1,4 +1,5 @@
-"""Following one deployment through a tick: each step module once, in order.
+"""Following one deployment through a tick: each step module once, in order (the deployment's view
+first: its configuration with every layer and the planner's lead, built once, issue 42).
 
 The tick runs in-process on the simulated fleet while a profiler records which of the loop's
 modules the planning step enters. A call made from inside a module (audit formatting the
@@ -24,6 +25,8 @@ def _stage(frame) -> str | None:
     """The stage a frame's module is, "" for building one of the core's values (no visit, and
     nothing it calls is one), None for the plumbing between stages (locks, policy state, serde)."""
     mod, name = frame.f_globals.get("__name__", ""), frame.f_code.co_name
+    if mod == "workers.context" and name == "view":   # the tick's view of its deployment, built once
+        return "view"
     if mod.startswith("warmup.core"):
         return "" if name.startswith("__") else "plan"
     return STAGES.get(mod)
@@ -74,4 +77,4 @@ def test_one_planning_tick_goes_signals_forecast_plan_apply_audit_once_each(ctx)
     out = []
     order = visits(lambda: out.append(plan.step(ctx, "simdep", tick="T1", run_id="task-a")))
     assert out[0].status == "applied" and out[0].actual == 4  # a tick that acted, so apply had work
-    assert order == ["signals", "forecast", "plan", "apply", "audit"]
+    assert order == ["view", "signals", "forecast", "plan", "apply", "audit"]

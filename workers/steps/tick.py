@@ -64,7 +64,9 @@ def step(ctx: Ctx, deployment: str, *, tick: str, run_id: str, now: Optional[dat
     """One tick for slot ``tick`` (``run_id``: the Celery task id, the same on a redelivery); ``now``:
     the tick's clock (the wall clock live; the replayed minute in ``warmcast replay``)."""
     now = now or datetime.now(timezone.utc)
-    with lease(ctx.r, ctx.prefix, "plan", deployment, ctx.options.lease_s, token=run_id) as held:
+    # one view of the deployment for the whole tick (Ctx.pinned): every step reads the same knobs
+    with lease(ctx.r, ctx.prefix, "plan", deployment, ctx.options.lease_s, token=run_id) as held, \
+            ctx.pinned(deployment):
         journal = ctx.state.get("plan-journal", deployment)
         _check_clock(journal, tick, now)
         if journal and journal["tick"] > tick:  # slots are ISO times: a newer tick has planned
