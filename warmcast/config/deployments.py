@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from warmcast.config.alerts import AlertSpec
 from warmcast.errors import InputError, NotFoundError
 from warmcast.forecast import DEFAULT_QUANTILES
+from warmcast.config.node_pools import NodePool, check_fleet
 from warmcast.config.pools import GpuSpec, PoolsSpec, check_against
 from warmcast.config.sleep_tier import SleepTier
 from warmcast.config.slo import SLO
@@ -182,6 +183,7 @@ class Deployment(Strict):
     alerts: AlertSpec = Field(default_factory=AlertSpec)  # tiered alert responses (warmcast/config/alerts.py)
     policy: PolicyKnobs = Field(default_factory=PolicyKnobs)  # the policy's knobs (re-tuned nightly unless set)
     route: RouteSpec | None = None  # a weighted route for switches (else round robin over ready replicas)
+    node_pool: str | None = None  # the node pool its instances run on (node_pools:, issue 45)
 
     @field_validator("name")
     @classmethod
@@ -228,6 +230,7 @@ class Deployment(Strict):
 
 class DeploymentsFile(Strict):
     deployments: list[Deployment]
+    node_pools: list[NodePool] = Field(default_factory=list)  # GPU nodes shared by deployments (issue 45)
 
     @model_validator(mode="after")
     def _unique(self) -> "DeploymentsFile":
@@ -235,6 +238,7 @@ class DeploymentsFile(Strict):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"deployment names must be unique; repeated: {sorted(dup)}")
+        check_fleet(self.node_pools, self.deployments)
         return self
 
     def get(self, name: str) -> Deployment:
