@@ -22,6 +22,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from forecaster.backtest_table import table  # noqa: F401 - the CLI reads the table from here
 from forecaster.base import DAY, minute_series, per_step, resolution
 from warmcast.resolution import bin_label
 
@@ -339,11 +340,16 @@ def _plot_day(ax, res: BacktestResult, names: list[str], models: dict, colours: 
         c = colours[name]
         ax.fill_between(t, p[..., 0].ravel(), p[..., 2].ravel(), color=c, alpha=0.18, lw=0, label=f"{name} P10-P90")
         ax.plot(t, p[..., 1].ravel(), color=c, lw=1.2, label=f"{name} P50 (MAE {models[name]['mae']:.1f})")
-    ax.set_title(f"{start:%Y-%m-%d}: actual vs forecast {leads[0] * r + r}-{leads[-1] * r + r} min ahead "
-                 f"(origins every {step} min)")
+    ax.set_title(f"{start:%Y-%m-%d}: actual vs forecast {ahead(leads, r)} (origins every {step} min)")
     ax.set_ylabel("requests / min" if r == 1 else bin_label(r))
     ax.legend(loc="upper left", fontsize=8, ncol=2)
     ax.grid(alpha=0.3)
+
+
+def ahead(leads: np.ndarray, r: int) -> str:
+    """What the leads drawn cover, in minutes after the origin: lead index k is the bin from k*r to
+    (k+1)*r (one 10-minute bin reads '10-20 min ahead', never '20-20')."""
+    return f"{int(leads[0]) * r}-{int(leads[-1]) * r + r} min ahead"
 
 
 def _plot_leads(ax, H: int, models: dict, colours: dict, lstm: str | None, best: str | None,
@@ -366,26 +372,3 @@ def _plot_leads(ax, H: int, models: dict, colours: dict, lstm: str | None, best:
     ax.set_title("error by lead (P50), all models")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
-
-
-def table(metrics: dict) -> str:
-    """A plain-text table of the headline metrics, one row per model."""
-    rows = [("model", "MAE", "MAE@1", "MAE@15", "MAE@30", "WAPE", "MASE(sn)", "cov10-90", "cov90", "cov95",
-             "cov99", "pinball", "fit s", "ms/fc")]
-    r = metrics.get("resolution_min", 1)  # MAE@N: the lead that ends N minutes ahead (a bin's, on a coarse series)
-    for name, m in sorted(metrics["models"].items(), key=lambda kv: kv[1]["mae"] or math.inf):
-        bl = m["mae_by_lead"]
-        f = lambda x, nd=1: "-" if x is None else f"{x:.{nd}f}"  # noqa: E731
-        at = lambda minute: bl[min(max(minute // r, 1) - 1, len(bl) - 1)]  # noqa: E731
-        rows.append((name, f(m["mae"]), f(at(1)), f(at(15)), f(at(30)), f(m["wape"], 3),
-                     f(m["mase_seasonal_naive"], 3), f(m["coverage_p10_p90"], 3), f(m["coverage_p90"], 3),
-                     f(m["coverage_by_level"]["p95"], 3), f(m["coverage_by_level"]["p99"], 3), f(m["pinball"], 1),
-                     f(m["fit_seconds"], 1), f(m["predict_ms_per_forecast"], 2)))
-    for name, why in metrics.get("skipped", {}).items():
-        rows.append((name, "skipped: " + why[:70],) + ("",) * 12)
-    widths = [max(len(str(r[i])) for r in rows if len(str(r[i])) < 40) for i in range(len(rows[0]))]
-    lines = []
-    for r in rows:
-        lines.append("  ".join(str(c).ljust(widths[i]) if i == 0 else str(c).rjust(widths[i])
-                               for i, c in enumerate(r) if c != "" or i == 0).rstrip())
-    return "\n".join(lines)
