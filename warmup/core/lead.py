@@ -41,3 +41,16 @@ def choose(recent_s: Sequence[float], record_min: float | None, yaml_min: float)
 def with_lead(cfg: CoreConfig, lead: Lead) -> CoreConfig:
     """``cfg`` planning one ``lead`` ahead: the cold start replaced, its margin kept as configured."""
     return replace(cfg, scaling=replace(cfg.scaling, cold_start_min=lead.cold_start_min))
+
+
+NODE_MEASURED, NODE_FILE = "measured nodes", "deployments file"
+
+
+def choose_node_lead(created_to_ready_s: Sequence[float], declared_min: float) -> Lead:
+    """A node pool's lead: the P90 of its recent nodes' creation-to-Ready times where the backend sees
+    node objects, else the pool's declared ``node_lead_min`` (issue 45); the same rule as instances'."""
+    recent = list(created_to_ready_s)[-RECENT:]
+    if recent:
+        p90 = quantile(recent, QUANTILE)
+        return Lead(p90 / 60.0, NODE_MEASURED, f"P90 of the last {len(recent)} nodes' creation to Ready")
+    return Lead(declared_min, NODE_FILE, "node_lead_min of the node pool")
