@@ -40,6 +40,7 @@ def create_app(settings: Settings | None = None, config: ApiConfig | None = None
     app.add_middleware(ShutdownMiddleware)  # added last = runs first: a request cut by SIGTERM gets 503
 
     from api.advice import router as advice_router
+    from api.fleet import router as fleet_router
     from api.alerts import history as alert_history, receiver as alert_receiver
     from api.autoscale import keda_router, metrics_router
     from api.gpu_plan import router as gpu_plan_router
@@ -54,6 +55,7 @@ def create_app(settings: Settings | None = None, config: ApiConfig | None = None
     app.include_router(write)
     app.include_router(gpu_plan_router)
     app.include_router(advice_router)
+    app.include_router(fleet_router)
     app.include_router(alert_receiver)
     app.include_router(alert_history)
     _dashboard_routes(app)

@@ -26,6 +26,8 @@ from workers.shards import shard_of
 log = logging.getLogger("warmcast.workers.tasks")
 
 LEDGER_TTL_S = 2 * 86400
+FLEET_TASK = "warmcast.fleet"   # workers/steps/fleet.py: node pools' warm GPUs (issue 45)
+FLEET_AFTER = 0.5               # share of the plan interval the fleet tick waits for the deployments' ticks
 SLOT = "%Y-%m-%dT%H:%M:%S"
 AUDITED_GAP = 60  # at most this many skipped slots audited one by one; a longer gap is one entry
 # Moves the last slot served forward only (a late redelivery of an older slot must not move it
@@ -132,4 +134,9 @@ def fan_out(ctx: Ctx, kind: str, run_id: str, send_task: Callable[..., Any], tic
         return 0
     if kind != "retrain":
         _note_skipped(ctx, kind, tick, every(opts, kind))
-    return _send(ctx, kind, name, tick, exp, send_task)
+    sent = _send(ctx, kind, name, tick, exp, send_task)
+    if kind == "plan" and ctx.node_pools():
+        # the fleet tick sizes each node pool from what the deployments' ticks of this slot just decided
+        send_task(FLEET_TASK, kwargs={"tick": tick}, countdown=FLEET_AFTER * every(opts, kind), expires=exp,
+                  queue=opts.queue)
+    return sent

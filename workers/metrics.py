@@ -41,6 +41,9 @@ CALIBRATION_FACTOR = Gauge("warmcast_calibration_correction", "Observed / calibr
 CALIBRATION_DRIFT = Gauge("warmcast_calibration_drift", "1 while the correction is more than 15% off 1: recalibrate",
                           ["deployment"])
 SIGNAL = Gauge("warmcast_signal", "Latest live signal of a deployment", ["deployment", "signal"])
+POOL_WARM_GPUS = Gauge("warmcast_pool_warm_gpus", "Warm GPUs a node pool holds (balloons), from the fleet "
+                       "tick (workers/steps/fleet.py; the reason in GET /v1/fleet)", ["pool"])
+POOL_NODES = Gauge("warmcast_pool_nodes_wanted", "Nodes a node pool wants for its instances and warm GPUs", ["pool"])
 WARMUP_REQUESTS = Counter("warmcast_warmup_requests_total", "Warmup requests sent", ["deployment"])
 
 _served = False

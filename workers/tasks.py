@@ -23,6 +23,7 @@ from workers.fanout import fan_out
 from workers.locks import LockBusy
 from workers.schedule import PERIODIC
 from workers.steps import alerts as alerts_step
+from workers.steps import fleet as fleet_step
 from workers.steps import retrain as retrain_step
 from workers.steps import warmup_run as warmup_run_step
 
@@ -82,6 +83,12 @@ def plan(self, deployment: str, tick: str = "", now: str = "") -> dict:
     beat leaves it empty and the tick reads the wall clock.  The slot comes from that clock."""
     clock = datetime.fromisoformat(now) if now else None
     return shardrun.run_plan(_ctx(self), deployment, tick, self.request.id or "", now=clock)
+
+
+# Node pools' warm GPUs (issue 45), sent by the plan fan-out half a plan interval after its slot.
+@shared_task(bind=True, name="warmcast.fleet", **COMMON)
+def fleet(self, tick: str = "") -> dict:
+    return fleet_step.step(_ctx(self)).as_dict()
 
 
 # One kind's step for every deployment of a shard (WARMCAST_WORKERS_SHARDS > 0; workers/shards.py).

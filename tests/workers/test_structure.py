@@ -151,7 +151,7 @@ def test_modules_and_functions_are_small_in_every_package():
 
 def test_every_step_module_exposes_one_typed_step():
     steps = sorted(p.stem for p in (ROOT / "workers" / "steps").glob("*.py") if p.stem not in ("__init__", "outcome"))
-    assert steps == ["alert_responses", "alerts", "expire", "forecast", "ingest", "retrain", "retune", "signals",
+    assert steps == ["alert_responses", "alerts", "expire", "fleet", "forecast", "ingest", "retrain", "retune", "signals",
                      "switch_inputs", "tick", "tick_inputs", "warmup", "warmup_run"]
     helpers = ("_inputs", "_responses")  # what the tick reads; what the alert step applies
     for name in (s for s in steps if not s.endswith(helpers)):
