@@ -38,7 +38,7 @@ def _main(show_version: bool = typer.Option(False, "--version", callback=_versio
 # One module per command group, each with ``register(app, backtest)``; imported only when the
 # program runs, and each imports its package's heavy parts (torch, statsmodels) only inside
 # the command that needs them, so ``warmcast --help`` stays fast.
-_COMMAND_MODULES = ("foundation", "forecast", "backtest", "pools", "advise", "alerts",
+_COMMAND_MODULES = ("foundation", "forecast", "backtest", "nodes", "pools", "advise", "alerts",
                     "instances", "calibrate", "loop", "replay", "report", "api")
 
 
