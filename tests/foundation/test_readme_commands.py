@@ -52,6 +52,7 @@ NOT_RUN = {  # the start of a command (after 'warmcast ' where it runs warmcast)
     "report shadow -d D": "placeholders; needs days of shadow records (tests/workers/test_shadow.py)",
     "report shadow -d demo": "needs an hour of a forecast-only run's records (tests/workers/test_shadow_honest.py)",
     ".venv-vllm/bin/python": "needs .venv-vllm",
+    "backtest nodes --deployments-file FILE": "placeholders (tests/warmup/test_backtest_nodes_cli.py)",
 }
 LONG = ("run --simulate", "api serve")  # servers: started, stopped with SIGINT once /healthz answers
 MADE = {"requests.csv", "chat.parquet", "rules.yml", "rules.prometheusrule.yaml", "out"}  # the README's outputs
