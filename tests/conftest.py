@@ -29,7 +29,7 @@ from warmcast.store import LoadStore
 REALTIME = ("integration/", "workers/test_arrivals_vllm.py", "workers/test_switch_vllm.py",
             "workers/test_alerts_e2e.py", "workers/test_e2e_vllm.py", "workers/test_processes.py",
             "workers/test_sentinel.py", "workers/test_run.py", "workers/test_leases.py",
-            "workers/test_dropped_e2e.py", "workers/test_shards_e2e.py",
+            "workers/test_dropped_e2e.py", "workers/test_shards_e2e.py", "workers/test_fleetfile_e2e.py",
             "foundation/test_redis_sentinel.py")
 TESTS = Path(__file__).resolve().parent
 REDIS_URL = os.environ.get("WARMCAST_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")

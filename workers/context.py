@@ -60,12 +60,22 @@ class Ctx:
 
     # ------------------------------------------------------------ deployments
     def deployments(self) -> list[Deployment]:
-        if self._deps is None:
-            from warmcast.runtime import load_fleet
+        """The deployments file's deployments, re-read when the file changes (workers/fleetfile.py: looked
+        at every few seconds, a change validated first; a refused change keeps these and says why)."""
+        from workers.fleetfile import FleetFile
 
-            fleet = load_fleet(self.settings)
-            self._deps = {d.name: d for d in fleet.deployments}
-            self._pools = list(fleet.node_pools)
+        fleet = self.cache.get("fleetfile")
+        if fleet is None:
+            fleet = self.cache["fleetfile"] = FleetFile(self.settings, self.state)
+        deps = fleet.current()
+        if deps is not self._deps:
+            # what this process built from a changed (or removed) deployment's old entry is built anew
+            for name in [n for n, d in (self._deps or {}).items() if deps.get(n) != d]:
+                self._sims.pop(name, None)
+                self._scalers.pop(name, None)
+                self.cache.pop(("effective", name), None)
+            self._deps = deps
+            self._pools = list(fleet.file.node_pools)
         return list(self._deps.values())
 
     def node_pools(self) -> list[Any]:

@@ -101,3 +101,17 @@ def test_a_removed_file_keeps_the_running_deployments(ctx):
     clock.t += 5
     assert list(fleet.current()) == ["simdep"] and ctx.state.get(*STATUS)["status"] == "ok"
 
+
+def test_the_workers_context_runs_the_changed_file(ctx):
+    """Through ``Ctx.deployments()``: a deployment added is there, a changed one is read anew (its
+    simulated fleet rebuilt from the new entry), an invalid change leaves the context as it was."""
+    ctx.cache["fleetfile"] = FleetFile(ctx.settings, ctx.state, check_every_s=0)
+    path = Path(ctx.settings.deployments_file)
+    old_sim = ctx.sim("simdep")
+    _write(path, SIM_DEPLOYMENTS.format(cold=0.5).replace("max_replicas: 10", "max_replicas: 12") + OTHER)
+    assert [d.name for d in ctx.deployments()] == ["simdep", "other"]
+    assert ctx.dep("simdep").max_replicas == 12 and ctx.dep("other").max_replicas == 4
+    assert ctx.sim("simdep") is not old_sim
+    _write(path, "deployments: [oops\n")
+    assert [d.name for d in ctx.deployments()] == ["simdep", "other"]
+    assert ctx.state.get(*STATUS)["status"] == "refused"
