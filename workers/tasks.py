@@ -5,6 +5,8 @@ Every task is acknowledged late (after it ran) and retried only for the named
 transient errors in :data:`TRANSIENT`; anything else fails once, is counted in
 ``warmcast_task_failures_total`` and logged.  Tasks are registered with
 ``shared_task`` so every app built by :func:`workers.app.make_celery` has them.
+``warmcast.shard`` runs one kind's step for every deployment of a shard (:mod:`workers.shardrun`);
+tasks Celery drops unrun are counted and their lost ticks audited (:mod:`workers.dropped`).
 """
 from __future__ import annotations
 
