@@ -200,9 +200,11 @@ def main() -> int:
     docsection.add_doc_option(ap)
     args = ap.parse_args()
     load_avg, command = os.getloadavg()[0], docsection.command_line()
-    if args.report_only:
+    if args.report_only:  # the saved run's figures, its load and its command; the report says it was rewritten
         with open(args.report_only, "rb") as fh:
-            return report(pickle.load(fh), args, command)
+            saved = pickle.load(fh)
+        return report(saved, args, getattr(saved, "command", None) or ".venv/bin/python bench/global_forecast.py",
+                      f"Report rewritten from the run's saved figures ({command}).\n")
     t_all = time.perf_counter()
     panel = load(args.clients_per_model)
     o, dev, test = origins(panel)
@@ -232,15 +234,15 @@ def main() -> int:
     print(f"baselines done ({sum(base_s.values()):.0f} s of work)", flush=True)
     result = doc.Result(panel, o, dev, test, y, preds, fit_s, skipped, speed, resid, load_avg,
                         args.clients_per_model, args.quick, time.perf_counter() - t_all, UNSEEN, coverage(panel),
-                        names)
+                        names, command)
     args.save.parent.mkdir(parents=True, exist_ok=True)
     with open(args.save, "wb") as fh:  # the raw figures, so that a report can be written again without a rerun
         pickle.dump(result, fh)
     return report(result, args, command)
 
 
-def report(result, args, command: str) -> int:
-    text = doc.report(result, result.baselines)
+def report(result, args, command: str, note: str = "") -> int:
+    text = note + doc.report(result, result.baselines)
     print(text)
     if result.clients_per_model is None and not result.quick:
         docsection.publish(args.doc, "global_forecast", docsection.provenance(result.load, command) + "\n" + text)

@@ -34,6 +34,7 @@ class Result:
     unseen: str
     coverage: str
     baselines: list
+    command: str | None = None
 
 
 def _rows(r: Result) -> tuple[np.ndarray, np.ndarray, dict]:

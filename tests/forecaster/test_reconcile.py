@@ -42,7 +42,7 @@ def test_top_down_splits_the_total_by_historical_shares():
     np.testing.assert_allclose(r[0, ..., 1], p[0, ..., 1])
     np.testing.assert_allclose(r[2, ..., 1], 4 / 6 * p[0, ..., 1])
     np.testing.assert_allclose(r[0, ..., 1], r[1:4, ..., 1].sum(axis=0))
-    assert (r[3] == 0).all()
+    assert (r[3, ..., :2] == 0).all() and (r[3, ..., 4] < p[3, ..., 4]).all()  # no share: P50 0, a narrower band
     np.testing.assert_array_equal(proportions(np.zeros((5, 3)), HIER)["d"], [1 / 3] * 3)  # no load: equal shares
 
 
@@ -90,3 +90,10 @@ def test_mint_reconciles_and_the_development_split_chooses():
     assert c.scores["top_down"] > c.scores["bottom_up"]  # splitting the biased total keeps its bias
     with pytest.raises(ValueError, match="unknown"):
         reconcile(p, HIER, "middle_out")
+
+
+def test_a_band_moves_with_its_p50_and_never_blows_up():
+    p = _preds(np.array([[[100.0]], [[1e-6]], [[50.0]], [[40.0]], [[1.0]]]))  # a client forecast at ~0
+    r = reconcile(p, HIER, "top_down", shares={"d": np.array([0.5, 0.3, 0.2])})
+    assert r[1, 0, 0, 1] == 50.0 and r[1, 0, 0, 4] < 2 * 51  # 1 + P99 moved by the P50's factor, not 5e7
+    assert (np.diff(r, axis=-1) >= 0).all() and (r >= 0).all()
