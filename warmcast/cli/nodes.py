@@ -23,7 +23,7 @@ def nodes(
     slo_wait_s: Optional[float] = typer.Option(None, "--slo-wait-s", min=0.001, help="A request waiting longer "
                                                "is late (default: each deployment's slo:)."),
     pool: Optional[str] = typer.Option(None, "--pool", help="The node pool (default: the file's only one)."),
-    forecaster: str = typer.Option("sim_seasonal_profile", "--forecaster", help="The forecaster of every "
+    forecaster: str = typer.Option("seasonal_naive", "--forecaster", help="The forecaster of every "
                                    "deployment (lstm, uc_fourier, seasonal_naive, sim_seasonal_profile, ...)."),
     fill: bool = typer.Option(False, "--fill", help="Warm GPUs serve preemptible batch work (warmcast's policy)."),
     out: Path = typer.Option(..., "--out", help="Directory for report.json and nodes.png."),
