@@ -140,7 +140,7 @@ def run_mode(tmp: Path, label: str, names: list[str], shards: int, workers: int,
         wait_until_ts(t0)
         a, load = snapshot(ps, r), os.getloadavg()[0]
         wait_until_ts(t0 + 60 * minutes)
-        b = snapshot(ps, r)
+        b, load_end = snapshot(ps, r), os.getloadavg()[0]
         alive = all(p.poll() is None for p in started.values())
         rss = {n: round(p.memory_info().rss / 2**20) for n, p in ps.items() if n.startswith("worker") and alive}
         mem = round(r.info("memory")["used_memory"] / 2**20, 1)
@@ -154,7 +154,8 @@ def run_mode(tmp: Path, label: str, names: list[str], shards: int, workers: int,
     cpu = {n: round(b[n] - a[n], 2) for n in ps}
     total = sum(cpu.values())
     return {"mode": label, "shards": shards, "workers": workers, "deployments": len(names), "minutes": minutes,
-            "load_at_window_start": round(load, 2), "cpu_s": cpu, "cpu_s_total": round(total, 2),
+            "load_at_window_start": round(load, 2), "load_at_window_end": round(load_end, 2),
+            "cpu_s": cpu, "cpu_s_total": round(total, 2),
             "cpu_ms_per_deployment_minute": round(1000 * total / len(names) / minutes, 2),
             "mean_cores": round(total / (60 * minutes), 3),
             "redis_commands_per_minute": round((b["_commands"] - a["_commands"]) / minutes),
@@ -177,7 +178,7 @@ def report(res: dict[str, Any], load: float) -> None:
     for m in (base, ours):
         print(f"CPU s by process, {m['mode']}: " + ", ".join(f"{k} {v:.1f}" for k, v in m["cpu_s"].items())
               + f"; worker RSS MB {m['worker_rss_mb']}; load average {m['load_at_window_start']:.2f} "
-              f"at the window's start")
+              f"at the window's start, {m['load_at_window_end']:.2f} at its end (the loop's own included)")
     ratio = ours["cpu_ms_per_deployment_minute"] / base["cpu_ms_per_deployment_minute"]
     print(f"sharded / per-deployment CPU per deployment-minute: {ratio:.2f}x; load average {load:.2f} when the "
           f"run began")
