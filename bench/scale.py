@@ -109,7 +109,8 @@ def tick_figures(ctx: Any, names: list[str], slots: list[str]) -> dict[str, Any]
     return {"expected_ticks": expected, "decided_ticks": decided, "dropped_ticks": expected - decided,
             "dropped_audited": audited, "doubled_ticks": doubled,
             "p50_tick_delay_s": round(float(np.nanpercentile(d, 50)), 2),
-            "p99_tick_delay_s": round(float(np.nanpercentile(d, 99)), 2), "max_tick_delay_s": round(float(np.nanmax(d)), 2)}
+            "p99_tick_delay_s": round(float(np.nanpercentile(d, 99)), 2),
+            "max_tick_delay_s": round(float(np.nanmax(d)), 2)}
 
 
 def wait_until_ts(t: float) -> None:
