@@ -226,7 +226,11 @@ def test_whatif_replays_the_night_profile_as_the_planner_runs_it(tmp_path, redis
     monkeypatch.setenv("WARMCAST_WORKERS_WHATIF_FORECASTER", "seasonal_naive")  # the profiles, not the model, matter
     rep = run_whatif(c, "nightdep", ["predictive"], str(start), 100.0)
     assert rep["profiles"] == {"day": 100.0, "night": 50.0}
-    assert rep["policies"]["predictive"]["profile_switches"] >= 1  # to the night profile at dusk
+    # At dusk the replay starts the switch to the night profile.  Whether it completes depends on the
+    # synthetic day's load at that hour (a canary replica at half the capacity may trip the P99 breaker,
+    # which rolls back): an attempt, completed or rolled back, is what shows the schedule was replayed.
+    row = rep["policies"]["predictive"]
+    assert row["profile_switches"] + row["switch_rollbacks"] >= 1 and row["switch_minutes"] > 0, row
 
 
 def test_forecast_only_mode_records_but_does_not_act(ctx):
