@@ -88,6 +88,14 @@ def _configs(tmp: Path, env: dict[str, str], api: str, am_port: int) -> str:
             f"alerting: {{alertmanagers: [{{static_configs: [{{targets: ['127.0.0.1:{am_port}']}}]}}]}}\n")
 
 
+def _server_logs(loop) -> str:
+    """The tail of every local vLLM server's log, for a failure message."""
+    from warmup.actuators.launch import local_state_dir
+
+    logs = sorted((local_state_dir(loop.env["WARMCAST_STATE_DIR"]) / "vllm-logs").glob("*"))
+    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in logs if p.is_file())
+
+
 def _services(tmp: Path, loop, server: str, procs: list[subprocess.Popen]) -> Prometheus:
     """The API (uvicorn), Alertmanager posting to it and Prometheus scraping ``server`` with the
     generated rules, started into ``procs`` (stopped by the caller) and up.
@@ -198,7 +206,8 @@ def test_ttft_alert_primary_once_then_standby_then_resolved(make_loop, tmp_path)
         _wait(lambda: "medium standby" in _responses(ctx), "escalation to the medium tier", loop, ctx, prom)
         t_medium = time.monotonic() - t0
         assert [int(f[b"target"]) for _, f in ctx.r.xrange(f"{ctx.prefix}:actions:vdep")] == [1, 2]
-        assert len(ctx.scaler("vdep").inner.urls()) == 2  # the standby vLLM server, through the local backend
+        # the standby vLLM server, through the local backend (a CI run once found it gone: its log says why)
+        assert len(ctx.scaler("vdep").inner.urls()) == 2, _server_logs(loop)
 
         load.stop()
         load = None
