@@ -42,7 +42,9 @@ def tick(ctx: Ctx, dep: str, journal: dict[str, Any], recovered: bool) -> Applie
         held = (f"held: a profile switch to {sw.to_profile or '?'} is in its {sw.phase.value} phase; "
                 "the tick sets replicas per profile until it ends")
         scale_out, actual = held, apply.current_or_none(ctx.scaler(dep))
-        slept = None
+        # the asleep tier keeps its target through a switch, as the simulator's one loop keeps it
+        # (issue 42: dropping it here made the replay hold one more asleep than the backtest)
+        slept = asleep_target(ctx, dep, journal["decision"], None)
     else:
         switched = apply.switch(ctx, dep, sw) if moved else None
         woke = wake(ctx, dep, journal["decision"])

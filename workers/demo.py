@@ -152,6 +152,6 @@ class _Replay:
 
 
 def _pool(ready: int = 0):
-    from warmup.sim.switches import Pool
+    from warmup.sim.fleet import Pool
 
     return Pool(ready=ready)

@@ -126,7 +126,7 @@ class ReplayPolicy:
     # ------------------------------------------------------------ one minute
     def _tick(self, obs: Observation, pools: Optional[dict]) -> dict[str, Any]:
         now = self.times[obs.t]
-        self.ctx.fleet.observe(obs, now, pools)
+        self.ctx.fleet.observe(obs, now, pools, self.active if pools is not None else None)
         self._record_load(now, obs.last_minute_rpm)
         self._store_forecast(obs.t)
         self._run(now, obs.t)

@@ -1,7 +1,7 @@
 """The simulator's fleet as a scaler backend, for ``warmcast replay``.
 
-Each replayed minute the fleet simulator (``warmup.sim.fleet.run_online`` or, with profiles,
-``warmup.sim.switches.run_profiles``) shows this backend what a controller would see at the start
+Each replayed minute the simulator's one loop (``warmup.sim.loop.run_online``, profiles or not)
+shows this backend what a controller would see at the start
 of the minute (:meth:`ReplayFleet.observe`); the workers' own tick reads it as live signals,
 decides, and applies through the same calls it makes on any backend (``scale_to``, ``wake``,
 ``set_asleep``, ``set_replicas``, ``warm``).  The backend only records those targets: the
@@ -30,18 +30,22 @@ class ReplayFleet:
     capacity_rpm: float
     profile: str = ""
     obs: Optional[Observation] = None
-    pools: Optional[Mapping[str, Any]] = None     # the simulator's pools per profile (run_profiles)
+    pools: Optional[Mapping[str, Any]] = None     # the simulator's pools per profile (run_online)
     now: Optional[datetime] = None
     target: Optional[int] = None                   # this minute's scale target, when the tick set one
     replicas: Optional[dict[str, int]] = None      # this minute's replicas per profile (a switch)
     asleep_target: int = 0
+    active: str = ""                               # the profile asleep instances run, with profile pools
     woken: tuple[str, ...] = ()
     warmed: int = 0
     calls: list[str] = field(default_factory=list)
 
-    def observe(self, obs: Observation, now: datetime, pools: Optional[Mapping[str, Any]] = None) -> None:
-        """The fleet at the start of a minute; the targets of the minute before are cleared."""
+    def observe(self, obs: Observation, now: datetime, pools: Optional[Mapping[str, Any]] = None,
+                active: Optional[str] = None) -> None:
+        """The fleet at the start of a minute (with profile pools, ``active`` the profile its asleep
+        instances run); the targets of the minute before are cleared."""
         self.obs, self.now, self.pools = obs, now, pools
+        self.active = active if active is not None else self.profile
         self.target, self.replicas, self.woken = None, None, ()
 
     # ------------------------------------------------------------ the scaler interface
@@ -104,7 +108,7 @@ class ReplayFleet:
             for p, pool in self.pools.items():
                 out += [one(f"{p}-r{i}", "ready_busy", p) for i in range(pool.ready)]
                 out += [one(f"{p}-b{i}", "booting", p) for i in range(len(pool.booting))]
-            return out
+            return out + [one(f"{self.active}-s{i}", "asleep", self.active) for i in range(self.obs.asleep)]
         o = self.obs
         return ([one(f"r{i}", "ready_busy", self.profile) for i in range(o.ready)]
                 + [one(f"b{i}", "booting", self.profile) for i in range(o.booting)]

@@ -21,7 +21,8 @@ import pandas as pd
 
 from warmcast.config.settings import Settings
 from warmup.core import CoreConfig
-from warmup.sim.fleet import FleetRun, Observation, run_online
+from warmup.sim.fleet import FleetRun, Observation
+from warmup.sim.loop import run_online
 from warmup.sim.autoscalers import ReactiveHPA
 from workers.context import Ctx
 from workers.options import WorkerOptions, replay_options

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from warmup.core import CoreConfig, ScalingConfig
 from warmup.sim.autoscalers import ReactiveHPA
-from warmup.sim.fleet import FleetParams, run_online
+from warmup.sim.fleet import FleetParams
+from warmup.sim.loop import run_online
 from warmup.sim.policies import CorePolicy
 
 CAP, STEPS = 60.0, 6

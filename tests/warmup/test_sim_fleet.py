@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from warmup.sim.fleet import FleetParams, Observation, run_online, run_plan, serve_minutes, serve_step, summarise
+from warmup.sim.fleet import FleetParams, Observation, run_plan, serve_minutes, serve_step, summarise
+from warmup.sim.loop import run_online
 from warmup.sim.autoscalers import HPARules, QueueKEDA, ReactiveHPA
 from warmup.sim.policies import oracle_need, oracle_plan
 
@@ -165,7 +166,7 @@ class _WarmingFleet:
 def test_warmup_requests_take_serving_capacity() -> None:
     # Issue 26: warmup requests used to cost no capacity. Two instances of 60 req/min carry 90 req/min;
     # while a warmup sends 120 req/min of its own, they serve none of the traffic and a backlog builds.
-    from warmup.sim.fleet import run_online
+    from warmup.sim.loop import run_online
 
     params = FleetParams(capacity_rpm=60.0, cold_start_min=1.0, wait_threshold_s=5.0)
     arrivals = np.full((8, 1), 90.0)

@@ -10,7 +10,8 @@ import pytest
 from wu_helpers import synthetic_minutes
 from warmup.sim import FleetBacktestConfig, from_series, make_split
 from warmup.sim.backtest import compute_forecasts, run_policy
-from warmup.sim.fleet import FleetParams, Observation, late_episodes, run_online, summarise
+from warmup.sim.fleet import FleetParams, Observation, late_episodes, summarise
+from warmup.sim.loop import run_online
 from warmup.sim.sleep import SleepPool
 
 

@@ -5,7 +5,7 @@ shortfall; once that backlog has drained, lateness inside the switch is the swit
 core never lowers ready capacity inside a switch, so it cannot produce the second case: a
 SCRIPTED policy stands in for it here and names replicas per profile minute by minute.  Everything
 else is the simulator's own: the pools (cuts at once, launches ready one cold start later), the
-FIFO queue served at each profile's capacity, the carried-backlog rule in ``run_profiles`` and the
+FIFO queue served at each profile's capacity, the carried-backlog rule in ``run_online`` and the
 report's ``switch_columns``.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ import pytest
 
 from warmup.core import CoreConfig, SwitchConfig
 from warmup.sim.fleet import FleetParams, FleetRun, Observation, switch_columns
-from warmup.sim.switches import Pool, run_profiles
+from warmup.sim.fleet import Pool
+from warmup.sim.loop import run_online
 
 P = FleetParams(capacity_rpm=60.0, cold_start_min=3, wait_threshold_s=5.0)   # 1 request/s per instance
 DEMAND_RPM, STEPS = 120.0, 6                                                  # 2 requests/s, 10 s steps
@@ -57,7 +58,7 @@ def backlog_then_switch(drop: bool) -> Script:
 
 def run(script: Script, minutes: int = 25) -> FleetRun:
     arrivals = np.full((minutes, STEPS), DEMAND_RPM / STEPS)
-    return run_profiles(ScriptedSwitch(script), arrivals, DEMAND_RPM, P, initial_ready=1)
+    return run_online(ScriptedSwitch(script), arrivals, DEMAND_RPM, P, initial_ready=1)
 
 
 def test_a_backlog_carried_into_a_switch_is_not_counted_as_caused_by_it() -> None:

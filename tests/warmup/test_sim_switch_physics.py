@@ -20,7 +20,8 @@ from warmup.core.state import SwitchPhase
 from warmup.sim.fleet import FleetParams, switch_columns
 from warmup.sim.latency import LatencyCurve
 from warmup.sim.mixed_latency import minute_latency, mixture_quantile
-from warmup.sim.switches import ProfilePolicy, run_profiles
+from warmup.sim.loop import run_online
+from warmup.sim.switches import ProfilePolicy
 
 T0 = datetime(2024, 5, 14, 19, 0, tzinfo=timezone.utc)
 MINUTES, DEMAND_RPM, STEPS = 150, 600.0, 6
@@ -48,7 +49,7 @@ def policy() -> ProfilePolicy:
 def run(night: LatencyCurve):
     pol = policy()
     arrivals = np.full((MINUTES, STEPS), DEMAND_RPM / STEPS)
-    r = run_profiles(pol, arrivals, DEMAND_RPM, P, initial_ready=10, curves={"day": curve(), "night": night})
+    r = run_online(pol, arrivals, DEMAND_RPM, P, initial_ready=10, curves={"day": curve(), "night": night})
     return pol, r
 
 

@@ -19,7 +19,8 @@ from warmup.core import CoreConfig, ScalingConfig, ScheduleWindow, SwitchConfig
 from warmup.core.state import SwitchPhase
 from warmup.sim.fleet import FleetParams, switch_columns
 from warmup.sim.latency import default_curve, with_default_curves
-from warmup.sim.switches import ProfilePolicy, run_profiles
+from warmup.sim.loop import run_online
+from warmup.sim.switches import ProfilePolicy
 
 T0 = datetime(2024, 5, 14, 19, 0, tzinfo=timezone.utc)
 MINUTES, STEPS = 150, 6
@@ -36,7 +37,7 @@ def run(routing: str, demand: float):
     pol = ProfilePolicy(cfg, [T0 + timedelta(minutes=m) for m in range(MINUTES)], (), None)
     curves = with_default_curves({}, dict(sw.profile_capacity), 5000.0)   # no calibration given
     arrivals = np.full((MINUTES, STEPS), demand / STEPS)
-    r = run_profiles(pol, arrivals, demand, P, initial_ready=int(np.ceil(demand / DAY / 0.85)), curves=curves)
+    r = run_online(pol, arrivals, demand, P, initial_ready=int(np.ceil(demand / DAY / 0.85)), curves=curves)
     return pol, r
 
 
@@ -92,7 +93,7 @@ def test_warmups_in_the_profile_loop_take_serving_capacity() -> None:
                      switch=sw)
     pol = ProfilePolicy(cfg, [T0 + timedelta(minutes=m) for m in range(90)], (), None)
     demand = np.r_[np.full(30, 600.0), np.full(60, 3000.0)]
-    r = run_profiles(pol, np.repeat(demand[:, None] / STEPS, STEPS, axis=1), 600.0, P, initial_ready=3)
+    r = run_online(pol, np.repeat(demand[:, None] / STEPS, STEPS, axis=1), 600.0, P, initial_ready=3)
     assert pol.warmups > 0 and r.warmup_requests is not None and r.warmup_requests.sum() > 0
     charges = WarmupCharges()                       # a profile's booting instance, by its own pool's index
     charges.start(10, 4.0, ("night-b1", "day-r0"), 120.0)

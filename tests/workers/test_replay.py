@@ -78,7 +78,10 @@ def _both(env, tmp_path, trace, dep: str, start: str, end: str, *stored: str,
     assert read("replay", "plan_predictive.csv").equals(read("bt", "plan_predictive.csv"))
     ra = json.loads((tmp_path / "replay" / "report.json").read_text())["policies"]["predictive"]
     rb = json.loads((tmp_path / "bt" / "report.json").read_text())["policies"]["predictive"]
-    assert a[COLUMNS].equals(b[COLUMNS])
+    # on a mismatch, each differing column's first rows on both sides
+    diff = [(c, a[a[c] != b[c]].head(3).to_dict("records"), b[a[c] != b[c]].head(3).to_dict("records"))
+            for c in COLUMNS if not a[c].equals(b[c])]
+    assert a[COLUMNS].equals(b[COLUMNS]), diff
     keys = FIGURES + list(figures)
     assert {k: ra[k] for k in keys} == {k: rb[k] for k in keys}
     return a, ra
@@ -145,13 +148,15 @@ def test_replay_equals_the_backtest_with_a_warm_buffer_kept_asleep(env, tmp_path
 def test_replay_equals_the_backtest_with_a_switch_and_an_asleep_buffer_in_one_deployment(
         env, tmp_path, redis_client, key_prefix, shared_data):
     """The issue's case as written: one deployment with a profile switch and an asleep buffer.  The
-    simulator's per-profile pools hold no asleep instances (docs/ARCHITECTURE.md), so the buffer's
-    decisions (buffer, asleep target) are compared minute by minute, and no wake can happen on either side."""
+    one simulation loop keeps the asleep tier on the active profile's pool, so the buffer's asleep
+    instances and their wakes are compared minute by minute too (before the loops were one, the
+    per-profile pools held none and no wake could happen on either side)."""
     StateStore(redis_client, key_prefix).put("policy-config", "both", {"scaling": {
         "quantile": 0.5, "buffer_level": 0.95, "buffer_window_min": 60}})
     a, ra = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "both",
                   "2024-05-14 20:00", "2024-05-15 02:00")
     assert {"prewarm", "canary", "move", "steady"} <= set(a["phase"]) and a["buffer"].max() >= 1
+    assert a["asleep"].max() >= 1 and ra["wakes"] >= 1, ra   # the asleep tier with profiles
 
 
 def test_replay_bad_input_is_refused_and_writes_nothing(env, tmp_path, redis_client, key_prefix, shared_data):

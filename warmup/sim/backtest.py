@@ -16,10 +16,11 @@ import pandas as pd
 from warmcast.errors import InputError
 from warmup.core import CoreConfig, replicas_for
 from warmup.sim.data import LoadLog, last_ended_bin_rate
-from warmup.sim.fleet import FleetParams, FleetRun, Observation, run_online, run_plan, summarise
+from warmup.sim.fleet import FleetParams, FleetRun, Observation, run_plan, summarise
+from warmup.sim.loop import run_online
 from warmup.sim.forecasts import ForecastBundle, make_forecaster, online_forecasts
 from warmup.sim.latency import LatencyCurve
-from warmup.sim.switches import ProfilePolicy, run_profiles, uses_profiles
+from warmup.sim.switches import ProfilePolicy, uses_profiles
 from warmup.sim.autoscalers import KEDA_MAX_REPLICAS, QueueKEDA, ReactiveHPA
 from warmup.sim.policies import CorePolicy, StaticPeak, oracle_need, oracle_plan
 
@@ -293,11 +294,9 @@ def run_online_policy(pol, first: object, split: Split, cfg: FleetBacktestConfig
     profile pools when ``first`` plans per profile.  The decision core's counts go into the run."""
     params = cfg.fleet_params()
     n0 = _initial(first, split)
-    if isinstance(first, ProfilePolicy):  # switches as launches and removals per profile
-        run = run_profiles(pol, split.arrivals, split.minute_before, params, n0, split.observed,
-                           profile_curves(cfg, first))
-    else:
-        run = run_online(pol, split.arrivals, split.minute_before, params, n0, split.observed)
+    # profile pools (switches as launches and removals per profile) read each profile's latency curve
+    curves = profile_curves(cfg, first) if isinstance(first, ProfilePolicy) else None
+    run = run_online(pol, split.arrivals, split.minute_before, params, n0, split.observed, curves)
     if hasattr(pol, "decisions"):
         run.warmups, run.profile_switches, run.rollbacks = pol.warmups, pol.switches, getattr(pol, "rollbacks", 0)
         run.events, run.decisions = pol.events, pol.decisions

@@ -27,7 +27,6 @@ from typing import Optional, Protocol
 import numpy as np
 
 from warmup.sim.latency import LatencyCurve, estimate_ttft_p99_ms, late_below_saturation, slo_attainment
-from warmup.sim.sleep import SleepPool
 
 
 @dataclass(frozen=True)
@@ -188,97 +187,26 @@ def resize(want: int, ready: int, booting: list[int], t: int, boot_minutes: int)
     return ready, 0
 
 
-def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, params: FleetParams,
-               initial_ready: int, observed: Optional[np.ndarray] = None) -> FleetRun:
-    """Run an online policy over the test part; ``arrivals`` shape (minutes, steps_per_minute); ``observed``:
-    the load seen at each minute's start where not the minute before's (``Split.observed``)."""
-    T, k = arrivals.shape
-    dt, w, B = 60.0 / k, params.wait_threshold_s, params.boot_minutes
-    prov, rdy = np.zeros(T, dtype=np.int64), np.zeros(T, dtype=np.int64)
-    late, queue, mw = np.zeros(T), np.zeros(T), np.zeros(T)
-    ready = int(initial_ready)
-    booting: list[int] = []       # ready-minute of each booting instance, in launch order
-    launches = 0
-    q = 0.0
-    last = minute_before
-    last_wait = 0.0
-    rows = arrivals.tolist()
-    minute_sums = arrivals.sum(axis=1).tolist()
-    cap_fn = getattr(policy, "capacity_now", None)
-    warm_fn = getattr(policy, "warmup_load", None)  # requests its warmups send in a minute (they take capacity)
-    caps = np.full(T, params.capacity_rpm)
-    pool = make_pool(policy, params)
-    standby, warmed = np.zeros(T), np.zeros(T)
-    for t in range(T):
-        if booting and booting[0] <= t:
-            ready += boot_finished(booting, t)
-        if pool is not None:
-            pool.settle(t)
-        seen = last if observed is None else float(observed[t])
-        obs = Observation(t, seen, q, ready, len(booting), last_wait, pool.asleep if pool is not None else 0)
-        want = max(0, int(policy.decide(obs)))
-        if pool is None:
-            ready, launched = resize(want, ready, booting, t, B)
-            woke, k_wake = 0, 0
-        else:
-            ready, launched, woke, k_wake = sleep_resize(pool, policy, want, ready, booting, t, B, k)
-            standby[t] = pool.held(params.sleep_cost_share)
-        launches += launched
-        prov[t] = ready + len(booting)
-        rdy[t] = ready
-        c = float(cap_fn()) if cap_fn is not None else params.capacity_rpm
-        caps[t] = c
-        warmed[t] = float(warm_fn(t, booting)) if warm_fn else 0.0
-        q, lt, mx = serve_tick(q, rows[t], ready, woke, k_wake, c, warmed[t], dt, w)
-        late[t] = lt
-        queue[t] = q
-        mw[t] = mx
-        last = minute_sums[t]
-        last_wait = mx
-    return FleetRun(name=getattr(policy, "name", "policy"), provisioned=prov, ready=rdy, late=late,
-                    queue=queue, max_wait=mw, launches=launches + (pool.launches if pool is not None else 0),
-                    capacity=caps if cap_fn is not None and np.any(caps != params.capacity_rpm) else None,
-                    standby=standby if pool is not None else None, wakes=pool.wakes if pool is not None else 0,
-                    warmup_requests=warmed)
+@dataclass
+class Pool:
+    """The instances of one profile (a policy without profiles has one pool): the ready ones, the
+    ready-minute of each booting one, and the launches made."""
 
+    ready: int = 0
+    booting: list[int] = field(default_factory=list)
+    launches: int = 0
 
-def serve_tick(q: float, steps: list, ready: int, woke: int, k_wake: int, capacity_rpm: float, warmup_rpm: float,
-               dt: float, w: float) -> tuple[float, float, float]:
-    """One minute served by the ready instances, less the capacity warmup requests take; instances
-    woken this minute serve from step ``k_wake``."""
-    mu = max(0.0, ready * capacity_rpm - warmup_rpm) / 60.0
-    if not woke:
-        return serve_minute(q, steps, mu, dt, w)
-    q, lt0, mx0 = serve_minute(q, steps[:k_wake], max(0.0, (ready - woke) * capacity_rpm - warmup_rpm) / 60.0, dt, w)
-    q, lt, mx = serve_minute(q, steps[k_wake:], mu, dt, w)
-    return q, lt + lt0, max(mx, mx0)
+    def advance(self, t: int) -> None:
+        self.ready += boot_finished(self.booting, t)
 
+    def resize(self, want: int, t: int, boot_minutes: int) -> int:
+        """Launch or remove (booting newest first, then ready) to reach ``want``; launches made."""
+        self.ready, launched = resize(want, self.ready, self.booting, t, boot_minutes)
+        return launched
 
-def make_pool(policy: Policy, params: FleetParams) -> Optional[SleepPool]:
-    """The asleep pool where the fleet has an asleep tier and the policy keeps one."""
-    if params.wake_s is None or not hasattr(policy, "asleep_target"):
-        return None
-    return SleepPool(params.wake_s, params.boot_minutes)
-
-
-def sleep_resize(pool: SleepPool, policy: Policy, want: int, ready: int, booting: list[int], t: int, B: int,
-                 k: int) -> tuple[int, int, int, int]:
-    """(ready, launched, woken, step from which the woken serve): wake before launching, put what a
-    scale-in drops to sleep up to the policy's asleep target, then fill or trim the pool."""
-    have = ready + len(booting)
-    woke = pool.wake(want - have) if want > have and pool.wake_s < B * 60.0 else 0
-    k_wake = pool.wake_steps(k)
-    if woke and k_wake >= k:  # a wake of a minute or more: it joins the booting instances
-        booting.extend([t + int(math.ceil(pool.wake_s / 60.0 - 1e-9))] * woke)
-        booting.sort()
-        woke = 0  # counted among the booting now, so ``want`` already covers them
-    before = ready
-    ready, launched = resize(want - woke, ready, booting, t, B)
-    target = int(policy.asleep_target())
-    if want < have:
-        pool.absorb(before - ready, target)
-    pool.fill(target, t)
-    return ready + woke, launched, woke, k_wake
+    @property
+    def provisioned(self) -> int:
+        return self.ready + len(self.booting)
 
 
 def run_plan(name: str, provisioned: np.ndarray, ready: np.ndarray, arrivals: np.ndarray,
