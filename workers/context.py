@@ -150,6 +150,14 @@ class Ctx:
     def core_config(self, dep: Deployment):
         """The core configuration the loop decides with for ``dep`` (every layer); a replay's context
         answers with the live loop's, read when it began."""
+        if self.options.replayed_fleet:   # a replay through a worker: the driver's (workers/replay_worker.py)
+            from warmup.core import CoreConfig
+            from workers.replay_fleet import CORE
+            from workers.serde import from_json
+
+            doc = self.state.get(CORE, dep.name)
+            if doc is not None:
+                return from_json(CoreConfig, doc)
         return live_core_config(self.r, self.prefix, dep, dry_run=self.settings.dry_run)
 
     # ------------------------------------------------------------ fleets

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, ContextManager, Optional, Sequence
 
 import pandas as pd
 
@@ -217,9 +218,14 @@ def stored_latency(ctx: Ctx, dep: Any) -> dict[str, Any]:
     return {"latency": caps.latency, "latency_by_profile": tuple(sorted(caps.curves.items()))}
 
 
+Driver = Callable[[ReplayCtx, str], ContextManager[Callable[..., ReplayPolicy]]]
+
+
 def run_replay(settings: Settings, deployment: str, data: Any, ts: pd.Timestamp, te: Optional[pd.Timestamp],
-               forecaster: str, client: Any = None) -> Any:
-    """Replay ``data`` through the workers' tick for ``deployment``; a FleetResult like the backtest's."""
+               forecaster: str, client: Any = None, driver: Optional[Driver] = None) -> Any:
+    """Replay ``data`` through the workers' tick for ``deployment``; a FleetResult like the backtest's.
+    ``driver``: where each minute's tick runs, given the replay's context and the deployment (a context
+    manager yielding the policy class; workers/replay_worker.py runs it in a Celery worker); None: here."""
     from warmup.sim.backtest import (compute_forecasts, forecast_levels, make_split, oracle_row,
                                      predictive_policy, run_online_policy)
 
@@ -232,12 +238,14 @@ def run_replay(settings: Settings, deployment: str, data: Any, ts: pd.Timestamp,
     sim_policy, info = predictive_policy(split, cfg, bundle)
     ctx = ReplayCtx(settings, ReplayFleet(cfg.capacity_rpm), probe.r, live)
     try:
-        pol = ReplayPolicy(ctx, deployment, minute_times(split), bundle.levels, bundle.paths, bundle.model,
-                           sim_policy.cfg)
         t0 = time.perf_counter()
-        run = run_online_policy(pol, sim_policy, split, cfg)
+        with (driver(ctx, deployment) if driver is not None else nullcontext(ReplayPolicy)) as make:
+            pol = make(ctx, deployment, minute_times(split), bundle.levels, bundle.paths, bundle.model,
+                       sim_policy.cfg)
+            run = run_online_policy(pol, sim_policy, split, cfg)
         run.seconds = time.perf_counter() - t0
     finally:
         ctx.drop()
-    run.params = {**info, "decided_by": "the workers' tick (warmcast replay)"}
+    where = "this process" if driver is None else "a Celery worker process"
+    run.params = {**info, "decided_by": f"the workers' tick in {where} (warmcast replay)"}
     return oracle_row(data, cfg, split, bundle, {"predictive": run})

@@ -23,6 +23,8 @@ from warmcast.errors import InputError
 from warmup.sim.fleet import Observation
 
 PUBLISHED = "replayed-fleet"   # the state kind a replay through Celery publishes its fleet under
+TARGETS = "replayed-targets"   # what a worker's tick set on it this minute (an acting replay)
+CORE = "replayed-core"         # the core configuration the driver decides with, for the worker to use
 
 
 @dataclass
@@ -115,15 +117,37 @@ class ReplayFleet:
                 + [one(f"s{i}", "asleep", self.profile) for i in range(o.asleep)])
 
 
-def publish(state: Any, dep: str, fleet: ReplayFleet) -> None:
-    """What ``fleet`` shows this minute, stored for a worker process to read (:class:`StoredFleet`)."""
-    state.put(PUBLISHED, dep, {"signals": fleet.signals(), "current": fleet.current()})
+def publish(state: Any, dep: str, fleet: ReplayFleet, acting: bool = False) -> None:
+    """What ``fleet`` shows this minute, stored for a worker process to read (:class:`StoredFleet`).
+    ``acting``: the driver reads back what the worker's tick sets (:func:`take_targets`); the
+    targets of the minute before are cleared."""
+    pools = {p: pool.provisioned for p, pool in (fleet.pools or {}).items()}
+    state.put(PUBLISHED, dep, {"signals": fleet.signals(), "current": fleet.current(), "acting": acting,
+                               "provisioned_by_profile": pools})
+    if acting:
+        state.put(TARGETS, dep, {})
+
+
+def take_targets(state: Any, dep: str, fleet: ReplayFleet) -> dict[str, Any]:
+    """What a worker's tick set on the published fleet this minute, onto the driver's ``fleet``."""
+    t = state.get(TARGETS, dep) or {}
+    if "target" in t:
+        fleet.target = int(t["target"])
+    if "replicas" in t:
+        fleet.replicas = {p: int(n) for p, n in t["replicas"].items()}
+    if "asleep_target" in t:
+        fleet.asleep_target = int(t["asleep_target"])
+    fleet.woken = tuple(t.get("woken", ()))
+    fleet.warmed += int(t.get("warmed", 0))
+    fleet.calls += list(t.get("calls", ()))
+    return t
 
 
 class StoredFleet:
     """The fleet a replay driver published this minute, as a worker process's backend
-    (``WARMCAST_WORKERS_REPLAYED_FLEET``).  Read only: a replay through Celery runs the workers in
-    forecast-only mode (the shadow replay), so the tick reads the fleet and applies nothing."""
+    (``WARMCAST_WORKERS_REPLAYED_FLEET``).  A shadow replay publishes it read only (the workers run
+    forecast-only and apply nothing); an acting replay (``warmcast replay --through-worker``) lets the
+    tick set targets, which the driver reads back (:func:`take_targets`) and its simulator applies."""
 
     def __init__(self, state: Any, dep: str) -> None:
         self.state, self.dep = state, dep
@@ -135,14 +159,48 @@ class StoredFleet:
                              "publishes it before each tick (workers/shadow_replay.py)")
         return doc
 
+    def _targets(self) -> dict[str, Any]:
+        return self.state.get(TARGETS, self.dep) or {}
+
+    def _act(self, call: str, **fields: Any) -> None:
+        if not self._doc().get("acting"):
+            raise InputError(f"the replayed fleet of {self.dep!r} is read only: run the workers in forecast-only "
+                             "mode (WARMCAST_DRY_RUN=true) to shadow a replay")
+        t = self._targets()
+        t.update(fields, calls=[*t.get("calls", ()), call])
+        self.state.put(TARGETS, self.dep, t)
+
     def current(self) -> int:
-        return int(self._doc()["current"])
+        target = self._targets().get("target")
+        return int(self._doc()["current"]) if target is None else int(target)
 
     def signals(self, now: Optional[float] = None) -> dict[str, Any]:
         return dict(self._doc()["signals"])
 
-    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
-        raise InputError(f"the replayed fleet of {self.dep!r} is read only: run the workers in forecast-only "
-                         "mode (WARMCAST_DRY_RUN=true) to shadow a replay")
+    def scale_to(self, n: int, reason: str = "", remove: tuple[str, ...] = ()) -> dict[str, Any]:
+        before = self.current()
+        self._act(f"scale_to {n}", target=int(n))
+        return {"before": before, "after": int(n)}
 
-    scale_to = wake = set_asleep = set_replicas = warm = _read_only
+    def wake(self, ids: list[str]) -> int:
+        self._act(f"wake {len(ids)}", woken=[str(i) for i in ids])
+        return len(ids)
+
+    def set_asleep(self, target: int) -> int:
+        self._act(f"set_asleep {target}", asleep_target=int(target))
+        return int(target)
+
+    def set_replicas(self, want: dict[str, int], reason: str = "", active: Optional[str] = None) -> dict[str, Any]:
+        have = self._doc().get("provisioned_by_profile", {})
+        replicas = {p: int(n) for p, n in want.items()}
+        self._act(f"set_replicas {replicas}", replicas=replicas)
+        return {"started": sum(max(0, n - have.get(p, 0)) for p, n in replicas.items()),
+                "stopped": sum(max(0, have.get(p, 0) - n) for p, n in replicas.items())}
+
+    def set_weights(self, weights: dict[str, int]) -> dict[str, Any]:
+        self._act(f"set_weights {dict(weights)}")
+        return {"weights": dict(weights)}
+
+    def warm(self, ids: list[str], requests: int, duration_s: float = 60.0) -> int:
+        self._act(f"warm {len(ids)}", warmed=int(self._targets().get("warmed", 0)) + len(ids))
+        return len(ids)

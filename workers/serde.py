@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from datetime import datetime, time
+from datetime import datetime, time, tzinfo
 from enum import Enum
 from functools import lru_cache
 from typing import Any
@@ -56,6 +56,10 @@ def from_json(tp: Any, data: Any) -> Any:
         return datetime.fromisoformat(data)
     if tp is time:
         return time.fromisoformat(data)
+    if tp is tzinfo and isinstance(data, str):   # to_json writes a ZoneInfo as its key
+        from zoneinfo import ZoneInfo
+
+        return ZoneInfo(data)
     if isinstance(tp, type) and issubclass(tp, Enum):
         return tp(data)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):

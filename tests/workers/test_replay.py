@@ -62,12 +62,13 @@ def env(tmp_path, redis_server_url, key_prefix) -> dict[str, str]:
 
 
 def _both(env, tmp_path, trace, dep: str, start: str, end: str, *stored: str,
-          figures: tuple[str, ...] = ()) -> tuple[pd.DataFrame, dict]:
+          figures: tuple[str, ...] = (), worker: bool = False) -> tuple[pd.DataFrame, dict]:
     """Replay and backtest over one window; asserts they agree minute by minute and in ``FIGURES``
     (and ``figures``); the replay's decisions and report row."""
     window = ["--log", str(trace), "--test-start", start, "--test-end", end, "--forecaster", "seasonal_naive",
               "--no-plot"]
-    rep = cli(env, "replay", "-d", dep, "--out", str(tmp_path / "replay"), *window)
+    rep = cli(env, "replay", "-d", dep, "--out", str(tmp_path / "replay"), *window,
+              *(["--through-worker"] if worker else []))
     assert rep.returncode == 0, rep.stderr[-2000:]
     bt = cli(env, "backtest", "fleet", "--deployment", dep,
              "--stored-policy", *stored, "--policies", "predictive", "--decisions", "--out", str(tmp_path / "bt"),
@@ -157,6 +158,21 @@ def test_replay_equals_the_backtest_with_a_switch_and_an_asleep_buffer_in_one_de
                   "2024-05-14 20:00", "2024-05-15 02:00")
     assert {"prewarm", "canary", "move", "steady"} <= set(a["phase"]) and a["buffer"].max() >= 1
     assert a["asleep"].max() >= 1 and ra["wakes"] >= 1, ra   # the asleep tier with profiles
+
+
+def test_replay_through_a_celery_worker_equals_the_backtest_with_a_switch_and_an_asleep_buffer(
+        env, tmp_path, redis_client, key_prefix, shared_data):
+    """Issue 42: the tick of every replayed minute runs in a real Celery worker process (scrape, then
+    plan with the minute as its clock), its targets read back from the fleet it acted on; the run
+    equals the backtest minute by minute, switch phases, asleep instances and wakes included, and
+    leaves no key behind."""
+    StateStore(redis_client, key_prefix).put("policy-config", "both", {"scaling": {
+        "quantile": 0.5, "buffer_level": 0.95, "buffer_window_min": 60}})
+    a, ra = _both(env, tmp_path, shared_data / "azure2024_conversation_per_minute.csv", "both",
+                  "2024-05-14 21:00", "2024-05-15 00:00", worker=True)
+    assert {"prewarm", "canary", "move", "steady"} <= set(a["phase"]) and a["asleep"].max() >= 1
+    assert "Celery worker" in ra["params"]["decided_by"]
+    assert not [k for k in redis_client.scan_iter(f"{key_prefix}:replay:*")]
 
 
 def test_replay_bad_input_is_refused_and_writes_nothing(env, tmp_path, redis_client, key_prefix, shared_data):

@@ -24,6 +24,8 @@ def replay(
     forecaster: str = typer.Option("lstm", "--forecaster", help="lstm, uc_fourier, holt_winters, seasonal_naive, "
                                    "persistence or sim_seasonal_profile (as backtest fleet)."),
     no_plot: bool = typer.Option(False, "--no-plot"),
+    through_worker: bool = typer.Option(False, "--through-worker", help="Run each minute's tick in a real Celery "
+                                        "worker process (started and stopped by the replay), as live."),
     config: Optional[Path] = ConfigOpt,
     *,
     reading: LogReading,
@@ -45,7 +47,13 @@ def replay(
     out_dir(out)   # before the replay: a run of minutes is not lost to an --out it cannot write
     settings = load_settings(config)
     data = load_log(log, **reading.kwargs())
-    result = run_replay(settings, deployment, data, ts, te, forecaster)
+    driver = None
+    if through_worker:
+        from warmcast.runtime import redis_url
+        from workers.replay_worker import worker_driver
+
+        driver = worker_driver(redis_url(settings))
+    result = run_replay(settings, deployment, data, ts, te, forecaster, driver=driver)
     paths = write_outputs(result, out, plot=not no_plot)
     _echo_report(result)
     typer.echo("wrote " + ", ".join(str(p) for p in paths))

@@ -1,0 +1,105 @@
+"""``warmcast replay --through-worker`` (issue 42): each replayed minute's tick runs in a real Celery
+worker process, as it runs live, instead of in the replay's own process.
+
+The driver starts one worker (``workers.processes.worker_cmd``, threads pool, one slot) under the
+replay's own key prefix, reading the fleet the driver publishes each minute
+(``WARMCAST_WORKERS_REPLAYED_FLEET``) and deciding with the core configuration the driver decides
+with (published once, ``replay_fleet.CORE``).  Each minute it sends ``warmcast.scrape`` and then
+``warmcast.plan`` with the replayed minute as the clock, waits for both, reads back what the tick set
+on the fleet (``replay_fleet.take_targets``) and hands it to the simulator, which launches, wakes,
+removes and serves as for any policy.  The worker is stopped and every key it wrote is deleted at the
+end, as the in-process replay drops its own.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from warmcast.errors import InputError
+from workers.replay import Driver, ReplayCtx, ReplayPolicy
+from workers.replay_fleet import CORE, publish, take_targets
+from workers.serde import to_json
+
+
+class WorkerTicker(ReplayPolicy):
+    """The tick of each replayed minute sent to a Celery worker (``app``) and awaited; what it set on
+    the published fleet is read back before the simulator applies it."""
+
+    def __init__(self, app: Any, *args: Any, timeout_s: float = 120.0) -> None:
+        super().__init__(*args)
+        self.app, self.timeout_s = app, timeout_s
+
+    def _run(self, now: datetime, t: int) -> None:
+        publish(self.ctx.state, self.dep, self.ctx.fleet, acting=True)
+        for task in ("warmcast.scrape", "warmcast.plan"):
+            kwargs = {"deployment": self.dep, **({"now": now.isoformat()} if task == "warmcast.plan" else {})}
+            # Results are off for the loop's tasks (task_ignore_result); these are awaited, so kept.
+            self.app.send_task(task, kwargs=kwargs, queue=self.ctx.options.queue,
+                               ignore_result=False).get(timeout=self.timeout_s)
+        take_targets(self.ctx.state, self.dep, self.ctx.fleet)
+
+
+class ReplayWorker:
+    """One Celery worker process for a replay's key prefix; a context manager that starts it, waits
+    until it answers a ping, and stops it (its log is kept in a temporary file and named on failure)."""
+
+    def __init__(self, ctx: Any, deployment: str, url: str, timeout_s: float = 120.0) -> None:
+        self.ctx, self.deployment, self.url, self.timeout_s = ctx, deployment, url, timeout_s
+        self.log = Path(tempfile.mkstemp(prefix="warmcast-replay-worker-", suffix=".log")[1])
+        self.proc: subprocess.Popen | None = None
+
+    def env(self) -> dict[str, str]:
+        s = self.ctx.settings
+        env = {**os.environ, "WARMCAST_REDIS_URL": self.url, "WARMCAST_KEY_PREFIX": self.ctx.prefix,
+               "WARMCAST_STATE_DIR": str(s.state_dir), "WARMCAST_MODELS_DIR": str(s.models_dir),
+               "WARMCAST_WORKERS_REPLAYED_FLEET": "true", "WARMCAST_WORKERS_SIMULATE": "0",
+               "WARMCAST_DRY_RUN": "true" if s.dry_run else "false",
+               # the in-process replay's lease (workers.options.replay_options): the replay's prefix is
+               # its own, so the lease only has to outlast a stall
+               "WARMCAST_WORKERS_LEASE_S": str(self.ctx.options.lease_s)}
+        if s.deployments_file:
+            env["WARMCAST_DEPLOYMENTS_FILE"] = str(s.deployments_file)
+        return env
+
+    def __enter__(self) -> Any:
+        from workers.app import make_celery
+        from workers.processes import ROOT, worker_cmd
+
+        self.ctx.state.put(CORE, self.deployment, to_json(self.ctx.live))
+        cmd = worker_cmd(concurrency=1, queue=self.ctx.options.queue, name=f"replay-{self.ctx.prefix[-12:]}")
+        with self.log.open("w") as out:
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env(), stdout=out, stderr=subprocess.STDOUT)
+        app = make_celery(self.ctx.settings, self.ctx.options)
+        deadline = time.monotonic() + self.timeout_s
+        while not app.control.ping(timeout=1.0):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise InputError(f"the replay's Celery worker did not start (exit {self.proc.poll()}); its log: "
+                                 f"{self.log}\n{self.log.read_text(errors='replace')[-2000:]}")
+        return app
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if exc[0] is None:
+            self.log.unlink(missing_ok=True)
+
+
+def worker_driver(url: str) -> Driver:
+    """The ``driver`` of :func:`workers.replay.run_replay` that runs each minute's tick in a Celery
+    worker process it starts on the replay's key prefix (Redis at ``url``) and stops at the end."""
+    @contextmanager
+    def drive(ctx: ReplayCtx, deployment: str) -> Iterator[Callable[..., ReplayPolicy]]:
+        with ReplayWorker(ctx, deployment, url) as app:
+            yield lambda *args: WorkerTicker(app, *args)
+    return drive
