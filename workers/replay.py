@@ -218,14 +218,15 @@ def stored_latency(ctx: Ctx, dep: Any) -> dict[str, Any]:
     return {"latency": caps.latency, "latency_by_profile": tuple(sorted(caps.curves.items()))}
 
 
-Driver = Callable[[ReplayCtx, str], ContextManager[Callable[..., ReplayPolicy]]]
+Driver = Callable[[ReplayCtx, str, pd.DataFrame], ContextManager[Callable[..., ReplayPolicy]]]
 
 
 def run_replay(settings: Settings, deployment: str, data: Any, ts: pd.Timestamp, te: Optional[pd.Timestamp],
                forecaster: str, client: Any = None, driver: Optional[Driver] = None) -> Any:
     """Replay ``data`` through the workers' tick for ``deployment``; a FleetResult like the backtest's.
-    ``driver``: where each minute's tick runs, given the replay's context and the deployment (a context
-    manager yielding the policy class; workers/replay_worker.py runs it in a Celery worker); None: here."""
+    ``driver``: where each minute's tick runs, given the replay's context, the deployment and the load
+    before the replay (a context manager yielding the policy class; workers/replay_worker.py runs it in a
+    Celery worker); None: here."""
     from warmup.sim.backtest import (compute_forecasts, forecast_levels, make_split, oracle_row,
                                      predictive_policy, run_online_policy)
 
@@ -239,7 +240,8 @@ def run_replay(settings: Settings, deployment: str, data: Any, ts: pd.Timestamp,
     ctx = ReplayCtx(settings, ReplayFleet(cfg.capacity_rpm), probe.r, live)
     try:
         t0 = time.perf_counter()
-        with (driver(ctx, deployment) if driver is not None else nullcontext(ReplayPolicy)) as make:
+        history = data.frame()[data.frame().index < split.times[0]] if driver is not None else None
+        with (driver(ctx, deployment, history) if driver is not None else nullcontext(ReplayPolicy)) as make:
             pol = make(ctx, deployment, minute_times(split), bundle.levels, bundle.paths, bundle.model,
                        sim_policy.cfg)
             run = run_online_policy(pol, sim_policy, split, cfg)

@@ -19,29 +19,48 @@ import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
+import pandas as pd
 from warmcast.errors import InputError
-from workers.replay import Driver, ReplayCtx, ReplayPolicy
+from workers.replay import ReplayCtx, ReplayPolicy
 from workers.replay_fleet import CORE, publish, take_targets
 from workers.serde import to_json
 
 
 class WorkerTicker(ReplayPolicy):
     """The tick of each replayed minute sent to a Celery worker (``app``) and awaited; what it set on
-    the published fleet is read back before the simulator applies it."""
+    the published fleet is read back before the simulator applies it.  With ``forecast_step`` the
+    worker's own forecast step makes the forecasts (the resolver's model, every ``forecast_every_s``)
+    instead of the driver storing the backtest's."""
 
-    def __init__(self, app: Any, *args: Any, timeout_s: float = 120.0) -> None:
+    def __init__(self, app: Any, *args: Any, timeout_s: float = 120.0, forecast_step: bool = False) -> None:
         super().__init__(*args)
-        self.app, self.timeout_s = app, timeout_s
+        self.app, self.timeout_s, self.forecast_step = app, timeout_s, forecast_step
+        self.used: list[Optional[dict[str, Any]]] = []   # with forecast_step: the forecast each tick read
+
+    def _send(self, task: str, **kwargs: Any) -> None:
+        # Results are off for the loop's tasks (task_ignore_result); these are awaited, so kept.
+        self.app.send_task(task, kwargs={"deployment": self.dep, **kwargs}, queue=self.ctx.options.queue,
+                           ignore_result=False).get(timeout=self.timeout_s)
+
+    def _store_forecast(self, t: int) -> None:
+        if not self.forecast_step:
+            super()._store_forecast(t)
 
     def _run(self, now: datetime, t: int) -> None:
         publish(self.ctx.state, self.dep, self.ctx.fleet, acting=True)
-        for task in ("warmcast.scrape", "warmcast.plan"):
-            kwargs = {"deployment": self.dep, **({"now": now.isoformat()} if task == "warmcast.plan" else {})}
-            # Results are off for the loop's tasks (task_ignore_result); these are awaited, so kept.
-            self.app.send_task(task, kwargs=kwargs, queue=self.ctx.options.queue,
-                               ignore_result=False).get(timeout=self.timeout_s)
+        due = self.forecast_step and (t * 60) % max(60, int(self.ctx.options.forecast_every_s)) == 0
+        if due and t == 0:   # the first tick has a forecast to read, as a loop that ran before would
+            self._send("warmcast.forecast", now=now.isoformat())
+        self._send("warmcast.scrape")
+        if self.forecast_step:
+            self.used.append(self.ctx.state.get_forecast(self.dep))
+        self._send("warmcast.plan", now=now.isoformat())
+        if due and t > 0:
+            # beat sends the forecast and the tick in the same slot and the tick, the shorter task,
+            # finishes first: it reads the forecast made the minute before (the live lag)
+            self._send("warmcast.forecast", now=now.isoformat())
         take_targets(self.ctx.state, self.dep, self.ctx.fleet)
 
 
@@ -95,11 +114,49 @@ class ReplayWorker:
             self.log.unlink(missing_ok=True)
 
 
-def worker_driver(url: str) -> Driver:
+class WorkerDriver:
     """The ``driver`` of :func:`workers.replay.run_replay` that runs each minute's tick in a Celery
-    worker process it starts on the replay's key prefix (Redis at ``url``) and stops at the end."""
+    worker process it starts on the replay's key prefix (Redis at ``url``) and stops at the end; with
+    ``forecast_step`` the worker forecasts too, from the history before the replay, stored under the
+    replay's prefix as ingest keeps it.  ``tickers``: the policies it made (their ``used`` forecasts)."""
+
+    def __init__(self, url: str, forecast_step: bool = False) -> None:
+        self.url, self.forecast_step = url, forecast_step
+        self.tickers: list[WorkerTicker] = []
+
     @contextmanager
-    def drive(ctx: ReplayCtx, deployment: str) -> Iterator[Callable[..., ReplayPolicy]]:
-        with ReplayWorker(ctx, deployment, url) as app:
-            yield lambda *args: WorkerTicker(app, *args)
-    return drive
+    def __call__(self, ctx: ReplayCtx, deployment: str, history: pd.DataFrame) -> Iterator[Callable[..., ReplayPolicy]]:
+        if self.forecast_step and len(history):
+            end = history.index[-1] + pd.Timedelta(minutes=1)
+            ctx.store.upsert_frame(deployment, history[["requests"]], now_ns=end.value)
+        with ReplayWorker(ctx, deployment, self.url) as app:
+            yield self._make(app)
+
+    def _make(self, app: Any) -> Callable[..., ReplayPolicy]:
+        def make(*args: Any) -> ReplayPolicy:
+            self.tickers.append(WorkerTicker(app, *args, forecast_step=self.forecast_step))
+            return self.tickers[-1]
+        return make
+
+
+def used_bundle(ticker: WorkerTicker, times: list) -> Any:
+    """The forecasts a replay's ticks read from the worker's forecast step, as the simulator's bundle
+    (each row with its own origin), so a backtest can decide on exactly those forecasts."""
+    import numpy as np
+
+    from warmup.sim.forecasts import ForecastBundle
+
+    docs = [d for d in ticker.used if d]
+    levels = sorted({float(q) for d in docs for q in d["quantiles"]})
+    horizon = max(len(v) for d in docs for v in d["quantiles"].values())
+    paths = {q: np.full((len(times), horizon), np.nan) for q in levels}
+    origins = list(times)
+    for t, d in enumerate(ticker.used):
+        if not d:
+            continue
+        for q in levels:
+            row = d["quantiles"].get(repr(q)) or d["quantiles"].get(str(q))
+            paths[q][t, :len(row)] = row
+        origins[t] = pd.Timestamp(d["origin"]).to_pydatetime()
+    return ForecastBundle(model=docs[-1].get("model", "") if docs else "", levels=tuple(levels), paths=paths,
+                          extra={"origins": origins})

@@ -46,8 +46,9 @@ def run_ingest(ctx: Ctx, deployment: str, tick: str = "", run_id: str = "") -> d
     return ingest_step.step(ctx, deployment).as_dict()
 
 
-def run_forecast(ctx: Ctx, deployment: str, tick: str = "", run_id: str = "") -> dict[str, Any]:
-    return forecast_step.step(ctx, deployment).as_dict()
+def run_forecast(ctx: Ctx, deployment: str, tick: str = "", run_id: str = "",
+                 now: Optional[datetime] = None) -> dict[str, Any]:
+    return forecast_step.step(ctx, deployment, now=now).as_dict()
 
 
 def run_plan(ctx: Ctx, deployment: str, tick: str = "", run_id: str = "",

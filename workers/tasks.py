@@ -74,8 +74,10 @@ def ingest(self, deployment: str, tick: str = "") -> dict:
 
 
 @shared_task(bind=True, name="warmcast.forecast", **COMMON)
-def forecast(self, deployment: str, tick: str = "") -> dict:
-    return shardrun.run_forecast(_ctx(self), deployment, tick)
+def forecast(self, deployment: str, tick: str = "", now: str = "") -> dict:
+    """``now``: the clock (ISO 8601) when a replay drives the loop, as for ``warmcast.plan``."""
+    clock = datetime.fromisoformat(now) if now else None
+    return shardrun.run_forecast(_ctx(self), deployment, tick, now=clock)
 
 
 # The one tick (workers/steps/tick.py): decide once, apply scale, sleep tier, switch and warmups.

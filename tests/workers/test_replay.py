@@ -3,13 +3,15 @@ real trace, on the simulator's fleet) and ``warmcast backtest fleet`` (the simul
 give the same per-minute targets, warmups, switch phases, wakes, GPU-hours and late share.
 
 Both are run as the CLI a user runs (real processes), on the Azure 2024 conversation trace from
-``../shared/data``: a day/night deployment over a 22:00 switch, and one with a warm buffer kept
-asleep (the simulator's per-profile pools keep no asleep tier, so the two features are replayed in
-two deployments; docs/ARCHITECTURE.md says so).
+``../shared/data``: a day/night deployment over a 22:00 switch, one with a warm buffer kept asleep,
+one with both; the replay runs the tick in its own process, or (``--through-worker``) in a real
+Celery worker, whose own forecast step may make the forecasts too (``--forecast-step``: then the
+backtest's core is handed the forecasts those ticks read, the one difference left).
 """
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -173,6 +175,64 @@ def test_replay_through_a_celery_worker_equals_the_backtest_with_a_switch_and_an
     assert {"prewarm", "canary", "move", "steady"} <= set(a["phase"]) and a["asleep"].max() >= 1
     assert "Celery worker" in ra["params"]["decided_by"]
     assert not [k for k in redis_client.scan_iter(f"{key_prefix}:replay:*")]
+
+
+PLAIN = """deployments:
+  - name: plain
+    cold_start_min: 10
+    min_replicas: 2
+    max_replicas: 40
+    profiles:
+      day: {capacity_rpm: 300}
+"""
+
+
+def test_replay_with_the_workers_forecast_step_equals_the_backtest_on_the_forecasts_it_made(
+        tmp_path, redis_server_url, key_prefix, redis_client, shared_data):
+    """Issue 42, the differential run: the worker's own forecast step makes each minute's forecast
+    (the resolver's model, from the history before the replay and each replayed minute, one minute
+    behind the tick as beat's slot gives it live); the scrape and the tick run in the same worker.
+    The backtest's core, handed exactly the forecasts those ticks read (each with its own origin),
+    decides the same replicas, reasons, warmups and wakes minute by minute: the forecasts are the one
+    difference left, and the run says how far they move the fleet from the backtest's own forecaster."""
+    from warmcast.config.settings import load_settings
+    from warmup.sim import load_log
+    from warmup.sim.backtest import make_split, predictive_policy, run_online_policy, run_backtest
+    from workers.context import Ctx
+    from workers.options import WorkerOptions
+    from workers.coreconfig import live_core_config
+    from workers.replay import deployment_config, run_replay
+    from workers.replay_worker import WorkerDriver, used_bundle
+
+    env = cli_env(tmp_path, PLAIN, redis_server_url, key_prefix)
+    settings = load_settings(redis_url=redis_server_url, key_prefix=key_prefix,
+                             deployments_file=env["WARMCAST_DEPLOYMENTS_FILE"], state_dir=tmp_path / "state")
+    data = load_log(shared_data / "azure2024_conversation_per_minute.csv")
+    ts, te = pd.Timestamp("2024-05-15 06:00"), pd.Timestamp("2024-05-15 09:00")
+    driver = WorkerDriver(redis_server_url, forecast_step=True)
+    replayed = run_replay(settings, "plain", data, ts, te, "seasonal_naive", client=redis_client, driver=driver)
+    [ticker] = driver.tickers
+    dep = Ctx(settings, WorkerOptions(), redis_client).dep("plain")
+    cfg = replace(deployment_config(live_core_config(redis_client, key_prefix, dep), dep, ts, te, "seasonal_naive"),
+                  record_decisions=True)
+    split = make_split(data, ts, te)
+    times = [t.to_pydatetime() for t in split.times]
+    pol, _ = predictive_policy(split, cfg, used_bundle(ticker, times))
+    first, _ = predictive_policy(split, cfg, replayed.forecasts)   # the fleet at the start, as the replay's
+    sim = run_online_policy(pol, first, split, cfg)
+    cols = ["current", "desired", "reactive", "forecast", "reason", "text", "warmup", "wake"]
+    a, b = pd.DataFrame(replayed.runs["predictive"].decisions)[cols], pd.DataFrame(sim.decisions)[cols]
+    assert len(ticker.used) == len(a) and all(ticker.used)
+    # the first tick reads the forecast made at its own minute, every later one the minute before's
+    lags = [(t - pd.Timestamp(d["origin"])).total_seconds() for t, d in zip(split.times, ticker.used)]
+    assert lags[0] == 0 and set(lags[1:]) == {60.0}
+    diff = [(c, a[a[c] != b[c]].head(3).to_dict("records"), b[a[c] != b[c]].head(3).to_dict("records"))
+            for c in cols if not a[c].equals(b[c])]
+    assert a.equals(b), diff
+    own = run_backtest(data, replace(cfg, record_decisions=False)).rows["predictive"]
+    print(f"the worker's forecasts ({used_bundle(ticker, times).model}) against the backtest's seasonal naive: "
+          f"GPU-h {replayed.rows['predictive']['gpu_hours']} vs {own['gpu_hours']}, late share "
+          f"{replayed.rows['predictive']['late_share']:.5f} vs {own['late_share']:.5f}")
 
 
 def test_replay_bad_input_is_refused_and_writes_nothing(env, tmp_path, redis_client, key_prefix, shared_data):

@@ -26,6 +26,9 @@ def replay(
     no_plot: bool = typer.Option(False, "--no-plot"),
     through_worker: bool = typer.Option(False, "--through-worker", help="Run each minute's tick in a real Celery "
                                         "worker process (started and stopped by the replay), as live."),
+    forecast_step: bool = typer.Option(False, "--forecast-step", help="With --through-worker: the worker's own "
+                                       "forecast step makes the forecasts (the resolver's model, on its schedule, "
+                                       "from the log's history before --test-start) instead of --forecaster's."),
     config: Optional[Path] = ConfigOpt,
     *,
     reading: LogReading,
@@ -50,9 +53,11 @@ def replay(
     driver = None
     if through_worker:
         from warmcast.runtime import redis_url
-        from workers.replay_worker import worker_driver
+        from workers.replay_worker import WorkerDriver
 
-        driver = worker_driver(redis_url(settings))
+        driver = WorkerDriver(redis_url(settings), forecast_step=forecast_step)
+    elif forecast_step:
+        raise InputError("--forecast-step needs --through-worker (the forecast step runs in the worker)")
     result = run_replay(settings, deployment, data, ts, te, forecaster, driver=driver)
     paths = write_outputs(result, out, plot=not no_plot)
     _echo_report(result)

@@ -212,7 +212,8 @@ def _predictive(split: Split, cfg: FleetBacktestConfig, bundle: Optional[Forecas
     if bundle is None:
         raise InputError("the predictive policy needs forecasts")
     kind = ProfilePolicy if uses_profiles(core) else CorePolicy
-    pol = kind(core, times, bundle.levels, bundle.paths, record=cfg.record_decisions, model=bundle.model)
+    pol = kind(core, times, bundle.levels, bundle.paths, record=cfg.record_decisions, model=bundle.model,
+               origins=bundle.extra.get("origins"))
     s = core.scaling
     info = {"forecaster": bundle.model, "quantile": s.quantile, "target_utilisation": s.target_utilisation,
             "lead_min": s.lead_min, "stabilisation_s": s.stabilisation_s, "cooldown_down_s": s.cooldown_down_s,

@@ -69,8 +69,9 @@ class CorePolicy:
 
     def __init__(self, cfg: CoreConfig, times: list[datetime], levels: tuple[float, ...],
                  forecasts: Optional[dict[float, np.ndarray]], name: str = "predictive",
-                 record: bool = False, model: str = "") -> None:
+                 record: bool = False, model: str = "", origins: Optional[list[datetime]] = None) -> None:
         self.cfg = cfg
+        self.origins = origins   # each row's origin where not its minute (a live forecast made a minute before)
         self.name = name
         self.times = times
         self.levels = tuple(sorted(levels)) if forecasts else ()
@@ -125,7 +126,8 @@ class CorePolicy:
         if self._fc is None or t >= len(self._fc):
             return None
         row = self._fc[t]
-        return ForecastInput(self.times[t], self.levels, tuple(tuple(r) for r in row.tolist()), model=self.model)
+        origin = self.times[t] if self.origins is None else self.origins[t]
+        return ForecastInput(origin, self.levels, tuple(tuple(r) for r in row.tolist()), model=self.model)
 
     def decide(self, obs: Observation) -> int:
         t = obs.t

@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import timezone
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -34,11 +34,12 @@ class ForecastOutcome(Outcome):
     doc: dict[str, Any] | None = field(metadata=DOC_ONLY)
 
 
-def step(ctx: Ctx, deployment: str) -> ForecastOutcome:
-    """Forecast the next 30 minutes from the stored load; store it; track the error of the previous one."""
+def step(ctx: Ctx, deployment: str, now: Optional[datetime] = None) -> ForecastOutcome:
+    """Forecast the next 30 minutes from the stored load; store it; track the error of the previous one.
+    ``now``: the clock when a replay drives the loop (``warmcast replay --through-worker``), else the wall's."""
     from forecaster.live import forecast_deployment, serving_history
 
-    now = pd.Timestamp.now(tz="UTC").tz_localize(None)
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None) if now is None else pd.Timestamp(now).tz_convert(None)
     days = ctx.settings.forecast_history_days
     try:
         frame = serving_history(ctx.store, deployment, days)  # the CLI's and the API's window
