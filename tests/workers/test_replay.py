@@ -189,12 +189,14 @@ PLAIN = """deployments:
 
 def test_replay_with_the_workers_forecast_step_equals_the_backtest_on_the_forecasts_it_made(
         tmp_path, redis_server_url, key_prefix, redis_client, shared_data):
-    """Issue 42, the differential run: the worker's own forecast step makes each minute's forecast
-    (the resolver's model, from the history before the replay and each replayed minute, one minute
-    behind the tick as beat's slot gives it live); the scrape and the tick run in the same worker.
-    The backtest's core, handed exactly the forecasts those ticks read (each with its own origin),
-    decides the same replicas, reasons, warmups and wakes minute by minute: the forecasts are the one
-    difference left, and the run says how far they move the fleet from the backtest's own forecaster."""
+    """Issue 42, the differential run: a day of the Azure 10 s trace, the predictive policy with a
+    warm buffer and the reactive guard from the stored (retune's) policy.  The worker's own forecast
+    step makes each minute's forecast (the resolver's model, from the history before the replay and
+    each replayed minute, one minute behind the tick as beat's slot gives it live); the scrape and
+    the tick run in the same worker.  The backtest's core, handed exactly the forecasts those ticks
+    read (each with its own origin), decides the same replicas, reasons, texts, warmups and wakes in
+    every minute: the forecasts are the one difference left, and the run prints how far they move
+    the fleet from the backtest's own forecaster."""
     from warmcast.config.settings import load_settings
     from warmup.sim import load_log
     from warmup.sim.backtest import make_split, predictive_policy, run_online_policy, run_backtest
@@ -207,8 +209,11 @@ def test_replay_with_the_workers_forecast_step_equals_the_backtest_on_the_foreca
     env = cli_env(tmp_path, PLAIN, redis_server_url, key_prefix)
     settings = load_settings(redis_url=redis_server_url, key_prefix=key_prefix,
                              deployments_file=env["WARMCAST_DEPLOYMENTS_FILE"], state_dir=tmp_path / "state")
-    data = load_log(shared_data / "azure2024_conversation_per_minute.csv")
-    ts, te = pd.Timestamp("2024-05-15 06:00"), pd.Timestamp("2024-05-15 09:00")
+    StateStore(redis_client, key_prefix).put("policy-config", "plain", {"scaling": {
+        "quantile": 0.5, "buffer_level": 0.95, "buffer_window_min": 60, "reactive_guard": 0.75,
+        "reactive_guard_window_min": 5}})
+    data = load_log(shared_data / "azure2024_conversation_10s.csv")
+    ts, te = pd.Timestamp("2024-05-15 00:00"), pd.Timestamp("2024-05-16 00:00")
     driver = WorkerDriver(redis_server_url, forecast_step=True)
     replayed = run_replay(settings, "plain", data, ts, te, "seasonal_naive", client=redis_client, driver=driver)
     [ticker] = driver.tickers

@@ -20,14 +20,16 @@ from warmup.core.config import ScalingConfig
 
 class ForecastErrors:
     def __init__(self, cfg: ScalingConfig, levels: tuple[float, ...], fc: Optional[np.ndarray],
-                 times: Sequence[datetime]) -> None:
+                 times: Sequence[datetime], origins: Optional[Sequence[datetime]] = None) -> None:
         self.cfg = cfg
         lead = int(cfg.buffer_lead_min)
         self.on = cfg.buffer_level is not None and fc is not None and lead < fc.shape[2]
         self.planned: dict[int, float] = {}
-        if self.on:  # the planned quantile at the buffer's lead for every origin, by the minute it is for
+        if self.on:  # the planned quantile at the buffer's lead for every origin, by the minute it is for;
+            # a minute keeps its earliest forecast, as the live record does (rows may share an origin)
             for t, row in enumerate(fc[:, :, lead].tolist()):
-                self.planned[minute_key(times[t]) + lead] = level_value(levels, row, cfg.quantile)
+                origin = times[t] if origins is None else origins[t]
+                self.planned.setdefault(minute_key(origin) + lead, level_value(levels, row, cfg.quantile))
         self.actual: dict[int, float] = {}
 
     def reset(self) -> None:

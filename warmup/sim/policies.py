@@ -85,7 +85,7 @@ class CorePolicy:
         self.switches = self.rollbacks = 0
         self.charges = WarmupCharges()
         self._inst_cache: dict[tuple[int, int, int], tuple[Instance, ...]] = {}
-        self.errors = ForecastErrors(cfg.scaling, self.levels, self._fc, times)
+        self.errors = ForecastErrors(cfg.scaling, self.levels, self._fc, times, origins)
         self._asleep_target = 0
         self.last = None
 
