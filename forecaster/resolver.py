@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -104,7 +105,7 @@ def fit_window(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.loc[frame.index < origin.floor("h")]
 
 
-_verdicts: dict[tuple, tuple[bool, str]] = {}
+_verdicts: dict[tuple, tuple[Any, tuple[bool, str]]] = {}   # key -> (the model judged, its verdict)
 
 
 def _judged(deployment: str, model, frame: pd.DataFrame) -> tuple[bool, str]:
@@ -112,11 +113,14 @@ def _judged(deployment: str, model, frame: pd.DataFrame) -> tuple[bool, str]:
     window = fit_window(frame)
     end = window.index[-1] if len(window) else None
     key = (deployment, id(model), str(getattr(model, "version", "")), end)
-    if key not in _verdicts:
+    cached = _verdicts.get(key)
+    # the entry holds the model itself: an id is reused once its object is gone, and a new model at
+    # an old one's address took the old one's verdict (a suite run served a model judged worse)
+    if cached is None or cached[0] is not model:
         if len(_verdicts) > 256:
             _verdicts.clear()
-        _verdicts[key] = judge(model, window)
-    return _verdicts[key]
+        _verdicts[key] = cached = (model, judge(model, window))
+    return cached[1]
 
 
 def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=None) -> Resolution:

@@ -83,3 +83,20 @@ def test_state_lives_under_the_state_dir_not_the_checkout(tmp_path, monkeypatch)
     assert s.models_dir == s.state_dir / "models"
     assert checkout not in s.models_dir.parents
     assert (SHIPPED_DIR / "default").is_dir(), "the shipped model is package data"
+
+
+def test_a_verdict_cached_for_a_gone_model_is_not_given_to_a_new_one_at_its_address():
+    """The verdict cache is keyed by the model's id(), which Python reuses once an object is gone: a
+    suite run served a shipped model judged worse than the baselines because a better one judged
+    earlier had lived at the same address.  The stale entry is planted here at the new model's key."""
+    from forecaster import resolver
+
+    bad = Scaled(FRAME["requests"], 5.0)
+    window_end = resolver.fit_window(FRAME).index[-1]
+    key = ("newdep", id(bad), bad.version, window_end)
+    resolver._verdicts[key] = (Scaled(FRAME["requests"], 1.0), (True, "stale verdict of another model"))
+    try:
+        wins, why = resolver._judged("newdep", bad, FRAME)
+    finally:
+        resolver._verdicts.pop(key, None)
+    assert not wins and "does not beat" in why
