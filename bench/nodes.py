@@ -10,9 +10,12 @@ node, node lead 10 min, instance lead 3 min, SLO 0.05% late at 5 s for every dep
 deployment's capacity is set so that its peak over the days *before* the test start needs 25
 instances (the issue asks for peaks of 10-40; the test days are never read to choose it).
 
-Not yet the issue's acceptance run: the baselines' knobs are the defaults (the HPA at 80%), not
-SLO-tuned as ``backtest fleet --tune-slo`` tunes them, and the fixed balloon count is tuned on the
-test days (hindsight); so the section gives the figures and no verdict.
+Every policy's knob is chosen per deployment for its SLO on the two days before the test
+(``warmup.sim.nodes_tune``: the HPA's target utilisation, warmcast's quantile); baseline (b)'s fixed
+balloon count is chosen on the test days, as the issue defines it (hindsight, in the baseline's
+favour).  The verdict is the issue's: every deployment within its SLO under (b) is within it under
+warmcast, at <= 0.85x (b)'s node GPU-hours and <= 0.75x (a)'s; the preemptible-fill target is
+judged only in a ``--fill`` run.
 
     .venv/bin/python bench/nodes.py [--test-days 2] [--forecaster seasonal_naive] [--doc none]
 """
@@ -36,6 +39,7 @@ from bench.docsection import add_doc_option, command_line, printed_into  # noqa:
 
 DATA = ROOT.parent / "shared" / "data"
 PEAK_INSTANCES = 25
+SLO_LATE_SHARE = 0.0005   # 0.05% late at 5 s, every deployment
 
 
 MIN_DAYS = 4   # a service needs days to train on before the test days; shorter ones are left out, said so
@@ -95,7 +99,7 @@ def run(tmp: Path, args: argparse.Namespace) -> None:
     fleet = {"node_pools": [{"name": "gpu", "gpu": "A100-80G", "gpus_per_node": 8, "node_lead_min": 10,
                              "max_nodes": 200}],
              "deployments": [{"name": n, "node_pool": "gpu", "cold_start_min": 3, "max_replicas": 200,
-                              "scaler": {"kind": "dryrun"}, "slo": {"late_share": 0.0005, "late_wait_s": 5},
+                              "scaler": {"kind": "dryrun"}, "slo": {"late_share": SLO_LATE_SHARE, "late_wait_s": 5},
                               "profiles": {"day": {"capacity_rpm": caps[n]}}} for n in logs]}
     (tmp / "fleet.yaml").write_text(yaml.safe_dump(fleet))
     cmd = [sys.executable, "-m", "warmcast.cli", "backtest", "nodes", "--deployments-file", str(tmp / "fleet.yaml"),
@@ -130,9 +134,21 @@ def report(rep: dict, caps: dict[str, float], test_start: pd.Timestamp) -> None:
     print(f"{'policy':<26}" + "".join(f"{n[:14]:>15}" for n in names))
     for name, row in pol.items():
         print(f"{name:<26}" + "".join(f"{100 * row['deployments'][n]['late_share']:>15.4f}" for n in names))
-    print("\nverdict: none. The baselines are not SLO-tuned yet and (b)'s balloon count is hindsight; "
-          "the issue's targets (<= 0.85x (b), <= 0.75x (a), every deployment that meets the SLO under (b) "
-          "meets it) are judged once they are.")
+    print("\nknobs chosen on the validation days: " + "; ".join(
+        f"{name} {row['knobs']}" for name, row in pol.items() if row.get("knobs") and not row.get("hindsight")))
+    print(verdict(pol))
+
+
+def verdict(pol: dict, late_share: float = SLO_LATE_SHARE) -> str:
+    """The issue's target for warmcast against (a) the HPA and (b) the HPA with hindsight balloons."""
+    a, b, w = pol["hpa"], pol["hpa_balloons"], pol["warmcast"]
+    held = [n for n, d in b["deployments"].items() if d["late_share"] <= late_share]
+    lost = [n for n in held if w["deployments"][n]["late_share"] > late_share]
+    xa, xb = w["node_gpu_hours"] / a["node_gpu_hours"], w["node_gpu_hours"] / b["node_gpu_hours"]
+    ok = not lost and xb <= 0.85 and xa <= 0.75
+    return (f"target (every deployment within its SLO under (b) within it under warmcast; node GPU-h <= 0.85x (b), "
+            f"<= 0.75x (a)): {'MET' if ok else 'NOT MET'}: within the SLO under (b): {held or 'none'}"
+            f"{', lost by warmcast: ' + str(lost) if lost else ''}; warmcast {xb:.3f}x (b), {xa:.3f}x (a)")
 
 
 if __name__ == "__main__":

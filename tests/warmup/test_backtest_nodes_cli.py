@@ -51,6 +51,13 @@ def test_every_policy_reports_node_and_batch_gpu_hours_and_each_deployments_late
     assert "+1 weeks" in rep["alignment"]["code"]
     assert all(d["late_share"] == 0 for d in rep["policies"]["oracle"]["deployments"].values())
     assert (tmp_path / "out" / "nodes.png").stat().st_size > 10_000
+    # each policy's knob per deployment, chosen on the two days before the test (the balloons' = the HPA's)
+    from warmup.sim.nodes_tune import CORE_QUANTILE, HPA_UTILISATION
+
+    knobs = {name: row.get("knobs") for name, row in rep["policies"].items()}
+    assert set(knobs["hpa"]) == {"chat", "code"} and set(knobs["hpa"].values()) <= set(HPA_UTILISATION)
+    assert set(knobs["warmcast"].values()) <= set(CORE_QUANTILE) and knobs["hpa_balloons"] == knobs["hpa"]
+    assert rep["validation_days"] == 2.0
 
 
 def test_a_log_for_a_deployment_not_on_the_pool_is_refused_by_name(tmp_path):
@@ -58,3 +65,28 @@ def test_a_log_for_a_deployment_not_on_the_pool_is_refused_by_name(tmp_path):
     r = run(tmp_path, f"chat={tmp_path / 'chat.csv'}", f"other={tmp_path / 'chat.csv'}")
     assert r.returncode == 2 and "missing ['code'], not on the pool ['other']" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_tuning_takes_the_cheapest_knob_within_the_slo_else_the_least_late(tmp_path):
+    """warmup.sim.nodes_tune's rule on a real pool run: an SLO anything meets takes the cheapest value
+    (the HPA's highest utilisation, the core's lowest quantile); an SLO nothing meets (no late
+    request at all, on a deployment that is always short) takes the value that left it least late."""
+    from warmup.sim import load_log
+    from warmup.sim.nodes import NodeParams
+    from warmup.sim.nodes_backtest import NodeMember, late_share, run_policy
+    from warmup.sim.nodes_inputs import inputs_for
+    from warmup.sim.nodes_tune import CORE_QUANTILE, HPA_UTILISATION, tune
+
+    series(tmp_path / "chat.csv", "2025-01-06", peak_hour=10)
+    log = load_log(tmp_path / "chat.csv")
+    easy = NodeMember("easy", log, 100.0, instance_lead_min=3, late_share=1.0)
+    short = NodeMember("short", log, 100.0, instance_lead_min=3, max_replicas=5, late_share=0.0)
+    p = NodeParams(8, 10, 20)
+    val = inputs_for([easy, short], pd.Timestamp("2025-01-08"), "seasonal_naive", pd.Timestamp("2025-01-09"))
+    hpa = tune("hpa", [easy, short], val, p)
+    assert hpa["easy"] == HPA_UTILISATION[0] and tune("warmcast", [easy], val, p)["easy"] == CORE_QUANTILE[0]
+    late = {}
+    for u in HPA_UTILISATION:
+        run = run_policy("hpa", [easy, short], val, p, knobs={"easy": u, "short": u})
+        late[u] = late_share(run, "short", val.arrivals["short"].sum(axis=1))
+    assert min(late.values()) > 0 and late[hpa["short"]] == min(late.values()), (hpa, late)

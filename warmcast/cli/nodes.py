@@ -26,6 +26,9 @@ def nodes(
     forecaster: str = typer.Option("seasonal_naive", "--forecaster", help="The forecaster of every "
                                    "deployment (lstm, uc_fourier, seasonal_naive, sim_seasonal_profile, ...)."),
     fill: bool = typer.Option(False, "--fill", help="Warm GPUs serve preemptible batch work (warmcast's policy)."),
+    validation_days: float = typer.Option(2.0, "--validation-days", min=0, help="Each policy's knob per deployment "
+                                          "(the HPA's target utilisation, warmcast's quantile) is chosen for its "
+                                          "SLO on these days before --test-start (0: the defaults, untuned)."),
     out: Path = typer.Option(..., "--out", help="Directory for report.json and nodes.png."),
 ) -> None:
     """Deployments on one shared GPU node pool: node GPU-hours and each deployment's lateness per policy."""
@@ -40,7 +43,8 @@ def nodes(
     if missing or extra:
         raise InputError(f"--log needs exactly the deployments on node pool {the_pool.name} "
                          f"({sorted(deps)}): missing {missing}, not on the pool {extra}")
-    report = run(the_pool, [deps[n] for n in logs], logs, test_start, slo_late_share, slo_wait_s, forecaster, fill)
+    report = run(the_pool, [deps[n] for n in logs], logs, test_start, slo_late_share, slo_wait_s, forecaster, fill,
+                 validation_days)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report["doc"], indent=2))
     _plot(report["runs"], report["times"], out / "nodes.png", the_pool.name)
@@ -72,8 +76,9 @@ def _pool(dfile: Any, name: Optional[str]) -> Any:
 
 
 def run(pool: Any, deps: list, logs: dict[str, Path], test_start: str, late_share: Optional[float],
-        wait_s: Optional[float], forecaster: str, fill: bool) -> dict[str, Any]:
-    """Load and align the logs, forecast each deployment before the test start, run every policy."""
+        wait_s: Optional[float], forecaster: str, fill: bool, validation_days: float = 0.0) -> dict[str, Any]:
+    """Load and align the logs, forecast each deployment before the test start, choose each policy's
+    knobs on the validation days before it (none: the defaults), run every policy."""
     import pandas as pd
 
     from warmup.sim import load_log
@@ -89,9 +94,15 @@ def run(pool: Any, deps: list, logs: dict[str, Path], test_start: str, late_shar
                           d.slo.late_wait_s if wait_s is None else wait_s) for d in deps]
     p = NodeParams(pool.gpus_per_node, pool.node_lead_min, pool.max_nodes, preempt_s=pool.preempt_s)
     inp = inputs_for(members, ts, forecaster)
-    rows, runs = run_all(members, inp, p, fill)
+    knobs = None
+    if validation_days > 0:
+        from warmup.sim.nodes_tune import tune_all
+
+        vs = ts - pd.Timedelta(days=validation_days)
+        knobs = tune_all(members, inputs_for(members, vs, forecaster, test_end=ts), p)
+    rows, runs = run_all(members, inp, p, fill, knobs)
     doc = {"pool": pool.name, "test_start": str(ts), "minutes": len(inp.times), "alignment": shifts,
-           "forecaster": forecaster, "policies": rows,
+           "forecaster": forecaster, "validation_days": validation_days, "policies": rows,
            "notes": ["hpa_balloons' count was tuned on the test days (hindsight): no verdict",
                      "GPUs are counted per pool (no fragmentation across nodes)"]}
     return {"doc": doc, "runs": runs, "times": inp.times}

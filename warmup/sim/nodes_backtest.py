@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -103,20 +103,21 @@ class Inputs:
     arrivals: dict[str, np.ndarray]
     before: dict[str, float]
     times: list
-    cores: dict[str, Callable[[float], CorePolicy]]
+    cores: dict[str, Callable[[float, Optional[float]], CorePolicy]]
 
 
 def run_policy(policy: str, members: Sequence[NodeMember], inp: Inputs, p: NodeParams, balloons: int = 0,
-               fill: bool = False) -> NodesRun:
-    """One policy over the pool."""
-    ms, forecast_at = [], {}
+               fill: bool = False, knobs: Optional[dict[str, float]] = None) -> NodesRun:
+    """One policy over the pool; ``knobs``: each deployment's own (the HPA's target utilisation, the
+    core's quantile; ``warmup.sim.nodes_tune``), else the defaults (80%, the deployment's quantile)."""
+    ms, forecast_at, knobs = [], {}, knobs or {}
     for m in members:
         lead = int(math.ceil(m.instance_lead_min - 1e-9))
         if policy in ("hpa", "hpa_balloons"):
-            pol = ReactiveHPA(m.capacity_rpm, 0.8, 5, m.min_replicas, m.max_replicas)
+            pol = ReactiveHPA(m.capacity_rpm, knobs.get(m.name, 0.8), 5, m.min_replicas, m.max_replicas)
         else:   # the core plans the node lead too where no warm GPU is kept for it
             pol = inp.cores[m.name](m.instance_lead_min + (p.node_lead_min if policy == "per_deployment_warmcast"
-                                                           else 0.0))
+                                                           else 0.0), knobs.get(m.name))
             forecast_at[m.name] = pol.forecast_at
         first = max(m.min_replicas, math.ceil(max(inp.before[m.name], 0.0) / m.capacity_rpm))
         ms.append(Member(m.name, pol, inp.arrivals[m.name], m.capacity_rpm, m.gpus, lead, first, inp.before[m.name],
@@ -136,10 +137,12 @@ def _pool_cfg(p: NodeParams):
 
 
 def core_policy(cfg: CoreConfig, times: list, levels: tuple[float, ...], paths: dict,
-                model: str) -> Callable[[float], CorePolicy]:
-    """A factory of the member's CorePolicy planning a given cold start (its forecasts fixed)."""
-    def make(cold_start_min: float) -> CorePolicy:
-        c = replace(cfg, scaling=replace(cfg.scaling, cold_start_min=cold_start_min))
+                model: str) -> Callable[[float, Optional[float]], CorePolicy]:
+    """A factory of the member's CorePolicy planning a given cold start at a given quantile (None: the
+    configuration's), its forecasts fixed."""
+    def make(cold_start_min: float, quantile: Optional[float] = None) -> CorePolicy:
+        q = cfg.scaling.quantile if quantile is None else quantile
+        c = replace(cfg, scaling=replace(cfg.scaling, cold_start_min=cold_start_min, quantile=q))
         return CorePolicy(c, times, levels, paths, name="predictive", model=model)
     return make
 
@@ -155,12 +158,13 @@ def row(run: NodesRun, members: Sequence[NodeMember], inp: Inputs, hindsight: bo
             "unplaced": run.pool.unplaced, **({"hindsight": True} if hindsight else {}), "deployments": deps}
 
 
-def tuned_balloons(members: Sequence[NodeMember], inp: Inputs, p: NodeParams) -> tuple[int, NodesRun]:
+def tuned_balloons(members: Sequence[NodeMember], inp: Inputs, p: NodeParams,
+                   knobs: Optional[dict[str, float]] = None) -> tuple[int, NodesRun]:
     """The fixed balloon count tuned on the test days (hindsight): the most deployments within their
     SLO, then the fewest node GPU-hours."""
     best = None
     for k in BALLOON_GRID:
-        run = run_policy("hpa_balloons", members, inp, p, balloons=k)
+        run = run_policy("hpa_balloons", members, inp, p, balloons=k, knobs=knobs)
         met = sum(late_share(run, m.name, inp.arrivals[m.name].sum(axis=1)) <= m.late_share for m in members)
         key = (-met, run.pool.gpu_hours())
         if best is None or key < best[0]:
@@ -168,13 +172,19 @@ def tuned_balloons(members: Sequence[NodeMember], inp: Inputs, p: NodeParams) ->
     return best[1], best[2]
 
 
-def run_all(members: Sequence[NodeMember], inp: Inputs, p: NodeParams, fill: bool) -> tuple[dict, dict]:
-    """Every policy on the pool: (report's ``policies``, their runs for the picture)."""
-    runs = {name: run_policy(name, members, inp, p, fill=fill and name == "warmcast")
+def run_all(members: Sequence[NodeMember], inp: Inputs, p: NodeParams, fill: bool,
+            knobs: Optional[dict[str, dict[str, float]]] = None) -> tuple[dict, dict]:
+    """Every policy on the pool: (report's ``policies``, their runs for the picture); ``knobs`` per
+    policy and deployment (chosen before the test: ``warmup.sim.nodes_tune``)."""
+    knobs = knobs or {}
+    runs = {name: run_policy(name, members, inp, p, fill=fill and name == "warmcast", knobs=knobs.get(name))
             for name in ("warmcast", "hpa", "per_deployment_warmcast")}
-    k, runs["hpa_balloons"] = tuned_balloons(members, inp, p)
+    k, runs["hpa_balloons"] = tuned_balloons(members, inp, p, knobs.get("hpa"))
     rows = {name: row(r, members, inp, hindsight=name == "hpa_balloons") for name, r in runs.items()}
     rows["hpa_balloons"]["balloons"] = k
+    for name in rows:
+        if knobs.get("hpa" if name == "hpa_balloons" else name):
+            rows[name]["knobs"] = knobs["hpa" if name == "hpa_balloons" else name]
     rows["oracle"] = {"node_gpu_hours": round(oracle_gpu_hours(members, inp.arrivals, p), 3), "batch_gpu_hours": 0.0,
                       "deployments": {m.name: {"late_share": 0.0, "slo_met": True} for m in members}}
     return rows, runs
