@@ -66,6 +66,13 @@ def celery_config(settings, options: WorkerOptions) -> dict[str, Any]:
         "task_track_started": True,
         "worker_hijack_root_logger": False,
         "worker_send_task_events": False,
+        # No remote control: its broadcast queue is a Redis pub/sub subscription, and after Redis came
+        # back from a restart kombu's event loop read that connection with a blocking read that redis-py
+        # had reconnected under it: the worker's main thread waited there for a broadcast that never
+        # came and took no task again (py-spy: PubSub.parse_response in MultiChannelPoller.on_readable;
+        # the flake of tests/workers/test_processes.py's empty-restart test).  Readiness is a task
+        # round trip instead (``warmcast.ping``).
+        "worker_enable_remote_control": False,
         "beat_scheduler": "workers.beat:WarmcastScheduler",
         "beat_max_loop_interval": options.beat_loop_s,
         "beat_schedule": beat_schedule(options),

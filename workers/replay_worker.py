@@ -64,6 +64,16 @@ class WorkerTicker(ReplayPolicy):
         take_targets(self.ctx.state, self.dep, self.ctx.fleet)
 
 
+def answers(app: Any, queue: str, timeout_s: float = 2.0) -> bool:
+    """Whether a worker on ``queue`` runs a task now (``warmcast.ping``; remote control is off)."""
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    try:
+        return app.send_task("warmcast.ping", queue=queue, ignore_result=False).get(timeout=timeout_s) == "pong"
+    except CeleryTimeout:
+        return False
+
+
 class ReplayWorker:
     """One Celery worker process for a replay's key prefix; a context manager that starts it, waits
     until it answers a ping, and stops it (its log is kept in a temporary file and named on failure)."""
@@ -96,7 +106,7 @@ class ReplayWorker:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env(), stdout=out, stderr=subprocess.STDOUT)
         app = make_celery(self.ctx.settings, self.ctx.options)
         deadline = time.monotonic() + self.timeout_s
-        while not app.control.ping(timeout=1.0):
+        while not answers(app, self.ctx.options.queue):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise InputError(f"the replay's Celery worker did not start (exit {self.proc.poll()}); its log: "
                                  f"{self.log}\n{self.log.read_text(errors='replace')[-2000:]}")

@@ -234,6 +234,12 @@ def _setup_logging(**_):
     metrics.configure_logging(level)
 
 
+@shared_task(name="warmcast.ping")
+def ping() -> str:
+    """A round trip through the queue: a worker that answers takes tasks (remote control is off)."""
+    return "pong"
+
+
 @signals.worker_ready.connect
 def _worker_ready(sender=None, **_):
     app = getattr(sender, "app", None)

@@ -339,6 +339,30 @@ def test_whatif_backtest_job_through_a_real_worker(make_loop):
         AsyncResult(bad.id, app=app).get(timeout=60)
 
 
+def test_the_worker_holds_no_pub_sub_subscription_for_its_event_loop_to_hang_on(make_loop):
+    """After Redis came back from a restart, kombu's event loop read the worker's pub/sub connection
+    (remote control's broadcast queue) with a blocking read that redis-py had reconnected under it,
+    and the worker's main thread waited there for good, taking no task (py-spy showed it; the flake of
+    the empty-restart test below).  The worker runs with remote control off: none of its Redis
+    connections subscribes to anything, and it still answers a task round trip."""
+    import psutil
+    import redis as redis_lib
+
+    from workers.app import make_celery
+    from workers.replay_worker import answers
+
+    loop = make_loop()
+    ctx = ctx_for(loop)
+    worker = loop.worker()
+    app = make_celery(ctx.settings, ctx.options)
+    wait_for(lambda: answers(app, "warmcast"), 60, "the worker to run a ping task", loop)
+    ports = {c.laddr.port for c in psutil.Process(worker.pid).net_connections(kind="tcp") if c.raddr}
+    clients = [c for c in redis_lib.Redis.from_url(loop.env["WARMCAST_REDIS_URL"]).client_list()
+               if int(c["addr"].rsplit(":", 1)[1]) in ports]
+    assert clients, "the worker's Redis connections were not found"
+    assert [c for c in clients if int(c["sub"]) or int(c["psub"])] == [], clients
+
+
 def test_redis_restarted_empty_the_loop_recreates_its_schedule_and_state(make_loop, tmp_path):
     """Issue 31 finding 1: a Redis that comes back with nothing in it (no persistence, a failover to an
     empty replica, a flush).  Beat re-creates its schedule, the tick runs again and audits the lost state."""

@@ -54,7 +54,9 @@ def celery(env, tmp_path):
     app = make_celery(settings, WorkerOptions())
     app.worker_log = lambda: (tmp_path / "worker-1.log").read_text()
     try:
-        wait_for(lambda: app.control.ping(timeout=1.0), 120, "the Celery worker to answer a ping", loop)
+        from workers.replay_worker import answers
+
+        wait_for(lambda: answers(app, "warmcast"), 120, "the Celery worker to run a ping task", loop)
         yield app
     finally:
         loop.stop_all()
