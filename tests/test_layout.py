@@ -42,7 +42,7 @@ PURE = {
     "warmcast.errors", "warmcast.forecast", "warmcast.resolution", "warmcast.config.slo", "warmcast.config.strict",
     "warmcast.text",
     "warmup.actuators.arrivals",
-    "warmup.calibration.drift", "warmup.calibration.search", "warmup.calibration.steps",
+    "warmup.calibration.drift", "warmup.calibration.evidence", "warmup.calibration.search", "warmup.calibration.steps",
     "warmup.planning.advisor", "warmup.planning.advisor_args", "warmup.planning.capacity",
     "warmup.planning.gpuplan", "warmup.planning.gpus", "warmup.planning.pools",
     "warmup.sim.errors", "warmup.sim.fleet", "warmup.sim.latency", "warmup.sim.policies", "warmup.sim.pools",

@@ -128,6 +128,9 @@ def _renice_servers(ctx) -> None:
                     pass
 
 
+WATCH_S = 240.0
+
+
 def _wait_healthy(url: str, timeout: float) -> None:
     def ok() -> bool:
         try:
@@ -137,10 +140,6 @@ def _wait_healthy(url: str, timeout: float) -> None:
     wait_for(ok, timeout, f"{url} to be healthy", poll=1.0)
 
 
-# One rerun: on 2 shared cores running two CPU vLLM engines, the worker, beat and this test at once,
-# a run beside a CPU burner once ended its 120 s watch without the queue read over the tier or a
-# warmup request seen (which of the two was not recorded); a second miss fails.
-@pytest.mark.flaky(reruns=1)
 def test_vllm_end_to_end_prescale_and_warmup(make_loop, tmp_path):
     port = free_port()
     loop = make_loop(deployments=vllm_deployments(port, 300, "    cold_start_min: 5\n"),
@@ -194,7 +193,9 @@ def test_vllm_end_to_end_prescale_and_warmup(make_loop, tmp_path):
             stop = asyncio.Event()
             task = asyncio.create_task(_load(first, 14, 1000, stop))
             t_cross = t_seen = None
-            deadline = time.monotonic() + 120
+            # 240 s: beside a CPU burner a 120-s watch once ended with neither seen (the queue reaches
+            # the tier within seconds on a quiet machine; the watch ends as soon as both are seen)
+            deadline = time.monotonic() + WATCH_S
             while time.monotonic() < deadline and t_seen is None:
                 s = ctx.state.get("signals", "vdep") or {}
                 if t_cross is None and (s.get("queue_depth") or 0) > 5:
@@ -208,12 +209,12 @@ def test_vllm_end_to_end_prescale_and_warmup(make_loop, tmp_path):
             return t_load, t_cross, t_seen
 
         t_load, t_cross, t_seen = asyncio.run(drive_and_watch())
-        assert t_cross is not None, f"queue never crossed the low tier\n{loop.logs()}"
-        assert t_seen is not None, f"no warmup request reached {second}\n{loop.logs()}"
+        assert t_cross is not None, f"queue never crossed the low tier in {WATCH_S} s\n{loop.logs()}"
+        assert t_seen is not None, f"no warmup request reached {second} in {WATCH_S} s\n{loop.logs()}"
         print(f"load start -> queue seen over the tier: {t_cross - t_load:.2f} s; "  # shown with -s
               f"-> first warmup request at {second}: {t_seen - t_cross:.2f} s")
         # how fast is a benchmark (bench/loop.py), not a timed assertion: this test proves the idle
-        # server is warmed because the other one queued, within the 120 s watch above
+        # server is warmed because the other one queued, within the watch above
         warm = [r for r in ctx.state.audit_log("vdep", kind="warmup") if r["reason"].startswith("warmup_queue")]
         assert warm, ctx.state.audit_log("vdep", kind="warmup")
         assert second in warm[-1]["inputs"]["instances"] and warm[-1]["applied"]

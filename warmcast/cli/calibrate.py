@@ -44,7 +44,11 @@ def calibrate_cmd(
     burst_s: float = typer.Option(20.0, min=1.0, help="Seconds at 6x the low rate."),
     tolerance: float = typer.Option(0.1, min=0.01, max=1.0, help="Stop bisecting when the failing rate is within "
                                                                  "this share above the passing one."),
-    max_steps: int = typer.Option(12, min=2, max=50, help="Most load steps per scenario."),
+    max_steps: int = typer.Option(12, min=2, max=50, help="Most load steps per scenario, the answer's "
+                                                          "confirmation included."),
+    confidence: float = typer.Option(0.95, min=0.5, max=0.999, help="A rate holds when the upper bound of its "
+                                     "TTFT P99 at this confidence is within the SLO, over at least the requests that "
+                                     "resolve it (299 at 0.95)."),
     output_tokens: Optional[int] = typer.Option(None, min=1, help="Generated tokens per request (default: scaled "
                                                                   "256)."),
     seed: int = typer.Option(0, help="Seed of arrivals and prompts."),
@@ -70,7 +74,7 @@ def calibrate_cmd(
 
 
 PLAN_FLAGS = ("headline", "warmup_s", "step_s", "min_requests", "drain_s", "probe_s", "probe_concurrency",
-              "arrivals", "burst", "burst_s", "tolerance", "max_steps", "output_tokens", "seed")
+              "arrivals", "burst", "burst_s", "tolerance", "max_steps", "confidence", "output_tokens", "seed")
 SLO_FLAGS = ("ttft_p99_ms", "e2e_p99_ms", "error_share", "late_wait_s", "late_share")
 
 

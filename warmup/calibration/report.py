@@ -6,6 +6,7 @@ half-written file where a previous calibration was.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import shutil
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from warmcast.config.slo import SLO
+from warmup.calibration.evidence import requests_to_resolve
+from warmup.calibration.search import RateEvidence
 
 FORMAT = 1
 
@@ -57,23 +60,51 @@ def document(run: dict[str, Any], *, slo: SLO, plan: Any, url: str, server: dict
                       "rates_rps": {k: round(v, 4) for k, v in r.rates.items()},
                       "capacity_rps": None if r.capacity_rps is None else round(r.capacity_rps, 4),
                       "capacity_rpm": None if r.capacity_rps is None else round(r.capacity_rps * 60, 2),
-                      "tokens_per_s": r.tokens_per_s, "reason": r.reason, "curve": r.curve}
+                      "tokens_per_s": r.tokens_per_s, "reason": r.reason, "curve": r.curve,
+                      "rates": [rate_row(e) for _, e in sorted(r.book.items())]}
     return {
         "format": FORMAT, "created_at": (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "deployment": deployment, "profile": profile, "url": url,
         "capacity": {"scenario": head.scenario.name, "rps": round(head.capacity_rps, 4),
-                     "rpm": round(head.capacity_rps * 60, 2), "tokens_per_s": head.tokens_per_s},
+                     "rpm": round(head.capacity_rps * 60, 2), "tokens_per_s": head.tokens_per_s,
+                     **uncertainty(head, plan.confidence)},
         "slo": slo.model_dump(), "slo_text": slo.describe(),
         "server": {"model": run["model"], "max_model_len": run["max_model_len"], **server},
         "hardware": hardware(),
         "matrix": {"scaling": run["scaling"].note, "prompt_factor": round(run["scaling"].factor, 6),
                    "arrivals": plan.arrivals, "warmup_s": plan.warmup_s, "step_s": plan.step_s,
-                   "min_requests": plan.min_requests,
+                   "min_requests": plan.min_requests, "confidence": plan.confidence,
+                   "requests_to_resolve_p99": requests_to_resolve(plan.confidence),
+                   "judged": (f"a rate holds when, over every request sent at it (at least "
+                              f"{requests_to_resolve(plan.confidence)}), the SLO holds and the one-sided "
+                              f"{plan.confidence:.0%} upper bound of its TTFT P99 (order statistics, requests "
+                              "taken as independent) is within the bound"),
                    "drain_s": plan.drain_s, "probe_s": plan.probe_s, "probe_concurrency": plan.probe_concurrency,
                    "tolerance": plan.tolerance, "max_steps": plan.max_steps,
                    "rate_scaling": "low/typical/peak = 50/200/500 req/s scaled so that peak = the probe's throughput"},
         "generator": run.get("generator"), "scenarios": scen, "burst": run["burst"],
     }
+
+
+def _ms(x: float) -> Optional[float]:
+    return round(x, 3) if math.isfinite(x) else None
+
+
+def rate_row(e: RateEvidence) -> dict[str, Any]:
+    """One rate's standing over every request sent at it (JSON: an unbounded bound is null)."""
+    return {"rate_rps": round(e.rate_rps, 4), "standing": e.standing.value, "requests": e.requests,
+            "ttft_p99_ms": _ms(e.ttft_p99_ms), "ttft_p99_lower_ms": _ms(e.ttft_p99_lower_ms),
+            "ttft_p99_upper_ms": _ms(e.ttft_p99_upper_ms), "reason": e.reason}
+
+
+def uncertainty(res: Any, confidence: float) -> dict[str, Any]:
+    """What the answer is sure of: the requests it held over, its P99's bounds, the lowest rate that
+    broke (the capacity lies between the two, give or take the search's tolerance)."""
+    held = res.book[res.capacity_rps]
+    broke = [r for r, e in res.book.items() if e.standing.value == "broke" and r > res.capacity_rps]
+    return {"confidence": confidence, "requests": held.requests, "ttft_p99_ms": _ms(held.ttft_p99_ms),
+            "ttft_p99_upper_ms": _ms(held.ttft_p99_upper_ms),
+            "lowest_broken_rps": round(min(broke), 4) if broke else None}
 
 
 def _replace_atomically(path: Path, write) -> None:
@@ -119,6 +150,8 @@ def plot(doc: dict[str, Any], path: Path) -> None:
                 ".:", label="TTFT P50")
         bound = slo.get("ttft_p99_ms") or slo["late_wait_s"] * 1000.0
         ax.axhline(bound, color="red", lw=1, label=f"SLO TTFT P99 {bound:g} ms")
+        _mark_failed_steps(ax, pts)
+        _rate_bounds(ax, s.get("rates", []), bound)
         if s["capacity_rps"] is not None:
             ax.axvline(s["capacity_rps"], color="green", lw=1, label=f"capacity {s['capacity_rps']:.3g} req/s")
         ax.set_yscale("log")
@@ -133,6 +166,35 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90, format="png")
     plt.close(fig)
+
+
+def _mark_failed_steps(ax, pts: list[dict[str, Any]]) -> None:
+    """A failed step in red at its TTFT P99, named by the bound it broke: one that failed on errors
+    sits under the SLO line, and the picture says why it failed anyway."""
+    failed = [p for p in pts if not p["passed"] and p["ttft_ms"]["p99"] is not None]
+    if failed:
+        ax.plot([p["rate_rps"] for p in failed], [p["ttft_ms"]["p99"] for p in failed], "x", color="red", ms=8,
+                label="step that failed")
+    for p in failed:
+        other = [n for n in p.get("failed_on", []) if n != "TTFT P99"]
+        if other:
+            ax.annotate("failed: " + ", ".join(other), (p["rate_rps"], p["ttft_ms"]["p99"]), fontsize=6,
+                        color="red", xytext=(3, -9), textcoords="offset points")
+
+
+def _rate_bounds(ax, rates: list[dict[str, Any]], bound: float) -> None:
+    """Each rate's pooled TTFT P99 with its confidence bounds (an unbounded end drawn to 3x the SLO)."""
+    pts = [r for r in rates if r["ttft_p99_ms"] is not None]
+    if not pts:
+        return
+    ys = [r["ttft_p99_ms"] for r in pts]
+    lo = [max(y - r["ttft_p99_lower_ms"], 0.0) if r["ttft_p99_lower_ms"] else 0.0 for y, r in zip(ys, pts)]
+    hi = [max((r["ttft_p99_upper_ms"] or 3 * bound) - y, 0.0) for y, r in zip(ys, pts)]
+    ax.errorbar([r["rate_rps"] for r in pts], ys, yerr=[lo, hi], fmt="none", ecolor="gray", capsize=3, lw=1,
+                label="rate's P99, confidence bounds (all its requests)")
+    for r, y in zip(pts, ys):
+        ax.annotate(r["standing"], (r["rate_rps"], y), fontsize=6, color="gray", xytext=(3, 3),
+                    textcoords="offset points")
 
 
 def burst_text(b: dict[str, Any]) -> str:

@@ -19,7 +19,8 @@ from warmcast.errors import WarmcastError
 from warmcast.config.slo import SLO
 from warmup.actuators.vllm_client import VLLMClient
 from warmup.core.stats import quantile
-from warmup.calibration.search import (BURST_FACTOR, CONFIRM, Scenario, SearchConfig, StepStats, Trial, judge,
+from warmup.calibration.evidence import assess, requests_to_resolve
+from warmup.calibration.search import (BURST_FACTOR, RateEvidence, Scenario, SearchConfig, StepStats, judge,
                                        next_step, recovery_time_s, scaled_rates, scaled_scenarios, window_p99s)
 from warmup.calibration import report
 from warmup.calibration.steps import Arrival, Record, first_errors, schedule, step_stats
@@ -56,6 +57,7 @@ class CalibrationPlan:
     burst_s: float = 20.0
     tolerance: float = 0.1
     max_steps: int = 12
+    confidence: float = 0.95            # a rate holds when its P99's upper bound at this confidence does
     output_tokens: Optional[int] = None
     seed: int = 0
 
@@ -64,9 +66,8 @@ class CalibrationPlan:
         return self.headline or ("mix" if "mix" in self.scenarios else self.scenarios[0])
 
     def steps_budget(self) -> int:
-        """Progress units: a probe and at most ``max_steps`` steps per scenario (and the steps
-        that confirm the answer past them), and the burst."""
-        return 1 + len(self.scenarios) * (self.max_steps + CONFIRM + 1) + int(self.burst)
+        """Progress units: a probe and at most ``max_steps`` steps per scenario, and the burst."""
+        return 1 + len(self.scenarios) * (self.max_steps + 1) + int(self.burst)
 
 
 @dataclass
@@ -78,24 +79,41 @@ class ScenarioResult:
     capacity_rps: Optional[float] = None
     tokens_per_s: Optional[float] = None
     reason: str = ""
+    book: dict[float, RateEvidence] = field(default_factory=dict)   # every rate's pooled standing
+    records: dict[float, list[Record]] = field(default_factory=dict)
+    windows: dict[float, float] = field(default_factory=dict)       # measured seconds per rate
 
 
-def curve_point(st: StepStats, passed: bool, why: str, errors: list[str]) -> dict[str, Any]:
+def curve_point(st: StepStats, passed: bool, why: str, errors: list[str], rate: RateEvidence) -> dict[str, Any]:
+    """One step's own figures and verdict, and the standing of its rate over every step at it."""
     def q(x):
         return {k: (None if not math.isfinite(v) else round(v, 3)) for k, v in asdict(x).items()}
-    return {"rate_rps": round(st.rate_rps, 4), "passed": passed, "why": why, "sent": st.sent, "errors": st.errors,
+    return {"rate_rps": round(st.rate_rps, 4), "passed": passed, "why": why, "failed_on": failed_on(why, passed),
+            "rate_standing": rate.standing.value, "rate_requests": rate.requests,
+            "sent": st.sent, "errors": st.errors,
             "error_share": round(st.error_share, 5), "late_share": round(st.late_share, 5),
             "throughput_rps": round(st.throughput_rps, 4), "tokens_per_s": round(st.tokens_per_s, 2),
             "ttft_ms": q(st.ttft_ms), "itl_ms": q(st.itl_ms), "e2e_ms": q(st.e2e_ms),
             "e2e_short_ms": q(st.e2e_short_ms), "error_samples": errors}
 
 
-async def _step(engine: LoadEngine, sc: Scenario, rate: float, plan: CalibrationPlan, slo: SLO, seed: int):
+def failed_on(why: str, passed: bool) -> list[str]:
+    """The bounds a step broke, by name (a step that failed on errors drew its P99 under the line)."""
+    if passed:
+        return []
+    names = ("errors", "late", "TTFT P99", "end-to-end P99", "no request")
+    return [n for n in names if any(part.strip().startswith(n) for part in why.split(";"))]
+
+
+async def _step(engine: LoadEngine, sc: Scenario, rate: float, requests: int, plan: CalibrationPlan, slo: SLO,
+                seed: int):
     window = max(plan.step_s, plan.min_requests / rate)
-    arrivals = schedule(sc, rate, plan.warmup_s, window, np.random.default_rng(seed), plan.arrivals)
+    arrivals = schedule(sc, rate, plan.warmup_s, window, np.random.default_rng(seed), plan.arrivals,
+                        min_measured=requests)
+    window = max(window, arrivals[-1].at_s - plan.warmup_s) if arrivals else window
     records = await engine.send(arrivals, drain_s=plan.drain_s, seed=seed)
     st = step_stats(sc.name, rate, window, records, slo.late_wait_s)
-    return st, judge(st, slo), records
+    return st, judge(st, slo), records, window
 
 
 async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPlan, slo: SLO,
@@ -111,19 +129,25 @@ async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPla
     res = ScenarioResult(sc, probe_rps, rates)
     cfg = SearchConfig(ladder=tuple(rates.values()), tolerance=plan.tolerance, max_steps=plan.max_steps,
                        min_rate=max(rates["low"] / 8, plan.min_requests / (4 * plan.step_s)))  # windows <= 4x
-    trials: list[Trial] = []
-    step = next_step(trials, cfg)
+    step = next_step(res.book, 0, cfg)
+    steps = 0
     while not step.done:
-        st, verdict, records = await _step(engine, sc, step.next_rate, plan, slo, plan.seed + len(trials) + 1)
-        trials.append(Trial(step.next_rate, verdict.passed))
-        res.curve.append(curve_point(st, verdict.passed, verdict.reason, first_errors(records)))
-        progress(f"{sc.name}: {step.next_rate:.3g} req/s {'meets' if verdict.passed else 'breaks'} the SLO "
-                 f"(TTFT P99 {st.ttft_ms.p99:.4g} ms)")
-        step = next_step(trials, cfg)
+        rate = step.next_rate
+        st, verdict, records, window = await _step(engine, sc, rate, step.requests, plan, slo,
+                                                   plan.seed + steps + 1)
+        steps += 1
+        res.records.setdefault(rate, []).extend(records)
+        res.windows[rate] = res.windows.get(rate, 0.0) + window
+        ev = res.book[rate] = assess(rate, res.records[rate], slo, plan.confidence, sc.name, res.windows[rate])
+        res.curve.append(curve_point(st, verdict.passed, verdict.reason, first_errors(records), ev))
+        progress(f"{sc.name}: step {steps} at {rate:.4g} req/s, TTFT P99 {st.ttft_ms.p99:.4g} ms over {st.sent} "
+                 f"requests; the rate {ev.standing.value} over {ev.requests} of {ev.needed}")
+        step = next_step(res.book, steps, cfg)
     res.capacity_rps, res.reason = step.capacity_rps, step.reason
     if step.capacity_rps is not None:
-        at = next(p for p in res.curve if p["passed"] and abs(p["rate_rps"] - round(step.capacity_rps, 4)) < 1e-9)
-        res.tokens_per_s = at["tokens_per_s"]
+        cap = step.capacity_rps
+        res.tokens_per_s = round(step_stats(sc.name, cap, res.windows[cap], res.records[cap],
+                                            slo.late_wait_s).tokens_per_s, 2)
     return res
 
 

@@ -2,23 +2,22 @@
 which rate to try next, and how the test matrix scales to a smaller server.
 
 No I/O here: the load engine (:mod:`warmup.calibration.benchserve`) measures steps, the
-runner feeds their :class:`StepStats` to :func:`next_step` until it says done.  The search
-is a ladder (low / typical / peak, from the throughput probe) until the first failing
-rate, then bisection between the last passing and the first failing rate until they are
-within ``tolerance`` of each other; all passing grows the rate, all failing halves it down
-to ``min_rate`` (below that no rate meets the SLO and the search says so).  A failing rate is
-measured twice before it counts (``SearchConfig.confirm``); a passing one is believed at once
-while the search goes on, but the rate it answers with must have passed as often, also when the
-step budget is spent (up to ``confirm`` steps past it confirm the answer; near the
-knee one lucky step passes: bench/calibrate.py once answered such a rate, and the tool alone
-then broke the SLO at 0.8x of it); a rate that has both passed and failed as often is measured
-again, and the majority decides.
+runner pools every request sent at a rate into its :class:`RateEvidence`
+(:mod:`warmup.calibration.evidence` judges it) and feeds them to :func:`next_step` until it says
+done.  The search is a ladder (low / typical / peak, from the throughput probe) until the first
+rate that broke, then bisection between the highest passing and the lowest broken rate until
+they are within ``tolerance`` of each other; all passing grows the rate, all broken halves it
+down to ``min_rate``.  A rate that broke, not surely, is measured again; the rate the search
+would answer is measured until its requests resolve the P99 (issue 46: steps of a few dozen
+requests passed and failed the same rate, and the tool alone broke the SLO at 0.8x the answer).
+``max_steps`` bounds every step, confirmations included.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from enum import Enum
+from typing import Mapping, Optional, Sequence
 
 from warmcast.config.slo import SLO
 from warmup.core.stats import quantile
@@ -29,7 +28,6 @@ REFERENCE_OUTPUT = 256
 REFERENCE_RATES = {"low": 50.0, "typical": 200.0, "peak": 500.0}   # requests/s
 MIX_LONG_SHARE = 0.3        # the mix scenario: 70% short + 30% long
 BURST_FACTOR = 6.0          # burst step: low -> 6x low
-CONFIRM = 2                 # SearchConfig.confirm's default
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,65 +102,69 @@ class SearchConfig:
     tolerance: float = 0.1         # done when first failing - last passing <= tolerance * last passing
     max_steps: int = 10
     growth: float = 2.0            # every rate so far passed: try this much more
-    confirm: int = CONFIRM         # measurements before a failure counts, and before the answer stands
+
+
+class Standing(str, Enum):
+    HELD = "held"          # >= the requests to resolve, the SLO held, the P99's upper bound within it
+    PASSING = "passing"    # the SLO holds on what was sent so far, too few requests to be sure
+    UNSURE = "unsure"      # over the SLO so far, not surely: measure again
+    BROKE = "broke"        # surely over the SLO, or enough requests that did not hold
 
 
 @dataclass(frozen=True, slots=True)
-class Trial:
+class RateEvidence:
     rate_rps: float
-    passed: bool
+    standing: Standing
+    requests: int                  # measured requests at this rate, every step pooled
+    needed: int                    # requests to resolve the P99 at the confidence
+    ttft_p99_ms: float             # pooled sample P99 (a failure counts as infinitely slow)
+    ttft_p99_lower_ms: float
+    ttft_p99_upper_ms: float
+    reason: str
+
+    def describe(self) -> str:
+        return (f"{self.rate_rps:.4g} req/s {self.standing.value} over {self.requests} requests "
+                f"(TTFT P99 {ms_text(self.ttft_p99_ms)}, {ms_text(self.ttft_p99_lower_ms)} .. "
+                f"{ms_text(self.ttft_p99_upper_ms)}): {self.reason}")
+
+
+def ms_text(x: float) -> str:
+    return "inf" if math.isinf(x) and x > 0 else ("-" if math.isinf(x) else f"{x:.4g} ms")
+
+
 
 
 @dataclass(frozen=True, slots=True)
 class SearchStep:
     next_rate: Optional[float]     # None: done
-    capacity_rps: Optional[float]  # done: the highest rate that met the SLO (None: none did)
+    capacity_rps: Optional[float]  # done: the highest rate that held (None: none did)
     reason: str
+    requests: int = 0              # the step must hold this many requests (a confirmation), else any
 
     @property
     def done(self) -> bool:
         return self.next_rate is None
 
 
-def verdicts(trials: Sequence[Trial], confirm: int = 1) -> dict[float, Optional[bool]]:
-    """Per rate tried: True while it passed more often than it failed; False once it failed
-    ``confirm`` times and more often than it passed; None while a failure awaits confirmation or
-    the two are tied.  Past the knee a queue builds step after step, so failures repeat; a
-    transient stall of the machine fails one step, and its repeat passes.  At the knee itself one
-    pass and one fail are a coin toss (bench/calibrate.py took such a rate as capacity and the
-    tool alone then broke the SLO at 0.8x of it), so a third measurement decides."""
-    runs: dict[float, list[bool]] = {}
-    for t in trials:
-        runs.setdefault(t.rate_rps, []).append(t.passed)
-
-    def verdict(v: list[bool]) -> Optional[bool]:
-        passed, failed = sum(v), len(v) - sum(v)
-        if passed > failed:
-            return True
-        return False if failed > passed and failed >= confirm else None
-    return {r: verdict(v) for r, v in runs.items()}
-
-
-def bracket(trials: Sequence[Trial], confirm: int = 1) -> tuple[Optional[float], Optional[float]]:
-    """(last passing, first failing) rate.  A pass above a failure is noise and is not trusted:
-    the last passing rate is the highest pass *below* the lowest failure."""
-    v = verdicts(trials, confirm)
-    fails = [r for r, x in v.items() if x is False]
-    first_fail = min(fails) if fails else None
-    passes = [r for r, x in v.items() if x is True and (first_fail is None or r < first_fail)]
-    return (max(passes) if passes else None), first_fail
-
-
-def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> SearchStep:
-    """The next rate to measure, or the answer, from the trials so far."""
-    ok, bad = bracket(trials, cfg.confirm)
-    if len(trials) >= cfg.max_steps:
-        return _budget_spent(trials, cfg, ok, bad)
-    pending = [r for r, x in verdicts(trials, cfg.confirm).items() if x is None]
-    if pending:
-        return SearchStep(pending[0], None, f"{pending[0]:.4g} req/s failed as often as it passed: measure it again")
+def next_step(book: Mapping[float, RateEvidence], steps: int, cfg: SearchConfig) -> SearchStep:
+    """The next rate to measure, or the answer: the highest rate that held below the lowest that
+    broke.  A passing rate is believed while the search climbs; the one it would answer is measured
+    until its requests resolve the P99 (on the last step of the budget at the latest)."""
+    bad = min((r for r, e in book.items() if e.standing is Standing.BROKE), default=None)
+    below = {r: e for r, e in book.items() if bad is None or r < bad}
+    ok = max((r for r, e in below.items() if e.standing in (Standing.HELD, Standing.PASSING)), default=None)
+    if steps >= cfg.max_steps:
+        return _done(below, bad, f"step budget ({cfg.max_steps}) spent; ")
+    if ok is not None and below[ok].standing is Standing.PASSING and (
+            steps == cfg.max_steps - 1 or _converged(ok, bad, cfg)):
+        e = below[ok]
+        return SearchStep(ok, None, f"{ok:.4g} req/s would be the capacity: measure it until {e.needed} requests "
+                                    f"resolve its P99 ({e.needed - e.requests} more)", e.needed - e.requests)
+    unsure = sorted(r for r, e in below.items() if e.standing is Standing.UNSURE)
+    if unsure:
+        return SearchStep(unsure[0], None, f"{unsure[0]:.4g} req/s broke the SLO, not surely: measure it again")
     if bad is None:
-        tried = max((t.rate_rps for t in trials), default=0.0)
+        tried = max(book, default=0.0)
         above = [r for r in cfg.ladder if r > tried]
         if above:
             return SearchStep(above[0], None, f"ladder: next {above[0]:.4g} req/s")
@@ -171,41 +173,24 @@ def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> SearchStep:
     if ok is None:
         half = bad / 2.0
         if half < cfg.min_rate:
-            return SearchStep(None, None, f"no rate meets the SLO: {bad:.4g} req/s failed and the search "
-                                          f"stops at {cfg.min_rate:.4g} req/s")
-        return SearchStep(half, None, f"{bad:.4g} req/s failed with no pass below: try {half:.4g}")
-    if bad - ok <= cfg.tolerance * ok:
-        if _passes(trials, ok) < cfg.confirm:  # the answer is the one rate a planner will trust
-            return SearchStep(ok, None, f"{ok:.4g} req/s would be the capacity: measure it again to confirm")
-        return SearchStep(None, ok, _answer(ok, bad, trials, cfg.confirm))
+            return _done(below, bad, f"the search stops at {cfg.min_rate:.4g} req/s; ")
+        return SearchStep(half, None, f"{bad:.4g} req/s broke with no pass below: try {half:.4g}")
+    if _converged(ok, bad, cfg):
+        return _done(below, bad, "")
     mid = (ok + bad) / 2.0
-    return SearchStep(mid, None, f"bisect {ok:.4g} (passed) .. {bad:.4g} (failed): try {mid:.4g}")
+    return SearchStep(mid, None, f"bisect {ok:.4g} ({below[ok].standing.value}) .. {bad:.4g} (broke): try {mid:.4g}")
 
 
-def _budget_spent(trials: Sequence[Trial], cfg: SearchConfig, ok: Optional[float],
-                  bad: Optional[float]) -> SearchStep:
-    """The budget bounds the search, not the answer's confirmation: failures measured twice can
-    spend it with the answer passed once (bench/calibrate.py answered three of four scenarios so,
-    2026-12-05).  Up to ``confirm`` steps past it measure the answer again; where that ties it, the
-    next pass down is the answer and is measured in turn.  What is still unconfirmed then says so."""
-    if ok is not None and _passes(trials, ok) < cfg.confirm and len(trials) < cfg.max_steps + cfg.confirm:
-        return SearchStep(ok, None, f"step budget ({cfg.max_steps}) spent; {ok:.4g} req/s would be the "
-                                    "capacity: measure it again to confirm")
-    return SearchStep(None, ok, f"step budget ({cfg.max_steps}) spent; " + _answer(ok, bad, trials, cfg.confirm))
+def _converged(ok: float, bad: Optional[float], cfg: SearchConfig) -> bool:
+    return bad is not None and bad - ok <= cfg.tolerance * ok
 
 
-def _passes(trials: Sequence[Trial], rate: float) -> int:
-    return sum(1 for t in trials if t.rate_rps == rate and t.passed)
-
-
-def _answer(ok: Optional[float], bad: Optional[float], trials: Sequence[Trial], confirm: int) -> str:
-    if ok is None:
-        return "no rate met the SLO"
-    passes = _passes(trials, ok)
-    seen = f"passed {passes} of {sum(1 for t in trials if t.rate_rps == ok)}"
-    if passes < confirm:
-        seen += ", unconfirmed"
-    return f"capacity {ok:.4g} req/s ({seen}" + (f"; {bad:.4g} failed)" if bad is not None else ")")
+def _done(below: Mapping[float, RateEvidence], bad: Optional[float], prefix: str) -> SearchStep:
+    held = max((r for r, e in below.items() if e.standing is Standing.HELD), default=None)
+    broke = f"; {bad:.4g} req/s broke" if bad is not None else ""
+    if held is None:
+        return SearchStep(None, None, prefix + "no rate meets the SLO with confidence" + broke)
+    return SearchStep(None, held, prefix + f"capacity {below[held].describe()}" + broke)
 
 
 @dataclass(frozen=True, slots=True)

@@ -166,8 +166,12 @@ async def calibrate(req: CalibrateRequest, echo: Callable[[str], None]) -> dict[
     doc = report.document(run, slo=slo, plan=plan, url=url, server=server,
                           deployment=dep.name if dep else None, profile=profile)
     js, png = report.write_files(doc, req.out)
-    echo(f"capacity {doc['capacity']['rpm']:g} req/min ({doc['capacity']['tokens_per_s']} tokens/s) in scenario "
-         f"{doc['capacity']['scenario']}; wrote {js} and {png}")
+    cap = doc["capacity"]
+    echo(f"capacity {cap['rpm']:g} req/min ({cap['tokens_per_s']} tokens/s) in scenario {cap['scenario']}: "
+         f"held over {cap['requests']} requests, TTFT P99 {cap['ttft_p99_ms']} ms, its {cap['confidence']:.0%} "
+         f"upper bound {cap['ttft_p99_upper_ms']} ms"
+         + (f"; {cap['lowest_broken_rps'] * 60:g} req/min broke" if cap["lowest_broken_rps"] else "")
+         + f"; wrote {js} and {png}")
     if dep is not None and req.store:
         from warmup.calibration.store import CalibrationStore
         from warmcast.runtime import redis_client

@@ -42,8 +42,9 @@ class Record:
 
 
 def schedule(scenario: Scenario, rate_rps: float, warmup_s: float, measure_s: float, rng: np.random.Generator,
-             arrivals: str = "poisson", start_s: float = 0.0) -> list[Arrival]:
-    """Open-loop arrivals at ``rate_rps`` for ``warmup_s`` (not measured) then ``measure_s`` seconds.
+             arrivals: str = "poisson", start_s: float = 0.0, min_measured: int = 0) -> list[Arrival]:
+    """Open-loop arrivals at ``rate_rps`` for ``warmup_s`` (not measured) then ``measure_s`` seconds,
+    or on until ``min_measured`` arrivals are measured (a confirmation that must resolve a P99).
 
     ``poisson``: exponential gaps (what ``vllm bench serve`` sends by default); ``constant``:
     equal gaps.  Each request draws its part of the scenario's mix by share.
@@ -53,11 +54,12 @@ def schedule(scenario: Scenario, rate_rps: float, warmup_s: float, measure_s: fl
     if arrivals not in ("poisson", "constant"):
         raise ValueError(f"arrivals must be poisson or constant, got {arrivals!r}")
     shares = np.array([p[0] for p in scenario.parts], float)
-    out, t, end = [], start_s, start_s + warmup_s + measure_s
+    out, t, end, measured = [], start_s, start_s + warmup_s + measure_s, 0
     while True:
         t += rng.exponential(1.0 / rate_rps) if arrivals == "poisson" else 1.0 / rate_rps
-        if t >= end:
+        if t >= end and measured >= min_measured:
             return out
+        measured += t >= start_s + warmup_s
         _, prompt, label = scenario.parts[int(rng.choice(len(shares), p=shares / shares.sum()))]
         out.append(Arrival(t, prompt, scenario.output, label, t >= start_s + warmup_s))
 

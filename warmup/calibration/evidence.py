@@ -1,0 +1,102 @@
+"""What every step at one rate measured, pooled, and how sure it makes the search (pure).
+
+A P99 read from a 15-s step of a few dozen requests is its two or three slowest requests: one
+stall of the machine fails the step, one lucky step passes a rate past the knee, and a rate that
+"meets" then "breaks" says nothing.  So a rate is judged over every request sent at it, with
+distribution-free confidence bounds on the P99 (order statistics of the binomial), and it
+*holds* only when, over at least :func:`requests_to_resolve` requests (299 at 95%: fewer and
+even the slowest request is no 95% upper bound of the P99), the SLO holds on the pooled figures
+and the P99's upper bound is within the bound.  It *broke* as soon as the P99's lower bound (or
+the error and late shares' lower bounds) are over the SLO, or when those requests did not hold.
+Requests are not independent near the knee (a queue carries over), so the bounds are the
+textbook ones for independent samples and the report says so.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+from warmcast.config.slo import SLO
+from warmup.calibration.search import RateEvidence, Standing, judge, ms_text
+from warmup.calibration.steps import Record, step_stats
+
+P99 = 0.99
+
+
+def _binom_cdf(k: int, n: int, p: float) -> float:
+    """P(Binomial(n, p) <= k)."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    if p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 0.0
+    lp, lq = math.log(p), math.log1p(-p)
+    terms = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq
+             for i in range(k + 1)]
+    top = max(terms)
+    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
+
+
+def requests_to_resolve(confidence: float, q: float = P99) -> int:
+    """The fewest requests whose slowest one is a ``confidence`` upper bound of the ``q`` quantile."""
+    return math.ceil(math.log(1.0 - confidence) / math.log(q))
+
+
+def quantile_bounds(sorted_xs: Sequence[float], confidence: float, q: float = P99) -> tuple[float, float]:
+    """One-sided ``confidence`` (lower, upper) bounds of the ``q`` quantile from a sorted sample:
+    the order statistics x_(k) with P(x_(k) <= true) >= confidence (lower) and P(x_(k) >= true) >=
+    confidence (upper); -inf / inf where the sample is too small to give one."""
+    n = len(sorted_xs)
+    upper = next((sorted_xs[k - 1] for k in range(1, n + 1) if _binom_cdf(k - 1, n, q) >= confidence), math.inf)
+    lower = next((sorted_xs[k - 1] for k in range(n, 0, -1) if 1.0 - _binom_cdf(k - 1, n, q) >= confidence),
+                 -math.inf)
+    return lower, upper
+
+
+def share_lower_bound(events: int, n: int, confidence: float) -> float:
+    """One-sided ``confidence`` lower bound of a share from ``events`` of ``n`` (Clopper-Pearson)."""
+    if events <= 0 or n <= 0:
+        return 0.0
+    lo, hi = 0.0, events / n
+    for _ in range(60):  # bisection: P(Binomial(n, p) >= events) rises with p
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if 1.0 - _binom_cdf(events - 1, n, mid) < 1.0 - confidence else (lo, mid)
+    return lo
+
+
+def assess(rate: float, records: Sequence[Record], slo: SLO, confidence: float, scenario: str = "",
+           window_s: float = 1.0) -> RateEvidence:
+    """The standing of one rate from every request measured at it."""
+    measured = [r for r in records if r.arrival.measured]
+    needed = requests_to_resolve(confidence)
+    stats = step_stats(scenario, rate, window_s, measured, slo.late_wait_s)
+    pooled = judge(stats, slo)
+    ttft = sorted(r.ttft_ms if r.ok and math.isfinite(r.ttft_ms) else math.inf for r in measured)
+    lower, upper = quantile_bounds(ttft, confidence) if ttft else (-math.inf, math.inf)
+    p99_bounds = [("TTFT P99", slo.ttft_p99_ms, lower, upper)] if slo.ttft_p99_ms is not None else []
+    if slo.e2e_p99_ms is not None:
+        e2e = sorted(r.e2e_ms if r.ok else math.inf for r in measured if r.arrival.label == "short")
+        if e2e:
+            p99_bounds.append(("end-to-end P99 (short prompts)", slo.e2e_p99_ms, *quantile_bounds(e2e, confidence)))
+    n = len(measured)
+    sure_over = [f"{name}'s lower bound {lo:.4g} ms > {b:g} ms" for name, b, lo, _ in p99_bounds if lo > b]
+    errors = sum(1 for r in measured if not r.ok)
+    late = sum(1 for r in measured if not r.ok or not (r.ttft_ms <= slo.late_wait_s * 1000.0))
+    for name, events, allowed in (("errors", errors, slo.error_share), ("late", late, slo.late_share)):
+        low = share_lower_bound(events, n, confidence)
+        if low > allowed:
+            sure_over.append(f"{name} {events} of {n}: share's lower bound {low * 100:.3g}% > {allowed * 100:g}%")
+    unsure_upper = [f"{name}'s upper bound {ms_text(up)} > {b:g} ms" for name, b, _, up in p99_bounds if not up <= b]
+    if sure_over:
+        standing, why = Standing.BROKE, "; ".join(sure_over)
+    elif n >= needed:
+        ok = pooled.passed and not unsure_upper
+        standing = Standing.HELD if ok else Standing.BROKE
+        why = pooled.reason if ok or not pooled.passed else "; ".join(unsure_upper)
+    else:
+        standing = Standing.PASSING if pooled.passed else Standing.UNSURE
+        why = f"{pooled.reason}; {needed - n} more requests to resolve the P99"
+    return RateEvidence(rate, standing, n, needed, stats.ttft_ms.p99, lower, upper, why)
