@@ -125,9 +125,12 @@ async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPla
         raise CalibrationError(f"scenario {sc.name}: the server completed no request in the "
                                f"{plan.probe_s:g}-s throughput probe")
     rates = scaled_rates(probe_rps)
-    progress(f"{sc.name}: probe {probe_rps:.3g} req/s; ladder " + " / ".join(f"{v:.3g}" for v in rates.values()))
+    progress(f"{sc.name}: probe {probe_rps:.3g} req/s; low / typical / peak "
+             + " / ".join(f"{v:.3g}" for v in rates.values()) + "; the search starts at typical")
     res = ScenarioResult(sc, probe_rps, rates)
-    cfg = SearchConfig(ladder=tuple(rates.values()), tolerance=plan.tolerance, max_steps=plan.max_steps,
+    # The ladder starts at typical: the low rate costs a step that rarely says anything (halving
+    # from typical reaches below it when typical breaks).
+    cfg = SearchConfig(ladder=(rates["typical"], rates["peak"]), tolerance=plan.tolerance, max_steps=plan.max_steps,
                        min_rate=max(rates["low"] / 8, plan.min_requests / (4 * plan.step_s)))  # windows <= 4x
     step = next_step(res.book, 0, cfg)
     steps = 0
