@@ -38,15 +38,18 @@ class Server:
     """A server whose knee is at ``knee`` req/s: TTFT 50 ms below it, 3 s past it; ``stall(rate,
     step, requests)`` names how many measured requests of a step a stall of the machine makes 2 s slow."""
 
-    def __init__(self, knee: float, stall=lambda rate, step, requests: 0):
-        self.knee, self.stall, self.steps = knee, stall, []
+    def __init__(self, knee: float, stall=lambda rate, step, requests: 0, sustained: float = math.inf):
+        self.knee, self.stall, self.steps, self.sustained = knee, stall, [], sustained
+        self.asked: list[int] = []
 
     def step(self, rate: float, requests: int) -> list[Record]:
         sc = scaled_scenarios(2048, ("short",))[0][0]
         arr = schedule(sc, rate, 1.0, 15.0, np.random.default_rng(len(self.steps)), min_measured=requests)
         slow = self.stall(rate, len(self.steps), requests)
         self.steps.append((rate, sum(a.measured for a in arr)))
-        ttft = 50.0 if rate <= self.knee else 3000.0
+        self.asked.append(requests)
+        knee = min(self.knee, self.sustained) if requests >= 150 else self.knee  # a queue grows over a long step
+        ttft = 50.0 if rate <= knee else 3000.0
         stalled = [a for a in arr if a.measured][:slow]
         return [Record(a, True, 2000.0 if a in stalled else ttft, ttft + 300, 10, 32) for a in arr]
 
@@ -103,14 +106,31 @@ def test_one_stall_makes_a_rate_unsure_not_broken_and_its_requests_pool():
 
 
 def test_a_rate_surely_past_the_knee_breaks_at_once_and_the_budget_is_strict():
-    cfg = SearchConfig(ladder=(1.0, 4.0, 10.0), min_rate=0.1, tolerance=0.01, max_steps=4)
+    cfg = SearchConfig(ladder=(1.0, 4.0, 10.0), min_rate=0.1, tolerance=0.01, max_steps=4, resolve=299)
     server = Server(3.0)
     step, book = _search(server, cfg)
     assert book[4.0].standing is Standing.BROKE and "lower bound" in book[4.0].reason
     assert len(server.steps) == 4 and "budget (4) spent" in step.reason
-    last_rate, _ = server.steps[-1]
-    assert step.capacity_rps == last_rate and book[last_rate].requests >= 299
-    assert book[last_rate].standing is Standing.HELD  # the last step confirmed the highest passing rate
+    # 1 and 4 short; the last two steps can each hold an answer: 2.5 held over 299, then 3.25 broke
+    assert [r for r, _ in server.steps] == [1.0, 4.0, 2.5, 3.25] and server.asked == [0, 0, 299, 299]
+    assert step.capacity_rps == 2.5 and book[2.5].standing is Standing.HELD and book[2.5].requests >= 299
+
+
+def test_a_rate_short_steps_passed_and_a_long_measurement_broke_sends_the_search_down_decisively():
+    """bench:calibrate_engines, 2026-12-06: 6.9 req/s passed 104 requests in 15 s and broke over 300;
+    bisecting on with short steps spent the budget.  Here short steps pass up to 8 req/s, a long one
+    only up to 5: after the confirmation breaks, each next rate is 15% lower and measured as long."""
+    cfg = SearchConfig(ladder=(4.0, 10.0), min_rate=0.1, tolerance=0.1, max_steps=10, resolve=299)
+    server = Server(8.0, sustained=5.0)
+    step, book = _search(server, cfg)
+    assert step.capacity_rps is not None and step.capacity_rps <= 5.0 and book[step.capacity_rps].requests >= 299
+    first_long = next(i for i, n in enumerate(server.asked) if n >= 150)
+    broke_rate = server.steps[first_long][0]
+    assert book[broke_rate].standing is Standing.BROKE and broke_rate > 5.0
+    # from there on every step is long (a confirmation, or 15% down measured as long), never short again
+    assert all(n >= 150 for n in server.asked[first_long:]), server.asked
+    assert [r for r, _ in server.steps[first_long:]] == sorted((r for r, _ in server.steps[first_long:]), reverse=True)
+    assert 5.95 in [round(r, 4) for r, _ in server.steps] and len(server.steps) <= 10
 
 
 def test_no_answer_without_confidence_and_none_below_the_minimum_rate():

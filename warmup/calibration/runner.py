@@ -131,7 +131,8 @@ async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPla
     # The ladder starts at typical: the low rate costs a step that rarely says anything (halving
     # from typical reaches below it when typical breaks).
     cfg = SearchConfig(ladder=(rates["typical"], rates["peak"]), tolerance=plan.tolerance, max_steps=plan.max_steps,
-                       min_rate=max(rates["low"] / 8, plan.min_requests / (4 * plan.step_s)))  # windows <= 4x
+                       min_rate=max(rates["low"] / 8, plan.min_requests / (4 * plan.step_s)),  # windows <= 4x
+                       resolve=requests_to_resolve(plan.confidence))
     step = next_step(res.book, 0, cfg)
     steps = 0
     while not step.done:

@@ -31,6 +31,7 @@ BURST_FACTOR = 6.0          # burst step: low -> 6x low
 # A confirmation asks for a few more requests than it lacks: a load tool may leave one out of its
 # report (GuideLLM 0.8.1 did, and a confirmation ended at 298 of 299, costing a step).
 CONFIRM_MARGIN = 0.03
+DESCENT = 1.5               # after a long measurement broke, the next rate is this many tolerances lower
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,7 @@ class SearchConfig:
     tolerance: float = 0.1         # done when first failing - last passing <= tolerance * last passing
     max_steps: int = 10
     growth: float = 2.0            # every rate so far passed: try this much more
+    resolve: int = 0               # requests that resolve a P99: a step meant to hold an answer asks this many
 
 
 class Standing(str, Enum):
@@ -158,31 +160,49 @@ def next_step(book: Mapping[float, RateEvidence], steps: int, cfg: SearchConfig)
     ok = max((r for r, e in below.items() if e.standing in (Standing.HELD, Standing.PASSING)), default=None)
     if steps >= cfg.max_steps:
         return _done(below, bad, f"step budget ({cfg.max_steps}) spent; ")
+    full = cfg.resolve if cfg.max_steps - steps <= 2 else 0  # the last two steps can each hold an answer
     if ok is not None and below[ok].standing is Standing.PASSING and (
             steps == cfg.max_steps - 1 or _converged(ok, bad, cfg)):
-        e = below[ok]
-        more = e.needed - e.requests + max(3, math.ceil(CONFIRM_MARGIN * e.needed))
-        return SearchStep(ok, None, f"{ok:.4g} req/s would be the capacity: measure it until {e.needed} requests "
-                                    f"resolve its P99 ({more} more)", more)
+        return _confirm(below[ok])
     unsure = sorted(r for r, e in below.items() if e.standing is Standing.UNSURE)
     if unsure:
-        return SearchStep(unsure[0], None, f"{unsure[0]:.4g} req/s broke the SLO, not surely: measure it again")
+        return SearchStep(unsure[0], None, f"{unsure[0]:.4g} req/s broke the SLO, not surely: measure it again", full)
     if bad is None:
         tried = max(book, default=0.0)
-        above = [r for r in cfg.ladder if r > tried]
-        if above:
-            return SearchStep(above[0], None, f"ladder: next {above[0]:.4g} req/s")
-        return SearchStep(tried * cfg.growth, None, f"every rate up to {tried:.4g} req/s met the SLO: "
-                                                    f"try {tried * cfg.growth:.4g}")
+        nxt = next((r for r in cfg.ladder if r > tried), tried * cfg.growth)
+        why = f"ladder: next {nxt:.4g} req/s" if nxt in cfg.ladder else f"every rate up to {tried:.4g} req/s met the SLO"
+        return SearchStep(nxt, None, f"{why}: try {nxt:.4g}", full)
+    if book[bad].requests >= book[bad].needed and not _converged(ok, bad, cfg):
+        return _descend(below, ok, book[bad], cfg)
     if ok is None:
         half = bad / 2.0
         if half < cfg.min_rate:
             return _done(below, bad, f"the search stops at {cfg.min_rate:.4g} req/s; ")
-        return SearchStep(half, None, f"{bad:.4g} req/s broke with no pass below: try {half:.4g}")
+        return SearchStep(half, None, f"{bad:.4g} req/s broke with no pass below: try {half:.4g}", full)
     if _converged(ok, bad, cfg):
         return _done(below, bad, "")
     mid = (ok + bad) / 2.0
-    return SearchStep(mid, None, f"bisect {ok:.4g} ({below[ok].standing.value}) .. {bad:.4g} (broke): try {mid:.4g}")
+    return SearchStep(mid, None, f"bisect {ok:.4g} ({below[ok].standing.value}) .. {bad:.4g} (broke): try {mid:.4g}",
+                      full)
+
+
+def _confirm(e: RateEvidence) -> SearchStep:
+    more = e.needed - e.requests + max(3, math.ceil(CONFIRM_MARGIN * e.needed))
+    return SearchStep(e.rate_rps, None, f"{e.rate_rps:.4g} req/s would be the capacity: measure it until "
+                                        f"{e.needed} requests resolve its P99 ({more} more)", more)
+
+
+def _descend(below: Mapping[float, RateEvidence], ok: Optional[float], broke: RateEvidence,
+             cfg: SearchConfig) -> SearchStep:
+    """``broke`` broke over enough requests to resolve its P99 after short steps had passed it: a queue
+    near the knee grows over a long measurement, so short steps overstate what holds (bench:
+    calibrate_engines, 2026-12-06: 6.9 req/s passed 104 requests in 15 s and broke over 300).  The
+    next rate is a decisive step down, measured long enough to hold an answer at once."""
+    target = broke.rate_rps * (1.0 - DESCENT * cfg.tolerance)
+    if ok is not None and target <= ok:
+        return _confirm(below[ok]) if below[ok].standing is Standing.PASSING else _done(below, broke.rate_rps, "")
+    return SearchStep(target, None, f"{broke.rate_rps:.4g} req/s broke over {broke.requests} requests after "
+                                    f"short steps passed: measure {target:.4g} as long", cfg.resolve)
 
 
 def _converged(ok: float, bad: Optional[float], cfg: SearchConfig) -> bool:
