@@ -32,11 +32,13 @@ class WorkerTicker(ReplayPolicy):
     """The tick of each replayed minute sent to a Celery worker (``app``) and awaited; what it set on
     the published fleet is read back before the simulator applies it.  With ``forecast_step`` the
     worker's own forecast step makes the forecasts (the resolver's model, every ``forecast_every_s``)
-    instead of the driver storing the backtest's."""
+    instead of the driver storing the backtest's.  With ``shadow`` (:mod:`workers.shadow_replay`) it
+    only sends the tick, on a fleet the worker reads and does not act on."""
 
-    def __init__(self, app: Any, *args: Any, timeout_s: float = 120.0, forecast_step: bool = False) -> None:
+    def __init__(self, app: Any, *args: Any, timeout_s: float = 120.0, forecast_step: bool = False,
+                 shadow: bool = False) -> None:
         super().__init__(*args)
-        self.app, self.timeout_s, self.forecast_step = app, timeout_s, forecast_step
+        self.app, self.timeout_s, self.forecast_step, self.shadow = app, timeout_s, forecast_step, shadow
         self.used: list[Optional[dict[str, Any]]] = []   # with forecast_step: the forecast each tick read
 
     def _send(self, task: str, **kwargs: Any) -> None:
@@ -49,6 +51,10 @@ class WorkerTicker(ReplayPolicy):
             super()._store_forecast(t)
 
     def _run(self, now: datetime, t: int) -> None:
+        if self.shadow:  # shadow mode: the tick reads the autoscaler's fleet and records, acts on nothing
+            publish(self.ctx.state, self.dep, self.ctx.fleet)
+            self._send("warmcast.plan", now=now.isoformat())
+            return
         publish(self.ctx.state, self.dep, self.ctx.fleet, acting=True)
         due = self.forecast_step and (t * 60) % max(60, int(self.ctx.options.forecast_every_s)) == 0
         if due and t == 0:   # the first tick has a forecast to read, as a loop that ran before would

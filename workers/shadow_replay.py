@@ -14,7 +14,6 @@ report shadow`` reads afterwards, exactly as it reads those of a live loop.
 """
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Optional
 
 import pandas as pd
@@ -27,7 +26,8 @@ from warmup.sim.autoscalers import ReactiveHPA
 from workers.context import Ctx
 from workers.options import WorkerOptions, replay_options
 from workers.replay import ReplayPolicy, deployment_config, minute_times
-from workers.replay_fleet import ReplayFleet, publish
+from workers.replay_fleet import ReplayFleet
+from workers.replay_worker import WorkerTicker
 
 
 class ShadowCtx(Ctx):
@@ -43,20 +43,6 @@ class ShadowCtx(Ctx):
 
     def sim(self, name: str) -> Any:
         return self.fleet
-
-
-class CeleryTicker(ReplayPolicy):
-    """The tick of each replayed minute sent to a Celery worker (``app``) and awaited."""
-
-    def __init__(self, app: Any, *args: Any, timeout_s: float = 120.0) -> None:
-        super().__init__(*args)
-        self.app, self.timeout_s = app, timeout_s
-
-    def _run(self, now: datetime, t: int) -> None:
-        publish(self.ctx.state, self.dep, self.ctx.fleet)
-        # Results are off for the loop's tasks (task_ignore_result); this one is awaited, so kept.
-        self.app.send_task("warmcast.plan", kwargs={"deployment": self.dep, "now": now.isoformat()},
-                           queue=self.ctx.options.queue, ignore_result=False).get(timeout=self.timeout_s)
 
 
 class ShadowPolicy:
@@ -88,7 +74,7 @@ def run_shadow(settings: Settings, deployment: str, data: Any, ts: pd.Timestamp,
     sim_policy, _ = predictive_policy(split, cfg, bundle)
     ctx = ShadowCtx(settings, ReplayFleet(cfg.capacity_rpm), probe.r, live)
     args = (ctx, deployment, minute_times(split), bundle.levels, bundle.paths, bundle.model, sim_policy.cfg)
-    ticker = ReplayPolicy(*args) if celery is None else CeleryTicker(celery, *args)
+    ticker = ReplayPolicy(*args) if celery is None else WorkerTicker(celery, *args, shadow=True)
     hpa = ReactiveHPA(cfg.capacity_rpm, utilisation, cfg.reactive_stabilisation_min,
                       cfg.min_replicas, cfg.max_replicas)
     return run_online(ShadowPolicy(ticker, hpa), split.arrivals, split.minute_before, cfg.fleet_params(),

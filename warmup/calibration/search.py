@@ -160,7 +160,8 @@ def next_step(book: Mapping[float, RateEvidence], steps: int, cfg: SearchConfig)
     ok = max((r for r, e in below.items() if e.standing in (Standing.HELD, Standing.PASSING)), default=None)
     if steps >= cfg.max_steps:
         return _done(below, bad, f"step budget ({cfg.max_steps}) spent; ")
-    full = cfg.resolve if cfg.max_steps - steps <= 2 else 0  # the last two steps can each hold an answer
+    # Once a rate passed, the last two steps can each hold an answer (below any pass, short steps look)
+    full = cfg.resolve if cfg.max_steps - steps <= 2 and ok is not None else 0
     if ok is not None and below[ok].standing is Standing.PASSING and (
             steps == cfg.max_steps - 1 or _converged(ok, bad, cfg)):
         return _confirm(below[ok])
