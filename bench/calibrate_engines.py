@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import docsection  # noqa: E402
-from calibrate import matrix, on_server, tool_check  # noqa: E402
+from calibrate import WARMUP_S, matrix, on_server, tool_check  # noqa: E402
 
 ENGINES = ("vllm-bench", "guidellm")
 AGREE = 1.25   # the engines' capacities agree when the larger is at most this many times the smaller
@@ -31,7 +31,7 @@ AGREE = 1.25   # the engines' capacities agree when the larger is at most this m
 
 def run(srv, args: argparse.Namespace, tmp: Path) -> None:
     print(f"short scenario, SLO TTFT P99 <= {args.slo_ttft_ms:g} ms, {args.step_s:g}-s steps; the check: vllm bench "
-          f"serve alone, {args.step_s:g} s at 0.8x and 1.5x the engine's capacity\n")
+          f"serve alone, {args.step_s:g} s after a {WARMUP_S:g}-s warm-up at 0.8x and 1.5x the engine's capacity\n")
     print("| engine (version) | steps (req/s, ✓ met) | capacity req/s | held over (P99 / upper bound ms) "
           "| check 0.8x TTFT P99 ms | check 1.5x TTFT P99 ms |\n|---|---|---|---|---|---|")
     rates: dict[str, dict] = {}
