@@ -92,7 +92,7 @@ def _ms(x: float) -> Optional[float]:
 
 def rate_row(e: RateEvidence) -> dict[str, Any]:
     """One rate's standing over every request sent at it (JSON: an unbounded bound is null)."""
-    return {"rate_rps": round(e.rate_rps, 4), "standing": e.standing.value, "requests": e.requests,
+    return {"rate_rps": round(e.rate_rps, 4), "standing": e.standing.value, "requests": e.requests, "steps": e.steps,
             "ttft_p99_ms": _ms(e.ttft_p99_ms), "ttft_p99_lower_ms": _ms(e.ttft_p99_lower_ms),
             "ttft_p99_upper_ms": _ms(e.ttft_p99_upper_ms), "reason": e.reason}
 

@@ -126,6 +126,7 @@ class RateEvidence:
     ttft_p99_lower_ms: float
     ttft_p99_upper_ms: float
     reason: str
+    steps: int = 1                 # the load steps pooled
 
     def describe(self) -> str:
         return (f"{self.rate_rps:.4g} req/s {self.standing.value} over {self.requests} requests "
@@ -171,9 +172,10 @@ def next_step(book: Mapping[float, RateEvidence], steps: int, cfg: SearchConfig)
     if bad is None:
         tried = max(book, default=0.0)
         nxt = next((r for r in cfg.ladder if r > tried), tried * cfg.growth)
-        why = f"ladder: next {nxt:.4g} req/s" if nxt in cfg.ladder else f"every rate up to {tried:.4g} req/s met the SLO"
+        why = (f"ladder: next {nxt:.4g} req/s" if nxt in cfg.ladder
+               else f"every rate up to {tried:.4g} req/s met the SLO")
         return SearchStep(nxt, None, f"{why}: try {nxt:.4g}", full)
-    if book[bad].requests >= book[bad].needed and not _converged(ok, bad, cfg):
+    if book[bad].steps > 1 and book[bad].requests >= book[bad].needed and not _converged(ok, bad, cfg):
         return _descend(below, ok, book[bad], cfg)
     if ok is None:
         half = bad / 2.0
@@ -188,14 +190,14 @@ def next_step(book: Mapping[float, RateEvidence], steps: int, cfg: SearchConfig)
 
 
 def _confirm(e: RateEvidence) -> SearchStep:
-    more = e.needed - e.requests + max(3, math.ceil(CONFIRM_MARGIN * e.needed))
+    more = max(0, e.needed - e.requests) + max(3, math.ceil(CONFIRM_MARGIN * e.needed))
     return SearchStep(e.rate_rps, None, f"{e.rate_rps:.4g} req/s would be the capacity: measure it until "
                                         f"{e.needed} requests resolve its P99 ({more} more)", more)
 
 
 def _descend(below: Mapping[float, RateEvidence], ok: Optional[float], broke: RateEvidence,
              cfg: SearchConfig) -> SearchStep:
-    """``broke`` broke over enough requests to resolve its P99 after short steps had passed it: a queue
+    """``broke`` broke over enough requests to resolve its P99 after a first step had passed it: a queue
     near the knee grows over a long measurement, so short steps overstate what holds (bench:
     calibrate_engines, 2026-12-06: 6.9 req/s passed 104 requests in 15 s and broke over 300).  The
     next rate is a decisive step down, measured long enough to hold an answer at once."""
