@@ -15,7 +15,10 @@ textbook ones for independent samples and the report says so.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Sequence
+
+import numpy as np
+from scipy.stats import beta, binom
 
 from warmcast.config.slo import SLO
 from warmup.calibration.search import RateEvidence, Standing, judge, ms_text
@@ -28,23 +31,6 @@ P99 = 0.99
 CONFIRM_STEPS = 2
 
 
-def _binom_cdf(k: int, n: int, p: float) -> float:
-    """P(Binomial(n, p) <= k)."""
-    if k < 0:
-        return 0.0
-    if k >= n:
-        return 1.0
-    if p <= 0.0:
-        return 1.0
-    if p >= 1.0:
-        return 0.0
-    lp, lq = math.log(p), math.log1p(-p)
-    terms = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq
-             for i in range(k + 1)]
-    top = max(terms)
-    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
-
-
 def requests_to_resolve(confidence: float, q: float = P99) -> int:
     """The fewest requests whose slowest one is a ``confidence`` upper bound of the ``q`` quantile."""
     return math.ceil(math.log(1.0 - confidence) / math.log(q))
@@ -54,22 +40,14 @@ def quantile_bounds(sorted_xs: Sequence[float], confidence: float, q: float = P9
     """One-sided ``confidence`` (lower, upper) bounds of the ``q`` quantile from a sorted sample:
     the order statistics x_(k) with P(x_(k) <= true) >= confidence (lower) and P(x_(k) >= true) >=
     confidence (upper); -inf / inf where the sample is too small to give one."""
-    n = len(sorted_xs)
-    upper = next((sorted_xs[k - 1] for k in range(1, n + 1) if _binom_cdf(k - 1, n, q) >= confidence), math.inf)
-    lower = next((sorted_xs[k - 1] for k in range(n, 0, -1) if 1.0 - _binom_cdf(k - 1, n, q) >= confidence),
-                 -math.inf)
-    return lower, upper
+    cdf = binom.cdf(np.arange(len(sorted_xs)), len(sorted_xs), q)   # [k - 1]: P(Binomial <= k - 1)
+    up, low = np.flatnonzero(cdf >= confidence), np.flatnonzero(1.0 - cdf >= confidence)
+    return (sorted_xs[low[-1]] if low.size else -math.inf), (sorted_xs[up[0]] if up.size else math.inf)
 
 
 def share_lower_bound(events: int, n: int, confidence: float) -> float:
     """One-sided ``confidence`` lower bound of a share from ``events`` of ``n`` (Clopper-Pearson)."""
-    if events <= 0 or n <= 0:
-        return 0.0
-    lo, hi = 0.0, events / n
-    for _ in range(60):  # bisection: P(Binomial(n, p) >= events) rises with p
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if 1.0 - _binom_cdf(events - 1, n, mid) < 1.0 - confidence else (lo, mid)
-    return lo
+    return float(beta.ppf(1.0 - confidence, events, n - events + 1)) if events > 0 and n > 0 else 0.0
 
 
 def assess(rate: float, records: Sequence[Record], slo: SLO, confidence: float, scenario: str = "",
@@ -86,11 +64,9 @@ def assess(rate: float, records: Sequence[Record], slo: SLO, confidence: float, 
         e2e = sorted(r.e2e_ms if r.ok else math.inf for r in measured if r.arrival.label == "short")
         if e2e:
             p99_bounds.append(("end-to-end P99 (short prompts)", slo.e2e_p99_ms, *quantile_bounds(e2e, confidence)))
-    n = len(measured)
+    n = stats.sent
     sure_over = [f"{name}'s lower bound {lo:.4g} ms > {b:g} ms" for name, b, lo, _ in p99_bounds if lo > b]
-    errors = sum(1 for r in measured if not r.ok)
-    late = sum(1 for r in measured if not r.ok or not (r.ttft_ms <= slo.late_wait_s * 1000.0))
-    for name, events, allowed in (("errors", errors, slo.error_share), ("late", late, slo.late_share)):
+    for name, events, allowed in (("errors", stats.errors, slo.error_share), ("late", stats.late, slo.late_share)):
         low = share_lower_bound(events, n, confidence)
         if low > allowed:
             sure_over.append(f"{name} {events} of {n}: share's lower bound {low * 100:.3g}% > {allowed * 100:g}%")

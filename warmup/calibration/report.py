@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from warmcast.config.slo import SLO
 from warmup.calibration.evidence import requests_to_resolve
-from warmup.calibration.search import RateEvidence
+from warmup.calibration.search import RateEvidence, Standing
 
 FORMAT = 1
 
@@ -76,7 +76,8 @@ def document(run: dict[str, Any], *, slo: SLO, plan: Any, url: str, server: dict
                    "min_requests": plan.min_requests, "confidence": plan.confidence,
                    "requests_to_resolve_p99": requests_to_resolve(plan.confidence),
                    "judged": (f"a rate holds when, over every request sent at it (at least "
-                              f"{requests_to_resolve(plan.confidence)}), the SLO holds and the one-sided "
+                              f"{requests_to_resolve(plan.confidence)}, in two load steps or more), the SLO "
+                              "holds and the one-sided "
                               f"{plan.confidence:.0%} upper bound of its TTFT P99 (order statistics, requests "
                               "taken as independent) is within the bound"),
                    "drain_s": plan.drain_s, "probe_s": plan.probe_s, "probe_concurrency": plan.probe_concurrency,
@@ -101,7 +102,7 @@ def uncertainty(res: Any, confidence: float) -> dict[str, Any]:
     """What the answer is sure of: the requests it held over, its P99's bounds, the lowest rate that
     broke (the capacity lies between the two, give or take the search's tolerance)."""
     held = res.book[res.capacity_rps]
-    broke = [r for r, e in res.book.items() if e.standing.value == "broke" and r > res.capacity_rps]
+    broke = [r for r, e in res.book.items() if e.standing is Standing.BROKE and r > res.capacity_rps]
     return {"confidence": confidence, "requests": held.requests, "ttft_p99_ms": _ms(held.ttft_p99_ms),
             "ttft_p99_upper_ms": _ms(held.ttft_p99_upper_ms),
             "lowest_broken_rps": round(min(broke), 4) if broke else None}

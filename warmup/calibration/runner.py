@@ -82,7 +82,6 @@ class ScenarioResult:
     book: dict[float, RateEvidence] = field(default_factory=dict)   # every rate's pooled standing
     records: dict[float, list[Record]] = field(default_factory=dict)
     windows: dict[float, float] = field(default_factory=dict)       # measured seconds per rate
-    steps: dict[float, int] = field(default_factory=dict)           # load steps per rate
 
 
 def curve_point(st: StepStats, passed: bool, why: str, errors: list[str], rate: RateEvidence) -> dict[str, Any]:
@@ -143,9 +142,8 @@ async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPla
         steps += 1
         res.records.setdefault(rate, []).extend(records)
         res.windows[rate] = res.windows.get(rate, 0.0) + window
-        res.steps[rate] = res.steps.get(rate, 0) + 1
         ev = res.book[rate] = assess(rate, res.records[rate], slo, plan.confidence, sc.name, res.windows[rate],
-                                     res.steps[rate])
+                                     res.book[rate].steps + 1 if rate in res.book else 1)
         res.curve.append(curve_point(st, verdict.passed, verdict.reason, first_errors(records), ev))
         progress(f"{sc.name}: step {steps} at {rate:.4g} req/s, TTFT P99 {st.ttft_ms.p99:.4g} ms over {st.sent} "
                  f"requests; the rate {ev.standing.value} over {ev.requests} of {ev.needed}")

@@ -4,9 +4,9 @@ which rate to try next, and how the test matrix scales to a smaller server.
 No I/O here: the load engine (:mod:`warmup.calibration.benchserve`) measures steps, the
 runner pools every request sent at a rate into its :class:`RateEvidence`
 (:mod:`warmup.calibration.evidence` judges it) and feeds them to :func:`next_step` until it says
-done.  The search is a ladder (low / typical / peak, from the throughput probe) until the first
-rate that broke, then bisection between the highest passing and the lowest broken rate until
-they are within ``tolerance`` of each other; all passing grows the rate, all broken halves it
+done.  The search is a ladder (the runner gives typical and peak, from the throughput probe)
+until the first rate that broke, then bisection between the highest passing and the lowest broken
+rate until they are within ``tolerance`` of each other; all passing grows the rate, all broken halves it
 down to ``min_rate``.  A rate that broke, not surely, is measured again; the rate the search
 would answer is measured until its requests resolve the P99 (issue 46: steps of a few dozen
 requests passed and failed the same rate, and the tool alone broke the SLO at 0.8x the answer).
@@ -136,8 +136,6 @@ class RateEvidence:
 
 def ms_text(x: float) -> str:
     return "inf" if math.isinf(x) and x > 0 else ("-" if math.isinf(x) else f"{x:.4g} ms")
-
-
 
 
 @dataclass(frozen=True, slots=True)
