@@ -114,6 +114,18 @@ def test_capacity_plan_route(client, seeded):
         ["query", "start"]
 
 
+def test_capacity_plan_at_a_level_the_forecast_lacks_reads_history_and_says_why(client, seeded):
+    """The stored forecast holds P10-P90: a P99 plan was a 500 (found by the fuzz run); it now plans
+    every hour from history, never extrapolating the forecast, and its notes say why."""
+    r = client.get("/v1/deployments/demo/capacity", params={"quantile": 0.99, "capacity_per_instance": 100})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert all(h["source"] != "forecast" for h in body["hours"])
+    assert any("quantile 0.99 is outside them" in n for n in body["notes"]), body["notes"]
+    inside = client.get("/v1/deployments/demo/capacity", params={"quantile": 0.9, "capacity_per_instance": 100})
+    assert inside.json()["hours"][0]["source"] == "forecast"
+
+
 def test_capacity_plan_at_night_uses_the_night_profile(client, seeded):
     """Without a capacity asked for, each hour divides by the profile the demo's schedule makes
     active (night 22:00-07:00 UTC, 200 rpm; day 300 rpm), as the core's plan does."""
