@@ -45,6 +45,8 @@ def test_loop_forecasts_plans_warms_and_audits(make_loop):
     wait_for(lambda: ctx.state.audit_log("simdep", kind="warmup"), 30, "a warmup decision", loop)
     fc = ctx.state.get_forecast("simdep")
     assert len(fc["quantiles"]["0.9"]) == 30 and fc["model"]
+    # the warmup can start in the scale-out's own tick (CI: one audit row then): wait for the next tick
+    wait_for(lambda: len(_plan_audits(ctx, "simdep")) >= 2, 30, "a second planning tick", loop)
     scale = _plan_audits(ctx, "simdep")
     ups = [r for r in scale if r["decision"].startswith("up")]
     assert ups, scale[:3]
@@ -52,7 +54,7 @@ def test_loop_forecasts_plans_warms_and_audits(make_loop):
     assert up["applied"] and up["reason"] and up["outcome"].startswith("scaled")
     assert up["inputs"]["observed_rpm"] == pytest.approx(400)
     # every planning tick is in the audit log with a reason, the holds too
-    assert all(r["reason"] for r in scale) and len(scale) >= 2
+    assert all(r["reason"] for r in scale)
     # the first warmup started on the queue (the newest may already be its stop: the queue drains
     # as the scale-out lands, before this line reads the log)
     starts = [w for w in ctx.state.audit_log("simdep", kind="warmup") if w["decision"].startswith("start")]
