@@ -25,7 +25,8 @@ from warmcast.store import LoadStore
 # fail a Redis over, and assert on wall-clock ticks and latencies: marked ``realtime``.  scripts/test
 # runs them in one pytest run, one test after another, and every other test in a second run beside
 # it pinned to the last core, so no second vLLM engine or CPU-bound test lands on the engine's core
-# (serially the suite took 31 min on a 2-core machine, against CI's 35).
+# (serially the suite took 31 min on a 2-core machine, against CI's 35).  The ones that measure a
+# server's capacity are also marked ``alone`` (in their modules): scripts/test runs them last, alone.
 REALTIME = ("integration/", "workers/test_arrivals_vllm.py", "workers/test_switch_vllm.py",
             "workers/test_alerts_e2e.py", "workers/test_e2e_vllm.py", "workers/test_processes.py",
             "workers/test_sentinel.py", "workers/test_run.py", "workers/test_leases.py",

@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.integration,
                                  reason=f"no GuideLLM virtualenv at {GUIDELLM_PY} (bash scripts/setup-guidellm.sh)")]
 
 FLAGS = ["--engine", "guidellm", "--scenarios", "short", "--no-burst", "--warmup-s", "2", "--step-s", "8",
-         "--probe-s", "4", "--drain-s", "5", "--output-tokens", "32", "--max-steps", "4",
+         "--hold-s", "8", "--probe-s", "4", "--drain-s", "5", "--output-tokens", "32", "--max-steps", "6",
          "--slo-ttft-p99-ms", "1000"]
 
 
@@ -65,6 +65,7 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
                           timeout=900, cwd=ROOT, env=env)
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(900)
 def test_guidellm_sends_every_step_and_its_report_gives_the_capacity(text_server, env, tmp_path, redis_client,
                                                                       key_prefix):

@@ -35,21 +35,23 @@ ROOT = Path(__file__).resolve().parents[2]
 TTFT_BOUND_MS = 1000.0
 OUTPUT = 32
 WARMUP_S = 3.0  # each step's unmeasured warm-up at its rate (FAST's --warmup-s), in the checks too
-# The checks last as long as the answer's two steps: a sustained rate, as a planner uses the capacity
-# (15-s checks read 1,018 ms at 1.5x a capacity held with confidence, which sits below the knee: an
-# overload just past it builds its queue slowly).
+# The checks last as long as the answer's sustained step (--hold-s): a sustained rate, as a planner uses
+# the capacity (15-s checks read 1,018 ms at 1.5x a capacity held with confidence, which sits below the
+# knee: an overload just past it builds its queue slowly; a capacity two 15-s steps held broke a 30-s
+# check at 0.8x of it).
 CHECK_S = 30.0
 STEP_S = 15.0  # the CLI's default step; each check lasts as long: a queue near the knee takes seconds
 #               to build, so 8-s steps passed 5.35 req/s (P99 519 ms) that 20-s checks failed (1479 ms)
 
 
-def _flags(step_s: float) -> list[str]:
+def _flags(step_s: float, hold_s: float) -> list[str]:
     return ["--scenarios", "short", "--no-burst", "--warmup-s", f"{WARMUP_S:g}", "--step-s", str(step_s),
-            "--probe-s", "5", "--drain-s", "5", "--output-tokens", str(OUTPUT), "--max-steps", "10"]
+            "--hold-s", str(hold_s), "--probe-s", "5", "--drain-s", "5", "--output-tokens", str(OUTPUT),
+            "--max-steps", "10"]
 
 
-FAST = _flags(STEP_S)
-QUICK = _flags(3.0)  # bad input measures nothing: its steps only have to run (15-s steps cost CI 15 s each)
+FAST = _flags(STEP_S, CHECK_S)
+QUICK = _flags(3.0, 3.0)  # bad input measures nothing: its steps only have to run (15-s steps cost CI 15 s each)
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +89,7 @@ def _tool_p99(server, tokenizer: Path, rate: float, prompt: int, seconds: float,
     return float(np.percentile(ttfts, 99)) if all(math.isfinite(t) for t in ttfts) else math.inf
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(1500)    # up to 10 steps of 15 s (one of ~300 requests) and four 30-s checks, 2 shared cores
 def test_calibrate_finds_a_rate_that_holds_the_slo_and_1_5x_breaks_it(server, tokenizer, tmp_path):  # noqa: F811
     out = tmp_path / "cal"

@@ -217,6 +217,19 @@ def test_a_rate_holds_over_two_steps_and_one_that_broke_in_its_first_step_is_onl
     assert 34.0 / 1.1 <= step.capacity_rps <= 34.0 and book[step.capacity_rps].steps >= 2
 
 
+def test_a_rate_holds_only_once_a_step_at_it_lasted_the_hold():
+    """Two 15-s steps at 28.5 req/s held a P99 of 455/624 ms and the tool's 30-s check broke the SLO at
+    0.8x of it: a queue near the knee grows over a long step.  Without a step as long as the plan's
+    hold, enough requests in two steps only pass, and the search measures the rate again."""
+    ok = _records_at(30.0, 50.0)
+    short = assess(30.0, ok, SLO_1S, 0.95, steps=2, sustained=False)
+    assert short.standing is Standing.PASSING and "no step lasted the hold" in short.reason
+    assert assess(30.0, ok, SLO_1S, 0.95, steps=2, sustained=True).standing is Standing.HELD
+    cfg = SearchConfig(ladder=(30.0,), min_rate=0.1, tolerance=0.1, max_steps=4, resolve=299)
+    step = next_step({30.0: short}, 3, cfg)
+    assert step.next_rate == 30.0 and step.requests > 0  # a step meant to hold the answer: the runner makes it long
+
+
 def _records_at(rate: float, ttft: float) -> list[Record]:
     arr = schedule(scaled_scenarios(2048, ("short",))[0][0], rate, 0.0, 15.0, np.random.default_rng(5))
     return [Record(a, True, ttft, ttft + 300, 10, 32) for a in arr]

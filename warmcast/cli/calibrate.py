@@ -35,6 +35,7 @@ def calibrate_cmd(
     warmup_s: float = typer.Option(5.0, min=0.0, help="Unmeasured warm-up at the step's rate before each step."),
     step_s: float = typer.Option(15.0, min=1.0, help="Measured seconds per load step (longer at low rates: "
                                                      "--min-requests)."),
+    hold_s: float = typer.Option(30.0, min=1.0, help="A rate holds once one step at it lasted this long (sustained)."),
     min_requests: int = typer.Option(20, min=1, help="Arrivals a step's measured window holds on average."),
     drain_s: float = typer.Option(10.0, min=0.5, help="Wait this long after a step's last request; later ones fail."),
     probe_s: float = typer.Option(8.0, min=1.0, help="Seconds of the throughput probe that scales the rates."),
@@ -56,10 +57,9 @@ def calibrate_cmd(
                                                                 "--deployment/--profile (Redis)."),
     engine: str = typer.Option("vllm-bench", "--engine", help="Load generator that sends every step: vllm-bench "
                                "(`vllm bench serve`) or guidellm (GuideLLM; the server needs a tokenizer)."),
-    bench_python: Optional[Path] = typer.Option(
-        None, "--bench-python", help="Python of the install that has the load generator (default: vllm-bench: "
-        "$WARMCAST_VLLM_PYTHON or .venv-vllm/bin/python, built by scripts/setup-vllm.sh; guidellm: "
-        "$WARMCAST_GUIDELLM_PYTHON or .venv-guidellm/bin/python, built by scripts/setup-guidellm.sh)."),
+    bench_python: Optional[Path] = typer.Option(None, "--bench-python", help="Python of the install that has the "
+        "load generator (default: vllm-bench: $WARMCAST_VLLM_PYTHON or .venv-vllm/bin/python, built by scripts/setup-"
+        "vllm.sh; guidellm: $WARMCAST_GUIDELLM_PYTHON or .venv-guidellm/bin/python, built by scripts/setup-guidellm.sh)."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer the load generator builds prompts "
                                             "with: a local path or hub name (default: the served model)."),
     config: Optional[Path] = ConfigOpt,
@@ -73,7 +73,7 @@ def calibrate_cmd(
     asyncio.run(calibrate(_request(locals()), typer.echo))  # locals(): here, exactly the flags
 
 
-PLAN_FLAGS = ("headline", "warmup_s", "step_s", "min_requests", "drain_s", "probe_s", "probe_concurrency",
+PLAN_FLAGS = ("headline", "warmup_s", "step_s", "hold_s", "min_requests", "drain_s", "probe_s", "probe_concurrency",
               "arrivals", "burst", "burst_s", "tolerance", "max_steps", "confidence", "output_tokens", "seed")
 SLO_FLAGS = ("ttft_p99_ms", "e2e_p99_ms", "error_share", "late_wait_s", "late_share")
 

@@ -5,10 +5,10 @@ stall of the machine fails the step, one lucky step passes a rate past the knee,
 "meets" then "breaks" says nothing.  So a rate is judged over every request sent at it, with
 distribution-free confidence bounds on the P99 (order statistics of the binomial), and it
 *holds* only when, over at least :func:`requests_to_resolve` requests (299 at 95%: fewer and
-even the slowest request is no 95% upper bound of the P99) in at least two load steps, the SLO
-holds on the pooled figures and the P99's upper bound is within the bound.  It *broke* as soon as
-the P99's lower bound (or the error and late shares' lower bounds) are over the SLO, or when those
-requests, in two steps or more, did not hold.
+even the slowest request is no 95% upper bound of the P99) in at least two load steps, one of
+them sustained (as long as the plan's hold), the SLO holds on the pooled figures and the P99's
+upper bound is within the bound.  It *broke* as soon as the P99's lower bound (or the error and
+late shares' lower bounds) are over the SLO, or when those requests did not hold.
 Requests are not independent near the knee (a queue carries over), so the bounds are the
 textbook ones for independent samples and the report says so.
 """
@@ -51,8 +51,9 @@ def share_lower_bound(events: int, n: int, confidence: float) -> float:
 
 
 def assess(rate: float, records: Sequence[Record], slo: SLO, confidence: float, scenario: str = "",
-           window_s: float = 1.0, steps: int = 1) -> RateEvidence:
-    """The standing of one rate from every request measured at it in ``steps`` load steps."""
+           window_s: float = 1.0, steps: int = 1, sustained: bool = True) -> RateEvidence:
+    """The standing of one rate from every request measured at it in ``steps`` load steps;
+    ``sustained``: one of them lasted the plan's hold (a queue near the knee grows over a long step)."""
     measured = [r for r in records if r.arrival.measured]
     needed = requests_to_resolve(confidence)
     stats = step_stats(scenario, rate, window_s, measured, slo.late_wait_s)
@@ -73,7 +74,7 @@ def assess(rate: float, records: Sequence[Record], slo: SLO, confidence: float, 
     unsure_upper = [f"{name}'s upper bound {ms_text(up)} > {b:g} ms" for name, b, _, up in p99_bounds if not up <= b]
     if sure_over:
         standing, why = Standing.BROKE, "; ".join(sure_over)
-    elif n >= needed and steps >= CONFIRM_STEPS:
+    elif n >= needed and steps >= CONFIRM_STEPS and sustained:
         ok = pooled.passed and not unsure_upper
         standing = Standing.HELD if ok else Standing.BROKE
         why = pooled.reason if ok or not pooled.passed else "; ".join(unsure_upper)
@@ -81,5 +82,7 @@ def assess(rate: float, records: Sequence[Record], slo: SLO, confidence: float, 
         ok = pooled.passed and not (n >= needed and unsure_upper)
         standing = Standing.PASSING if ok else Standing.UNSURE
         why = (f"{pooled.reason if ok or not pooled.passed else '; '.join(unsure_upper)}; "
-               + (f"{needed - n} more requests to resolve the P99" if n < needed else "one step: measure it again"))
+               + (f"{needed - n} more requests to resolve the P99" if n < needed
+                  else "one step: measure it again" if steps < CONFIRM_STEPS
+                  else "no step lasted the hold: measure it again, as long"))
     return RateEvidence(rate, standing, n, needed, stats.ttft_ms.p99, lower, upper, why, steps)

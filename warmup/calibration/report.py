@@ -73,10 +73,12 @@ def document(run: dict[str, Any], *, slo: SLO, plan: Any, url: str, server: dict
         "hardware": hardware(),
         "matrix": {"scaling": run["scaling"].note, "prompt_factor": round(run["scaling"].factor, 6),
                    "arrivals": plan.arrivals, "warmup_s": plan.warmup_s, "step_s": plan.step_s,
+                   "hold_s": plan.hold_s,
                    "min_requests": plan.min_requests, "confidence": plan.confidence,
                    "requests_to_resolve_p99": requests_to_resolve(plan.confidence),
                    "judged": (f"a rate holds when, over every request sent at it (at least "
-                              f"{requests_to_resolve(plan.confidence)}, in two load steps or more), the SLO "
+                              f"{requests_to_resolve(plan.confidence)}, in two load steps or more, one of them "
+                              f"{plan.hold_s:g} s long), the SLO "
                               "holds and the one-sided "
                               f"{plan.confidence:.0%} upper bound of its TTFT P99 (order statistics, requests "
                               "taken as independent) is within the bound"),
