@@ -81,7 +81,8 @@ def tool_check(srv: LocalServer, rate: float, prompt: int, output: int, seconds:
 def matrix(url: str, out: Path, args: argparse.Namespace, extra: tuple[str, ...] = ()) -> dict:
     cmd = [sys.executable, "-m", "warmcast.cli", "calibrate", "--url", url, "--out", str(out),
            "--slo-ttft-p99-ms", str(args.slo_ttft_ms), "--slo-e2e-p99-ms", str(args.slo_e2e_ms),
-           "--step-s", str(args.step_s), "--warmup-s", "3", "--probe-s", "6", "--drain-s", "8",
+           "--step-s", str(args.step_s), "--hold-s", str(args.hold_s), "--warmup-s", "3", "--probe-s", "6",
+           "--drain-s", "8",
            "--max-steps", str(args.max_steps), *extra]
     subprocess.run(cmd, check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     return json.loads((out / "calibration.json").read_text())
@@ -107,15 +108,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--step-s", type=float, default=15.0, help="seconds per load step (the CLI's default)")
     ap.add_argument("--max-steps", type=int, default=10)
+    ap.add_argument("--hold-s", type=float, default=30.0, help="seconds of a step meant to hold the answer "
+                    "(the CLI's default): a rate holds once one step at it lasted this long")
     ap.add_argument("--check-s", type=float, default=None, help="seconds of each independent check (default: "
-                    "--step-s; a queue near the knee takes seconds to build, so a check longer than the steps "
+                    "--hold-s; a queue near the knee takes seconds to build, so a check longer than the steps "
                     "judges a different load: 10-s steps against 30-s checks broke the SLO at 0.8x)")
     ap.add_argument("--slo-ttft-ms", type=float, default=1000.0)
     ap.add_argument("--slo-e2e-ms", type=float, default=5000.0)
     ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "img" / "calibration_cpu.png")
     docsection.add_doc_option(ap)
     args = ap.parse_args()
-    args.check_s = args.step_s if args.check_s is None else args.check_s
+    args.check_s = args.hold_s if args.check_s is None else args.check_s
     return on_server(args, "calibrate", run)
 
 
