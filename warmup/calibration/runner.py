@@ -20,8 +20,8 @@ from warmcast.config.slo import SLO
 from warmup.actuators.vllm_client import VLLMClient
 from warmup.core.stats import quantile
 from warmup.calibration.evidence import assess, requests_to_resolve
-from warmup.calibration.search import (BURST_FACTOR, RateEvidence, Scenario, SearchConfig, StepStats, judge,
-                                       next_step, recovery_time_s, scaled_rates, scaled_scenarios, window_p99s)
+from warmup.calibration.search import (BURST_FACTOR, RateEvidence, Scenario, SearchConfig, SearchStep, StepStats,
+                                       judge, next_step, recovery_time_s, scaled_rates, scaled_scenarios, window_p99s)
 from warmup.calibration import report
 from warmup.calibration.steps import Arrival, Record, first_errors, schedule, step_stats
 
@@ -109,11 +109,11 @@ def failed_on(why: str, passed: bool) -> list[str]:
     return [n for n in names if any(part.strip().startswith(n) for part in why.split(";"))]
 
 
-async def _step(engine: LoadEngine, sc: Scenario, rate: float, requests: int, plan: CalibrationPlan, slo: SLO,
-                seed: int):
-    window = max(plan.hold_s if requests else plan.step_s, plan.min_requests / rate)
+async def _step(engine: LoadEngine, sc: Scenario, step: SearchStep, plan: CalibrationPlan, slo: SLO, seed: int):
+    rate = float(step.next_rate)
+    window = max(plan.hold_s if step.sustain else plan.step_s, plan.min_requests / rate)
     arrivals = schedule(sc, rate, plan.warmup_s, window, np.random.default_rng(seed), plan.arrivals,
-                        min_measured=requests)
+                        min_measured=step.requests)
     window = max(window, arrivals[-1].at_s - plan.warmup_s) if arrivals else window
     records = await engine.send(arrivals, drain_s=plan.drain_s, seed=seed)
     st = step_stats(sc.name, rate, window, records, slo.late_wait_s)
@@ -141,8 +141,7 @@ async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPla
     steps = 0
     while not step.done:
         rate = step.next_rate
-        st, verdict, records, window = await _step(engine, sc, rate, step.requests, plan, slo,
-                                                   plan.seed + steps + 1)
+        st, verdict, records, window = await _step(engine, sc, step, plan, slo, plan.seed + steps + 1)
         steps += 1
         res.records.setdefault(rate, []).extend(records)
         res.windows[rate] = res.windows.get(rate, 0.0) + window

@@ -127,6 +127,7 @@ class RateEvidence:
     ttft_p99_upper_ms: float
     reason: str
     steps: int = 1                 # the load steps pooled
+    sustained: bool = False        # one of them lasted the plan's hold
 
     def describe(self) -> str:
         return (f"{self.rate_rps:.4g} req/s {self.standing.value} over {self.requests} requests "
@@ -144,6 +145,7 @@ class SearchStep:
     capacity_rps: Optional[float]  # done: the highest rate that held (None: none did)
     reason: str
     requests: int = 0              # the step must hold this many requests (a confirmation), else any
+    sustain: bool = False          # the step is meant to hold an answer: it lasts the plan's hold
 
     @property
     def done(self) -> bool:
@@ -166,44 +168,49 @@ def next_step(book: Mapping[float, RateEvidence], steps: int, cfg: SearchConfig)
         return _confirm(below[ok])
     unsure = sorted(r for r, e in below.items() if e.standing is Standing.UNSURE)
     if unsure:
-        return SearchStep(unsure[0], None, f"{unsure[0]:.4g} req/s broke the SLO, not surely: measure it again", full)
+        return SearchStep(unsure[0], None, f"{unsure[0]:.4g} req/s is not resolved: measure it again, sustained",
+                          full, sustain=True)
     if bad is None:
         tried = max(book, default=0.0)
         nxt = next((r for r in cfg.ladder if r > tried), tried * cfg.growth)
         why = (f"ladder: next {nxt:.4g} req/s" if nxt in cfg.ladder
                else f"every rate up to {tried:.4g} req/s met the SLO")
-        return SearchStep(nxt, None, f"{why}: try {nxt:.4g}", full)
-    if book[bad].steps > 1 and book[bad].requests >= book[bad].needed and not _converged(ok, bad, cfg):
+        return SearchStep(nxt, None, f"{why}: try {nxt:.4g}", full, sustain=full > 0)
+    if book[bad].sustained and not _converged(ok, bad, cfg):
         return _descend(below, ok, book[bad], cfg)
     if ok is None:
         half = bad / 2.0
         if half < cfg.min_rate:
             return _done(below, bad, f"the search stops at {cfg.min_rate:.4g} req/s; ")
-        return SearchStep(half, None, f"{bad:.4g} req/s broke with no pass below: try {half:.4g}", full)
+        return SearchStep(half, None, f"{bad:.4g} req/s broke with no pass below: try {half:.4g}", full,
+                          sustain=full > 0)
+    if below[ok].standing is Standing.PASSING:  # short steps pass rates past the knee: hold it before going on
+        return _confirm(below[ok])
     if _converged(ok, bad, cfg):
         return _done(below, bad, "")
     mid = (ok + bad) / 2.0
     return SearchStep(mid, None, f"bisect {ok:.4g} ({below[ok].standing.value}) .. {bad:.4g} (broke): try {mid:.4g}",
-                      full)
+                      full, sustain=full > 0)
 
 
 def _confirm(e: RateEvidence) -> SearchStep:
     more = max(0, e.needed - e.requests) + max(3, math.ceil(CONFIRM_MARGIN * e.needed))
-    return SearchStep(e.rate_rps, None, f"{e.rate_rps:.4g} req/s would be the capacity: measure it until "
-                                        f"{e.needed} requests resolve its P99 ({more} more)", more)
+    return SearchStep(e.rate_rps, None, f"{e.rate_rps:.4g} req/s would be the capacity: measure it, sustained, "
+                                        f"until {e.needed} requests resolve its P99 ({more} more)", more, sustain=True)
 
 
 def _descend(below: Mapping[float, RateEvidence], ok: Optional[float], broke: RateEvidence,
              cfg: SearchConfig) -> SearchStep:
-    """``broke`` broke over enough requests to resolve its P99 after a first step had passed it: a queue
-    near the knee grows over a long measurement, so short steps overstate what holds (bench:
-    calibrate_engines, 2026-12-06: 6.9 req/s passed 104 requests in 15 s and broke over 300).  The
-    next rate is a decisive step down, measured long enough to hold an answer at once."""
+    """``broke`` broke in a sustained step: a queue near the knee grows over a long measurement, so
+    short steps overstate what holds (bench: calibrate_engines, 2026-12-06: 6.9 req/s passed 104
+    requests in 15 s and broke over 300; the test: 26 req/s passed a 15-s step, P99 432 ms, and broke
+    a 30-s one, 2,189 ms).  Bisecting below it on short steps would pass rates that break again, so
+    the next rate is a decisive step down, sustained at once."""
     target = broke.rate_rps * (1.0 - DESCENT * cfg.tolerance)
     if ok is not None and target <= ok:
         return _confirm(below[ok]) if below[ok].standing is Standing.PASSING else _done(below, broke.rate_rps, "")
-    return SearchStep(target, None, f"{broke.rate_rps:.4g} req/s broke over {broke.requests} requests after "
-                                    f"short steps passed: measure {target:.4g} as long", cfg.resolve)
+    return SearchStep(target, None, f"{broke.rate_rps:.4g} req/s broke sustained over {broke.requests} requests: "
+                                    f"measure {target:.4g}, sustained", cfg.resolve, sustain=True)
 
 
 def _converged(ok: float, bad: Optional[float], cfg: SearchConfig) -> bool:

@@ -157,6 +157,7 @@ async def calibrate(req: CalibrateRequest, echo: Callable[[str], None]) -> dict[
         except InstanceError as err:
             raise WarmcastError(f"calibrate: server {url} cannot be calibrated: {err}") from None
         tool = tool or _load_engine(req, echo)
+        stack.push_async_callback(tool.close)
         tool.url, tool.model = url, client_model
         with _progress(plan) as progress:
             run = await run_calibration(client, tool, plan, slo, progress)

@@ -129,14 +129,25 @@ class LoadTool:
             trace.write_text("\n".join(trace_lines(arrivals, seed)) + "\n")
             cmd = self.command(trace, len(arrivals), out, seed, concurrency)
             env = {**os.environ, "PYTHONHASHSEED": str(seed % 2**32), **self.env()}  # vllm bench seeds by hash()
-            proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE,
-                                                        stderr=asyncio.subprocess.STDOUT, env=env)
-            try:
-                log, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
-            except asyncio.TimeoutError:
-                proc.kill()
-                await proc.wait()
+            ran = await self.execute(cmd, env, timeout_s)
+            if ran is None:
                 return None
-            if proc.returncode != 0 or not out.exists():
-                raise ToolError(f"{self.name} exited {proc.returncode}: {tool_error(log.decode(errors='replace'))}")
+            rc, log = ran
+            if rc != 0 or not out.exists():
+                raise ToolError(f"{self.name} exited {rc}: {tool_error(log)}")
             return json.loads(out.read_text())
+
+    async def execute(self, cmd: list[str], env: dict[str, str], timeout_s: float) -> Optional[tuple[int, str]]:
+        """Run one step's command: (exit status, its output), or None when it ran past ``timeout_s`` (killed)."""
+        proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.STDOUT, env=env)
+        try:
+            log, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return None
+        return int(proc.returncode or 0), log.decode(errors="replace")
+
+    async def close(self) -> None:
+        """End whatever the tool keeps running between steps (nothing, unless a subclass keeps a process)."""
