@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -148,6 +149,10 @@ def test_no_answer_without_confidence_and_none_below_the_minimum_rate():
     step, book = _search(Server(0.0), cfg)
     assert step.done and step.capacity_rps is None and "no rate meets the SLO" in step.reason
     assert sorted(book) == [0.25, 0.5, 1.0]
+    # every step sustained (a short --hold-s): with nothing passed, a rate that broke sustained halves
+    # the search, it does not walk down 15% at a time (the CLI crashed on that: no passing rate to compare)
+    sustained = {r: replace(e, sustained=True) for r, e in book.items()}
+    assert next_step({1.0: sustained[1.0]}, 1, cfg).next_rate == 0.5
     confirming = []
 
     def stall(rate, step, requests):  # the first confirmation: 2 slow of ~300, the P99's upper bound over
