@@ -34,9 +34,14 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not GUIDELLM_PY.exists(),
                                  reason=f"no GuideLLM virtualenv at {GUIDELLM_PY} (bash scripts/setup-guidellm.sh)")]
 
+# The search runs on GuideLLM's measurements; where the knee lies is the default engine's test (and
+# bench/calibrate_engines.py's).  So the bound sits past this server's knee, where the P99 climbs to
+# seconds and a rate holds in a few steps (with 1,000 ms, 14.9 req/s read 1,055, 519 and 419 ms in
+# three steps, then 1,027 ms, and no rate held in 6).  It runs alone too: beside a CPU-bound process
+# GuideLLM's report left out 17 of 175 requests of a step.
 FLAGS = ["--engine", "guidellm", "--scenarios", "short", "--no-burst", "--warmup-s", "2", "--step-s", "8",
-         "--hold-s", "8", "--probe-s", "4", "--drain-s", "5", "--output-tokens", "32", "--max-steps", "6",
-         "--slo-ttft-p99-ms", "1000"]
+         "--hold-s", "8", "--probe-s", "4", "--drain-s", "5", "--output-tokens", "32", "--max-steps", "5",
+         "--slo-ttft-p99-ms", "3000"]
 
 
 @pytest.fixture(scope="module")
