@@ -176,12 +176,14 @@ def get_capacity(
         begin = (hist.index[-1] + pd.Timedelta(minutes=1)).ceil("h").strftime(TS) if len(hist) else \
             service.utcnow().ceil("h").strftime(TS)
     fi = fp = f50 = None
-    levels = sorted(fc.quantiles) if fc is not None else []
-    if fc is not None and levels[0] <= min(quantile, 0.5) and max(quantile, 0.5) <= levels[-1]:
-        fi, fp, f50 = fc.index, fc.quantile(quantile), fc.quantile(0.5)
-    elif fc is not None:  # never extrapolated past the forecast's levels: those hours come from history
-        cap_notes = [*cap_notes, f"the forecast ({fc.model}) has levels {', '.join(f'{q:g}' for q in levels)}: "
-                                 f"quantile {quantile:g} is outside them, so no hour is read from it"]
+    try:
+        if fc is not None:
+            fi, fp, f50 = fc.index, fc.quantile(quantile), fc.quantile(0.5)
+    except ValueError:  # Forecast.quantile refuses a level outside its own: those hours come from history
+        fi = fp = f50 = None
+        levels = ", ".join(f"{q:g}" for q in sorted(fc.quantiles))
+        cap_notes = [*cap_notes, f"the forecast ({fc.model}) has levels {levels}: quantile {quantile:g} is outside "
+                                 "them, so no hour is read from it"]
     req = CapacityRequest(start=pd.Timestamp(begin), span=span, quantile=quantile, utilisation=utilisation,
                           capacity_per_instance=cap, gpus_per_replica=conf.gpus_per_replica if conf else 1,
                           min_replicas=conf.min_replicas if conf else 0,

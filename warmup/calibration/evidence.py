@@ -35,8 +35,6 @@ def requests_to_resolve(confidence: float, q: float = P99, over: int = 0) -> int
     """The fewest requests whose ``over + 1``-th slowest is a ``confidence`` upper bound of the ``q``
     quantile: with ``over`` requests past the bound, that many show the rest holds it (299 with none,
     473 with one, 628 with two at 95%): P(Binomial(n, 1 - q) > over) >= confidence."""
-    if over == 0:
-        return math.ceil(math.log(1.0 - confidence) / math.log(q))
     ns = np.arange(over + 1, math.ceil((over + 1) * 10 / (1.0 - q)) + 1)
     return int(ns[np.argmax(binom.sf(over, ns, 1.0 - q) >= confidence)])
 
@@ -65,7 +63,7 @@ def assess(rate: float, records: Sequence[Record], slo: SLO, confidence: float, 
     ttft = sorted(r.ttft_ms if r.ok and math.isfinite(r.ttft_ms) else math.inf for r in measured)
     # A stall of the machine makes a request or two slow at any rate: with k of them past the bound, the
     # rate is resolved over the requests that make the (k+1)-th slowest an upper bound, not broken at 299.
-    over = sum(1 for t in ttft if slo.ttft_p99_ms is not None and t > slo.ttft_p99_ms)
+    over = sum(t > slo.ttft_p99_ms for t in ttft) if slo.ttft_p99_ms is not None else 0
     needed = requests_to_resolve(confidence, over=over if pooled.passed else 0)
     lower, upper = quantile_bounds(ttft, confidence) if ttft else (-math.inf, math.inf)
     p99_bounds = [("TTFT P99", slo.ttft_p99_ms, lower, upper)] if slo.ttft_p99_ms is not None else []

@@ -85,7 +85,6 @@ class ScenarioResult:
     book: dict[float, RateEvidence] = field(default_factory=dict)   # every rate's pooled standing
     records: dict[float, list[Record]] = field(default_factory=dict)
     windows: dict[float, float] = field(default_factory=dict)       # measured seconds per rate
-    longest: dict[float, float] = field(default_factory=dict)       # its longest step's seconds
 
 
 def curve_point(st: StepStats, passed: bool, why: str, errors: list[str], rate: RateEvidence) -> dict[str, Any]:
@@ -145,10 +144,10 @@ async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPla
         steps += 1
         res.records.setdefault(rate, []).extend(records)
         res.windows[rate] = res.windows.get(rate, 0.0) + window
-        res.longest[rate] = max(res.longest.get(rate, 0.0), window)
+        before = res.book.get(rate)
         ev = res.book[rate] = assess(rate, res.records[rate], slo, plan.confidence, sc.name, res.windows[rate],
-                                     res.book[rate].steps + 1 if rate in res.book else 1,
-                                     sustained=res.longest[rate] >= plan.hold_s - 1e-9)
+                                     before.steps + 1 if before else 1,
+                                     sustained=bool(before and before.sustained) or window >= plan.hold_s - 1e-9)
         res.curve.append(curve_point(st, verdict.passed, verdict.reason, first_errors(records), ev))
         progress(f"{sc.name}: step {steps} at {rate:.4g} req/s, TTFT P99 {st.ttft_ms.p99:.4g} ms over {st.sent} "
                  f"requests; the rate {ev.standing.value} over {ev.requests} of {ev.needed}")

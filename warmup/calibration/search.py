@@ -176,7 +176,7 @@ def next_step(book: Mapping[float, RateEvidence], steps: int, cfg: SearchConfig)
         why = (f"ladder: next {nxt:.4g} req/s" if nxt in cfg.ladder
                else f"every rate up to {tried:.4g} req/s met the SLO")
         return SearchStep(nxt, None, f"{why}: try {nxt:.4g}", full, sustain=full > 0)
-    if ok is not None and book[bad].sustained and not _converged(ok, bad, cfg):  # nothing passed: halve
+    if ok is not None and book[bad].sustained and not _converged(ok, bad, cfg):  # with no pass: halve below
         return _descend(below, ok, book[bad], cfg)
     if ok is None:
         half = bad / 2.0
