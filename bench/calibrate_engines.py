@@ -12,12 +12,19 @@ at least 299 requests, in two steps, one of them 30 s long (--hold-s, as long as
 its TTFT P99's 95% upper bound within the SLO, and each lies within the
 search's tolerance (10%) below its knee, so two engines that measure alike agree within
 AGREE = 1.25x (both tolerances and the server's drift between the runs); the run says which.
+Where they disagree it says what each read at its rates and what each engine's client cost in CPU
+beside the server's (the engine core has one core of two; the client and the server's API process
+share the other): a client that takes the server's CPU reads its knee lower.
 """
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
+import time
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -37,8 +44,11 @@ def run(srv, args: argparse.Namespace, tmp: Path) -> None:
     print("| engine (version) | steps (req/s, ✓ met) | capacity req/s | held over (P99 / upper bound ms) "
           "| check 0.8x TTFT P99 ms | check 1.5x TTFT P99 ms |\n|---|---|---|---|---|---|")
     rates: dict[str, dict] = {}
+    cpu: dict[str, str] = {}
     for i, engine in enumerate(ENGINES):
+        before = _cpu_now(srv)
         doc = matrix(srv.url, tmp / engine, args, ("--engine", engine, "--scenarios", "short", "--no-burst"))
+        cpu[engine] = _cpu_text(before, _cpu_now(srv))
         short, gen = doc["scenarios"]["short"], doc["generator"]
         steps = ", ".join(f"{p['rate_rps']:.3g}{'✓' if p['passed'] else '✗'}" for p in short["curve"])
         cap, prompt, output = short["capacity_rps"], short["parts"][0]["prompt_tokens"], short["output_tokens"]
@@ -51,7 +61,29 @@ def run(srv, args: argparse.Namespace, tmp: Path) -> None:
         print(f"| {gen['name']} {gen['version']} | {steps} | {cap:.3g} | {held['requests']} requests "
               f"({held['ttft_p99_ms']} / {held['ttft_p99_upper_ms']}) | {cells[0]} | {cells[1]} |", flush=True)
         rates[engine]["capacity"] = cap
+    print("\nCPU over each calibration (cores on average: client = warmcast calibrate and the engine's processes; "
+          "server = vLLM's API and engine core):\n" + "\n".join(f"  {e}: {t}" for e, t in cpu.items()))
     print("\n" + agreement(rates))
+
+
+def _cpu_now(srv) -> tuple[float, float, float]:
+    """(wall s, CPU s of this process's waited-for children, CPU s of the server's process tree)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server = 0.0
+    root = psutil.Process(srv.pid)
+    for p in (root, *root.children(recursive=True)):
+        try:
+            t = p.cpu_times()
+            server += t.user + t.system
+        except psutil.NoSuchProcess:   # a helper process that ended between the listing and the read
+            pass
+    return time.monotonic(), kids.ru_utime + kids.ru_stime, server
+
+
+def _cpu_text(before: tuple[float, float, float], after: tuple[float, float, float]) -> str:
+    wall = after[0] - before[0]
+    return (f"client {(after[1] - before[1]) / wall:.2f} cores, server {(after[2] - before[2]) / wall:.2f} cores, "
+            f"over {wall:.0f} s")
 
 
 def agreement(rates: dict[str, dict]) -> str:
