@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import docsection  # noqa: E402
 
 from warmup.actuators.launch import default_vllm_python_path, write_tiny_llama, write_tiny_tokenizer  # noqa: E402
-from warmup.actuators.local import LocalServer, free_port, one_core_env  # noqa: E402
+from warmup.actuators.local import LocalServer, free_port, one_core_env, other_cores, pin_to  # noqa: E402
 from warmup.calibration import report  # noqa: E402
 from warmup.calibration.benchserve import DRIVER  # noqa: E402
 
@@ -45,7 +45,7 @@ def start_server(tmp: Path, chars: bool = False) -> LocalServer:
     args = {"load-format": "dummy", "enforce-eager": True, "max-num-seqs": 4, "max-model-len": 2048,
             "kv-cache-memory-bytes": 128 * 1024 * 1024, "block-size": 32}
     srv = LocalServer(model, args, port=free_port(8700), python=VLLM_PY, log_dir=tmp, name="bench-calibrate",
-                      env=one_core_env(0))
+                      env=one_core_env(0), cpus=other_cores(0))
     srv.start()
     srv.wait_healthy_sync(timeout_s=600)
     return srv
@@ -67,7 +67,8 @@ def tool_check(srv: LocalServer, rate: float, prompt: int, output: int, seconds:
             "--seed", str(seed), "--save-result", "--save-detailed", "--result-dir", str(tmp),
             "--result-filename", f"check-{seed}.json", "--percentile-metrics", "ttft,e2el", "--metric-percentiles",
             "50,99", "--disable-tqdm"]
-    proc = subprocess.run([str(VLLM_PY), "-c", DRIVER, *argv], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([str(VLLM_PY), "-c", DRIVER, *argv], capture_output=True, text=True, timeout=900,
+                          preexec_fn=pin_to(other_cores(0)))
     if proc.returncode != 0:
         raise RuntimeError(f"vllm bench serve failed: {proc.stderr[-2000:]}")
     r = json.loads((tmp / f"check-{seed}.json").read_text())
@@ -84,7 +85,8 @@ def matrix(url: str, out: Path, args: argparse.Namespace, extra: tuple[str, ...]
            "--step-s", str(args.step_s), "--hold-s", str(args.hold_s), "--warmup-s", "3", "--probe-s", "6",
            "--drain-s", "8",
            "--max-steps", str(args.max_steps), *extra]
-    subprocess.run(cmd, check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    subprocess.run(cmd, check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                   preexec_fn=pin_to(other_cores(0)))   # the client off the engine's core, as the server's API
     return json.loads((out / "calibration.json").read_text())
 
 

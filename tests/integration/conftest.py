@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from warmup.actuators.launch import default_vllm_python_path, gpu_available, write_tiny_llama
-from warmup.actuators.local import LocalServer, free_port, one_core_env
+from warmup.actuators.local import LocalServer, free_port, one_core_env, other_cores
 from servers import running
 
 VLLM_PY = default_vllm_python_path()
@@ -37,8 +37,9 @@ def server():
         del args["kv-cache-memory-bytes"]
         args["gpu-memory-utilization"] = 0.2
     # One core for the engine, as the local scaler does: with vLLM's default binding its spinning
-    # OpenMP threads starve the API process, and a burst then reaches the scheduler one by one.
+    # OpenMP threads starve the API process, and a burst then reaches the scheduler one by one.  The
+    # API and scheduler processes run on the other cores, with the tests' load clients (other_cores).
     srv = LocalServer(model, args, port=free_port(8400), python=VLLM_PY, dev_mode=True, log_dir=tmp,
-                      name="it-server", env=one_core_env(0))
+                      name="it-server", env=one_core_env(0), cpus=other_cores(0))
     with running(srv, tmp):
         yield srv

@@ -25,6 +25,7 @@ import pytest
 from warmup.calibration.benchserve import DRIVER
 from warmup.calibration.store import CalibrationStore
 from warmup.actuators.launch import default_vllm_python_path, write_tiny_tokenizer
+from warmup.actuators.local import other_cores, pin_to
 
 VLLM_PY = default_vllm_python_path()  # the real vLLM server fixture ``server`` is in conftest.py
 
@@ -62,7 +63,7 @@ def tokenizer(tmp_path_factory) -> Path:
 
 def _cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "warmcast.cli", "calibrate", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT,
+                          text=True, timeout=timeout, cwd=ROOT, preexec_fn=pin_to(other_cores(0)),
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
@@ -83,7 +84,8 @@ def _tool_p99(server, tokenizer: Path, rate: float, prompt: int, seconds: float,
             "--no-self-timed", "--request-rate", f"{rate:.4f}", "--num-prompts", str(n), "--seed", str(seed),
             "--percentile-metrics", "ttft", "--metric-percentiles", "99", "--disable-tqdm", "--save-result",
             "--save-detailed", "--result-dir", str(tmp), "--result-filename", f"check-{seed}.json"]
-    proc = subprocess.run([str(VLLM_PY), "-c", DRIVER, *argv], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([str(VLLM_PY), "-c", DRIVER, *argv], capture_output=True, text=True, timeout=600,
+                          preexec_fn=pin_to(other_cores(0)))   # off the engine's core, as the server's API
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     r = json.loads((tmp / f"check-{seed}.json").read_text())
     ttfts = [t * 1000.0 if not e and t else math.inf for t, e in zip(r["ttfts"], r["errors"])][warm:]

@@ -65,6 +65,21 @@ def one_core_env(slot: int, env: Mapping[str, str] | None = None) -> dict[str, s
     return out
 
 
+def other_cores(slot: int) -> set[int] | None:
+    """The cores this process may use but the one :func:`one_core_env` gives engine ``slot`` (None on
+    one core).  A measurement keeps the server's API and scheduler processes and its load client there:
+    anywhere else they take turns on the engine's core, and its capacity moved 1.5x between minutes
+    (the calibrate test: a knee read at 21 req/s early in a run, the tool meeting the SLO at 30 after)."""
+    cores = sorted(os.sched_getaffinity(0))
+    rest = set(cores) - {cores[slot % len(cores)]}
+    return rest or None
+
+
+def pin_to(cores: set[int] | None):
+    """A ``preexec_fn`` that keeps a child process (and what it starts) on ``cores``; None: anywhere."""
+    return None if not cores else (lambda: os.sched_setaffinity(0, cores))
+
+
 class LocalServer:
     """One vLLM OpenAI server process on ``host:port``."""
 
@@ -81,8 +96,10 @@ class LocalServer:
         log_dir: str | Path | None = None,
         name: str | None = None,
         stop_at_exit: bool = True,
+        cpus: set[int] | None = None,
     ) -> None:
         self.stop_at_exit = stop_at_exit
+        self.cpus = cpus   # the server's processes run there (the engine's OpenMP threads bind by their env)
         self._adopted_pid: int | None = None
         self.model = str(model)
         self.engine_args = dict(engine_args)
@@ -138,7 +155,7 @@ class LocalServer:
         self.started_at = time.monotonic()
         self.started_wall = time.time()
         self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=self.env, start_new_session=True)
+                                     env=self.env, start_new_session=True, preexec_fn=pin_to(self.cpus))
         log.close()
         if self.stop_at_exit:
             _LIVE.add(self)
