@@ -3,7 +3,8 @@ the matrix, then the tool's own check of the calibrated rate.
 
     .venv/bin/python bench/calibrate.py            # ~25 min on 2 shared cores
 
-One server (the tiny random-weight Llama, max-num-seqs 4, one core, the word-level tokenizer of
+One server (the tiny random-weight Llama, max-num-seqs 4, the engine on one core, its API and scheduler
+processes and every load client on the other, the word-level tokenizer of
 warmup/actuators/tiny_tokenizer.py in its directory).  Part 1: ``warmcast calibrate`` over the
 whole matrix (short / medium / long / 70-30 mix, burst), every step sent by ``vllm bench serve``
 (warmup/calibration/benchserve.py); its calibration.png is copied to docs/img/calibration_cpu.png.

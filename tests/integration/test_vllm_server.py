@@ -73,6 +73,31 @@ def test_models_and_health(server):
     assert info.max_model_len == 2048
 
 
+def test_the_engine_has_its_core_and_the_rest_of_the_server_keeps_off_it(server):
+    """The engine's OpenMP threads on the core ``one_core_env`` names; the API and scheduler processes on
+    the others (``other_cores``), so a measurement's client and the server's own front end do not take
+    turns on the engine's core."""
+    import os
+
+    import psutil
+
+    from warmup.actuators.local import other_cores
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: nothing to keep off it")
+    engine_core = int(server.env["VLLM_CPU_OMP_THREADS_BIND"])
+    root = psutil.Process(server.pid)
+    procs = [root, *root.children(recursive=True)]
+    workers = [p for p in procs if p.name() == "VLLM::Worker"]
+    assert workers, [p.name() for p in procs]
+    for w in workers:   # its main thread is the OpenMP team's first, bound when the engine started
+        assert os.sched_getaffinity(w.pid) == {engine_core}
+    rest = [p for p in procs if p not in workers]
+    assert rest and all(set(p.cpu_affinity()) == other_cores(0) for p in rest), \
+        [(p.name(), p.cpu_affinity()) for p in rest]
+    assert engine_core not in other_cores(0)
+
+
 def test_warmup_requests_show_in_server_counters(server):
     dist = TokenDistribution.from_stats(prompt_mean=120, prompt_p95=300, output_mean=16)
 
