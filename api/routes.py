@@ -180,7 +180,6 @@ def get_capacity(
         if fc is not None:
             fi, fp, f50 = fc.index, fc.quantile(quantile), fc.quantile(0.5)
     except ValueError:  # Forecast.quantile refuses a level outside its own: those hours come from history
-        fi = fp = f50 = None
         levels = ", ".join(f"{q:g}" for q in sorted(fc.quantiles))
         cap_notes = [*cap_notes, f"the forecast ({fc.model}) has levels {levels}: quantile {quantile:g} is outside "
                                  "them, so no hour is read from it"]

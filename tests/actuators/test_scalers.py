@@ -12,6 +12,7 @@ model the API schema expects.
 """
 from __future__ import annotations
 
+import os
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -251,3 +252,23 @@ def test_local_scaler_never_binds_two_servers_to_one_core(tmp_path):
         assert slots() == {"night": [1], "day": [0]}
     finally:
         scaler().close()
+
+
+def test_other_cores_leave_the_engine_its_cores_also_where_the_operator_binds_them(monkeypatch):
+    """The cores a measurement's client and the server's front end keep to are the ones the engine's
+    OpenMP threads do not bind: one_core_env's core, or the operator's own binding, which one_core_env
+    keeps (pinning them onto an operator-bound core would put them back on the engine's)."""
+    from warmup.actuators.local import one_core_env, other_cores
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("one core: nothing to keep off it")
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    engine = int(one_core_env(0)["VLLM_CPU_OMP_THREADS_BIND"])
+    assert other_cores(0) == set(cores) - {engine}
+    mine = {"VLLM_CPU_OMP_THREADS_BIND": str(cores[1])}
+    assert one_core_env(0, mine) == mine and other_cores(0, mine) == set(cores) - {cores[1]}
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", f"{cores[0]}-{cores[-1]}")   # every core: none left over
+    assert other_cores(0) is None
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "auto")   # vLLM chooses: nothing known to keep off
+    assert other_cores(0) is None

@@ -65,14 +65,28 @@ def one_core_env(slot: int, env: Mapping[str, str] | None = None) -> dict[str, s
     return out
 
 
-def other_cores(slot: int) -> set[int] | None:
-    """The cores this process may use but the one :func:`one_core_env` gives engine ``slot`` (None on
-    one core).  A measurement keeps the server's API and scheduler processes and its load client there:
-    anywhere else they take turns on the engine's core, and its capacity moved 1.5x between minutes
-    (the calibrate test: a knee read at 21 req/s early in a run, the tool meeting the SLO at 30 after)."""
-    cores = sorted(os.sched_getaffinity(0))
-    rest = set(cores) - {cores[slot % len(cores)]}
+def other_cores(slot: int, env: Mapping[str, str] | None = None) -> set[int] | None:
+    """The cores this process may use but those the engine of ``slot`` binds to: the ones
+    :func:`one_core_env` gives it, or the operator's own ``VLLM_CPU_OMP_THREADS_BIND`` where set (None
+    on one core, or where that binding names no plain cores, e.g. ``auto``).  A measurement keeps the
+    server's API and scheduler processes and its load client there: anywhere else they take turns on the
+    engine's core, and its capacity moved 1.5x between minutes (the calibrate test: a knee read at 21
+    req/s early in a run, the tool meeting the SLO at 30 after)."""
+    spec = {**os.environ, **one_core_env(slot, env)}["VLLM_CPU_OMP_THREADS_BIND"]   # as the server's env merges
+    bound = _bound_cores(spec)
+    rest = set(os.sched_getaffinity(0)) - bound if bound else set()
     return rest or None
+
+
+def _bound_cores(spec: str) -> set[int]:
+    """The cores of an OpenMP binding like ``0``, ``0-3`` or ``0,2``; empty when it names none."""
+    out: set[int] = set()
+    for part in spec.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not (lo.isdigit() and (not hi or hi.isdigit())):
+            return set()
+        out |= set(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 def pin_to(cores: set[int] | None):
