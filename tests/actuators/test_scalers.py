@@ -260,15 +260,17 @@ def test_other_cores_leave_the_engine_its_cores_also_where_the_operator_binds_th
     keeps (pinning them onto an operator-bound core would put them back on the engine's)."""
     from warmup.actuators.local import one_core_env, other_cores
 
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
-        pytest.skip("one core: nothing to keep off it")
+    cores = [0, 1, 2, 3]   # given, not this process's: a CI phase runs pinned to one core
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
-    engine = int(one_core_env(0)["VLLM_CPU_OMP_THREADS_BIND"])
-    assert other_cores(0) == set(cores) - {engine}
-    mine = {"VLLM_CPU_OMP_THREADS_BIND": str(cores[1])}
-    assert one_core_env(0, mine) == mine and other_cores(0, mine) == set(cores) - {cores[1]}
-    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", f"{cores[0]}-{cores[-1]}")   # every core: none left over
-    assert other_cores(0) is None
+    assert one_core_env(5, cores=cores) == {"VLLM_CPU_OMP_THREADS_BIND": "1"}   # slot mod the cores
+    assert other_cores(0, cores=cores) == {1, 2, 3}
+    assert other_cores(0, cores=[0]) is None   # one core: nowhere else to go
+    mine = {"VLLM_CPU_OMP_THREADS_BIND": "1"}
+    assert one_core_env(0, mine, cores) == mine and other_cores(0, mine, cores) == {0, 2, 3}
+    assert other_cores(0, {"VLLM_CPU_OMP_THREADS_BIND": "0,2"}, cores) == {1, 3}
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "1-2")   # the operator's, in the environment
+    assert other_cores(0, cores=cores) == {0, 3}
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0-3")   # every core: none left over
+    assert other_cores(0, cores=cores) is None
     monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "auto")   # vLLM chooses: nothing known to keep off
-    assert other_cores(0) is None
+    assert other_cores(0, cores=cores) is None

@@ -50,6 +50,7 @@ deployments:
 """
 QUEUE_S = 16.0  # how long each burst keeps requests waiting on the saturated server (> three 5 s rounds)
 PROBES = 3      # timed probe requests: the burst is sized from the fastest
+LONG = 880      # a burst request's output tokens: the 120-token prompt plus these stay within 1,024
 # 120 prompt tokens, not 3: on this project's 2-core machine the vLLM 0.32 CPU worker died with
 # SIGILL (exit -4) on 3-token prompts in several runs (a kernel path for tiny prefills), while
 # 120-token prompts ran; prompt + longest output stay within the tiny model's max-model-len 1024.
@@ -113,14 +114,15 @@ def _in_flight(doc: dict, url: str) -> float:
 def _schedule(sender: Sender, a: str, b: str) -> list[tuple[float, str, int]]:
     """Short requests to both, and on ``a`` (max-num-seqs 1) bursts of long fixed-length ones
     (ignore_eos): sized from a probe so that each burst keeps requests waiting about QUEUE_S."""
-    took = sender.probe(a, 200)
+    # Timed at the burst's own length: a 200-token probe (0.26 s on CI, 2026-12-07) scaled linearly to
+    # 880 tokens sized bursts of 14 that queued no request past 5 s (a request's time is not in
+    # proportion to its tokens).
+    took = sender.probe(a, LONG)
     assert sender.ok == 1 + PROBES, "the probe requests failed: see the server's log under the state dir's vllm-logs"
-    long_tokens = int(min(880, max(64, 200 * 4.0 / max(took, 1e-3))))  # about 4 s each, within max-model-len
-    per_request = took * long_tokens / 200
-    burst = int(min(14, max(3, math.ceil(QUEUE_S / per_request) + 1)))
-    print(f"probe: 200 tokens in {took:.2f} s; bursts of {burst} x {long_tokens} tokens on the saturated server")
+    burst = int(min(40, max(3, math.ceil(QUEUE_S / took) + 1)))
+    print(f"probe: {LONG} tokens in {took:.2f} s; bursts of {burst} x {LONG} tokens on the saturated server")
     out = [(float(t), a, 4) for t in range(0, 96, 4)] + [(float(t), b, 4) for t in range(0, 48, 6)]
-    out += [(t + 0.1 * (k + 1), a, long_tokens) for t in (12, 34) for k in range(burst)]
+    out += [(t + 0.1 * (k + 1), a, LONG) for t in (12, 34) for k in range(burst)]
     out += [(70 + d, a, 4) for d in (0.1, 0.2, 0.3)]
     return out
 

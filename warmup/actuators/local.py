@@ -21,7 +21,7 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import httpx
 import psutil
@@ -52,29 +52,32 @@ def free_port(start: int = 8100, host: str = "127.0.0.1", avoid: set[int] | None
     raise InstanceUnavailable(f"{host}:{start}+", "no free port in 2000 ports")
 
 
-def one_core_env(slot: int, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``env`` plus ``VLLM_CPU_OMP_THREADS_BIND`` giving a CPU engine core ``slot`` (mod the cores
-    this process may use). vLLM's default binding spins OpenMP threads on every core, which
+def one_core_env(slot: int, env: Mapping[str, str] | None = None,
+                 cores: Collection[int] | None = None) -> dict[str, str]:
+    """``env`` plus ``VLLM_CPU_OMP_THREADS_BIND`` giving a CPU engine core ``slot`` (mod ``cores``,
+    by default those this process may use). vLLM's default binding spins OpenMP threads on every core, which
     starves the server's own API process and every other engine on the machine: requests then
     trickle into the scheduler one by one. An explicit binding from the operator wins."""
     out = dict(env or {})
     if "VLLM_CPU_OMP_THREADS_BIND" in out or "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
         return out
-    cores = sorted(os.sched_getaffinity(0))
-    out["VLLM_CPU_OMP_THREADS_BIND"] = str(cores[slot % len(cores)])
+    mine = sorted(os.sched_getaffinity(0) if cores is None else cores)
+    out["VLLM_CPU_OMP_THREADS_BIND"] = str(mine[slot % len(mine)])
     return out
 
 
-def other_cores(slot: int, env: Mapping[str, str] | None = None) -> set[int] | None:
-    """The cores this process may use but those the engine of ``slot`` binds to: the ones
+def other_cores(slot: int, env: Mapping[str, str] | None = None,
+                cores: Collection[int] | None = None) -> set[int] | None:
+    """The cores this process may use (or ``cores``) but those the engine of ``slot`` binds to: the ones
     :func:`one_core_env` gives it, or the operator's own ``VLLM_CPU_OMP_THREADS_BIND`` where set (None
     on one core, or where that binding names no plain cores, e.g. ``auto``).  A measurement keeps the
     server's API and scheduler processes and its load client there: anywhere else they take turns on the
     engine's core, and its capacity moved 1.5x between minutes (the calibrate test: a knee read at 21
     req/s early in a run, the tool meeting the SLO at 30 after)."""
-    spec = {**os.environ, **one_core_env(slot, env)}["VLLM_CPU_OMP_THREADS_BIND"]   # as the server's env merges
+    mine = set(os.sched_getaffinity(0) if cores is None else cores)
+    spec = {**os.environ, **one_core_env(slot, env, mine)}["VLLM_CPU_OMP_THREADS_BIND"]   # as the server's env merges
     bound = _bound_cores(spec)
-    rest = set(os.sched_getaffinity(0)) - bound if bound else set()
+    rest = mine - bound if bound else set()
     return rest or None
 
 
