@@ -152,3 +152,32 @@ def test_warmup_spec_from_core_decision():
                        requests_per_instance=6, concurrency=3, duration_s=45.0, instances=("a",))
     assert WarmupSpec.of(d) == WarmupSpec(count=6, concurrency=3, duration_s=45.0)
     assert WarmupSpec.of(WarmupSpec(count=2)) == WarmupSpec(count=2)
+
+
+def _held(running: int, waiting: int) -> str:
+    return (METRICS.replace('vllm:num_requests_running{engine="0",model_name="/tmp/tiny"} 0.0',
+                            f'vllm:num_requests_running{{engine="0",model_name="/tmp/tiny"}} {running}.0')
+            .replace('vllm:num_requests_waiting{engine="0",model_name="/tmp/tiny"} 0.0',
+                     f'vllm:num_requests_waiting{{engine="0",model_name="/tmp/tiny"}} {waiting}.0'))
+
+
+def test_settle_waits_for_no_request_held_and_a_cut_wait_says_how_many_remain(http):
+    """Calibration's wait before a step, on each answer a server can give: requests held then none
+    (it waits), held past the limit (it says how many), no /metrics (it says so at once).  The real
+    server's side: tests/integration/test_vllm_server.py."""
+    from warmup.calibration.runner import settle
+
+    async def waits(limit_s: float):
+        async with VLLMClient(http, name="busy", retries=1) as c:
+            return await settle(c, limit_s, poll_s=0.01)
+
+    ok = (200, _held(0, 0), {})
+    _Handler.script = {"/metrics": [(200, _held(2, 5), {}), (200, _held(1, 0), {}), ok]}
+    done = asyncio.run(waits(30.0))
+    assert done.held == 0 and len(_Handler.seen) == 3
+    _Handler.script, _Handler.seen = {"/metrics": [(200, _held(2, 5), {})]}, []
+    cut = asyncio.run(waits(0.2))
+    assert cut.held == 7 and cut.waited_s >= 0.2 and len(_Handler.seen) > 2
+    _Handler.script = {"/metrics": [(500, "boom", {})]}
+    gone = asyncio.run(waits(30.0))
+    assert gone.held is None and gone.waited_s < 5

@@ -111,6 +111,7 @@ def test_calibrate_finds_a_rate_that_holds_the_slo_and_1_5x_breaks_it(server, to
     assert "scaled by" in doc["matrix"]["scaling"] and doc["hardware"]["cores"]
     for p in curve:
         assert {"p50", "p95", "p99"} <= set(p["ttft_ms"]) and {"p50", "p95", "p99"} <= set(p["itl_ms"])
+        assert p["held_at_start"] == 0, p   # each step started on a server holding no request (settle)
 
     cap_doc = doc["capacity"]
     assert cap_doc["requests"] >= doc["matrix"]["requests_to_resolve_p99"] == 299
@@ -130,10 +131,11 @@ def test_calibrate_finds_a_rate_that_holds_the_slo_and_1_5x_breaks_it(server, to
             holds.append(_tool_p99(server, tokenizer, cap * 0.8, prompt, CHECK_S, seed, tmp_path))
         if not over or max(over) <= TTFT_BOUND_MS:
             over.append(_tool_p99(server, tokenizer, cap * 1.5, prompt, CHECK_S, 100 + seed, tmp_path))
-    steps = [(p["rate_rps"], p["passed"], p["ttft_ms"]["p99"]) for p in curve]
+    steps = [(p["rate_rps"], p["passed"], p["ttft_ms"]["p99"], p["settle_s"], p["held_at_start"]) for p in curve]
     steps += [(x["rate_rps"], x["standing"], x["requests"]) for x in doc["scenarios"]["short"]["rates"]]
     print(f"capacity {cap} req/s held over {cap_doc['requests']} requests (P99 upper bound "
-          f"{cap_doc['ttft_p99_upper_ms']} ms); the tool alone at 0.8x: P99 {holds} ms, at 1.5x: {over} ms")  # -s
+          f"{cap_doc['ttft_p99_upper_ms']} ms); the tool alone at 0.8x: P99 {holds} ms, at 1.5x: {over} ms; "
+          f"steps (rate, passed, P99, settle s, held at start) {steps}")  # -s
     assert min(holds) <= TTFT_BOUND_MS < max(over), f"capacity {cap} req/s; check P99 {holds} / {over} ms; " \
                                                     f"steps {steps}"
 

@@ -23,6 +23,7 @@ from warmup.actuators.launch import (
 )
 from warmup.actuators.local import free_port
 from warmup.actuators.metrics import latency_window, parse_metrics
+from warmup.calibration.runner import settle
 from warmup.actuators.prometheus import PrometheusSignals, queries
 from warmup.actuators.tokens import TokenDistribution
 from workers.live_signals import prometheus_live, scrape_live
@@ -51,14 +52,28 @@ def run(coro):
 
 
 async def until_idle(c: VLLMClient, timeout_s: float = 10.0):
-    """The server's metrics once its gauges say idle: they are updated on the engine's next
-    step, so a snapshot taken right after the last response can still count it as running."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        m = await c.metrics()
-        if (m.waiting == 0 and m.running == 0) or time.monotonic() > deadline:
-            return m
-        await asyncio.sleep(0.1)
+    """The server's metrics once its gauges say idle (calibration's settle): they are updated on the
+    engine's next step, so a snapshot taken right after the last response can still count it as running."""
+    await settle(c, timeout_s, poll_s=0.1)
+    return await c.metrics()
+
+
+def test_settle_returns_once_the_real_server_holds_no_request(server):
+    """A calibration step starts on an empty server: settle, called with a burst queued, returns with
+    the server's gauges at zero and the burst answered.  (Under that load this server answered a
+    /metrics read only as the burst ended, 12-15 s later, so a cut-short wait cannot be seen here: it
+    is in tests/actuators/test_client_http.py.)"""
+    async def go():
+        async with VLLMClient(server.url, name="it") as c:
+            task = asyncio.create_task(_at_once(server.url, server.model, 32, 800))   # ~15 s of work
+            await asyncio.sleep(1.0)   # the burst is in
+            waited = await settle(c, 300.0, poll_s=0.2)
+            codes = await asyncio.wait_for(task, 5.0)   # its answers were on their way
+            return waited, codes, await c.metrics()
+
+    waited, codes, after = run(go())
+    assert waited.held == 0 and waited.waited_s > 1, waited
+    assert codes == [200] * 32 and after.running == 0 and after.waiting == 0
 
 
 def test_models_and_health(server):

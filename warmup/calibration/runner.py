@@ -9,15 +9,17 @@ document (see :mod:`warmup.calibration.report` for its files).
 """
 from __future__ import annotations
 
+import asyncio
 import math
+import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Awaitable, Callable, Optional, Protocol
 
 import numpy as np
 
 from warmcast.errors import WarmcastError
 from warmcast.config.slo import SLO
-from warmup.actuators.vllm_client import VLLMClient
+from warmup.actuators.vllm_client import InstanceError, VLLMClient
 from warmup.core.stats import quantile
 from warmup.calibration.evidence import assess, requests_to_resolve
 from warmup.calibration.search import (BURST_FACTOR, RateEvidence, Scenario, SearchConfig, SearchStep, StepStats,
@@ -26,6 +28,7 @@ from warmup.calibration import report
 from warmup.calibration.steps import Arrival, Record, first_errors, schedule, step_stats
 
 Progress = Callable[[str], None]
+Settle = Callable[[], Awaitable["Settled"]]
 
 
 class LoadEngine(Protocol):
@@ -63,6 +66,10 @@ class CalibrationPlan:
     confidence: float = 0.95            # a rate holds when its P99's upper bound at this confidence does
     output_tokens: Optional[int] = None
     seed: int = 0
+    # Before a step, wait at most this long for the server to hold no request: a step right after an
+    # overload read 1,195 ms at a rate whose own first step read 225 ms, and 1.5x the capacity it
+    # left then met the SLO (the calibrate test, run 9 of 10 on 019b484).
+    settle_s: float = 120.0
 
     @property
     def headline_scenario(self) -> str:
@@ -87,11 +94,50 @@ class ScenarioResult:
     windows: dict[float, float] = field(default_factory=dict)       # measured seconds per rate
 
 
-def curve_point(st: StepStats, passed: bool, why: str, errors: list[str], rate: RateEvidence) -> dict[str, Any]:
-    """One step's own figures and verdict, and the standing of its rate over every step at it."""
+@dataclass(frozen=True)
+class Settled:
+    """How a step's start found the server: seconds waited for it to hold no request, and how many it
+    still held when the wait ended (None: its /metrics did not answer)."""
+
+    waited_s: float
+    held: Optional[float]
+
+
+async def settle(client: VLLMClient, timeout_s: float, poll_s: float = 0.5) -> Settled:
+    """Wait until the server's own gauges (``vllm:num_requests_running`` + ``waiting``) read zero,
+    at most ``timeout_s``: a step measures the server, not the tail of the step before it."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            m = await client.metrics()
+            held: Optional[float] = m.running + m.waiting
+        except InstanceError:
+            held = None
+        waited = time.monotonic() - t0
+        if held == 0 or held is None or waited >= timeout_s:
+            return Settled(round(waited, 3), held)
+        await asyncio.sleep(poll_s)
+
+
+def _start_text(start: Optional[Settled]) -> str:
+    """What a progress line says of a step's start, where it did not find the server empty at once."""
+    if start is None or (start.held == 0 and start.waited_s < 1):
+        return ""
+    if start.held is None:
+        return "; its start could not read the server's queue (/metrics did not answer)"
+    if start.held:
+        return f"; it started with {start.held:g} requests still on the server after {start.waited_s:.3g} s of waiting"
+    return f"; it started {start.waited_s:.3g} s late: the server was still serving earlier requests"
+
+
+def curve_point(st: StepStats, passed: bool, why: str, errors: list[str], rate: RateEvidence,
+                start: Optional[Settled] = None) -> dict[str, Any]:
+    """One step's own figures and verdict, the standing of its rate over every step at it, and how the
+    step's start found the server."""
     def q(x):
         return {k: (None if not math.isfinite(v) else round(v, 3)) for k, v in asdict(x).items()}
     return {"rate_rps": round(st.rate_rps, 4), "passed": passed, "why": why, "failed_on": failed_on(why, passed),
+            "settle_s": start.waited_s if start else None, "held_at_start": start.held if start else None,
             "rate_standing": rate.standing.value, "rate_requests": rate.requests,
             "sent": st.sent, "errors": st.errors,
             "error_share": round(st.error_share, 5), "late_share": round(st.late_share, 5),
@@ -120,8 +166,9 @@ async def _step(engine: LoadEngine, sc: Scenario, step: SearchStep, plan: Calibr
 
 
 async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPlan, slo: SLO,
-                          progress: Progress) -> ScenarioResult:
-    """Probe the scenario's throughput, then step rates until the search has its answer."""
+                          progress: Progress, settle_first: Optional[Settle] = None) -> ScenarioResult:
+    """Probe the scenario's throughput, then step rates until the search has its answer; each step
+    starts once ``settle_first`` returns (the server holds no request)."""
     probe_rps = await engine.probe(sc, concurrency=plan.probe_concurrency, duration_s=plan.probe_s,
                                     seed=plan.seed)
     if not math.isfinite(probe_rps):
@@ -140,6 +187,7 @@ async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPla
     steps = 0
     while not step.done:
         rate = step.next_rate
+        start = await settle_first() if settle_first else None
         st, verdict, records, window = await _step(engine, sc, step, plan, slo, plan.seed + steps + 1)
         steps += 1
         res.records.setdefault(rate, []).extend(records)
@@ -148,9 +196,9 @@ async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPla
         ev = res.book[rate] = assess(rate, res.records[rate], slo, plan.confidence, sc.name, res.windows[rate],
                                      before.steps + 1 if before else 1,
                                      sustained=bool(before and before.sustained) or window >= plan.hold_s - 1e-9)
-        res.curve.append(curve_point(st, verdict.passed, verdict.reason, first_errors(records), ev))
+        res.curve.append(curve_point(st, verdict.passed, verdict.reason, first_errors(records), ev, start))
         progress(f"{sc.name}: step {steps} at {rate:.4g} req/s, TTFT P99 {st.ttft_ms.p99:.4g} ms over {st.sent} "
-                 f"requests; the rate {ev.standing.value} over {ev.requests} of {ev.needed}")
+                 f"requests; the rate {ev.standing.value} over {ev.requests} of {ev.needed}" + _start_text(start))
         step = next_step(res.book, steps, cfg)
     res.capacity_rps, res.reason = step.capacity_rps, step.reason
     if step.capacity_rps is not None:
@@ -197,7 +245,8 @@ async def run_calibration(client: VLLMClient, engine: LoadEngine, plan: Calibrat
     progress(f"model {info.id}, max model length {info.max_model_len}: {scaling.note}")
     results = {}
     for sc in scenarios:
-        results[sc.name] = await search_scenario(engine, sc, plan, slo, progress)
+        results[sc.name] = await search_scenario(engine, sc, plan, slo, progress,
+                                                 lambda: settle(client, plan.settle_s))
     head = results[plan.headline_scenario]
     if head.capacity_rps is None:
         last = head.curve[-1] if head.curve else {}
@@ -207,6 +256,7 @@ async def run_calibration(client: VLLMClient, engine: LoadEngine, plan: Calibrat
     if plan.burst:
         short = next((s for s in scenarios if s.name == "short"), scenarios[0])
         bound = slo.ttft_p99_ms if slo.ttft_p99_ms is not None else slo.late_wait_s * 1000.0
+        await settle(client, plan.settle_s)
         burst = await burst_step(engine, short, results[short.name].rates["low"], plan, slo, bound)
         progress(f"burst {burst['low_rps']:.3g} -> {burst['high_rps']:.3g} req/s: {report.burst_text(burst)}")
     return {"model": info.id, "max_model_len": info.max_model_len, "scaling": scaling, "results": results,
