@@ -1,6 +1,7 @@
 """How much the calibrate test's own check moves on this machine: the short scenario's capacity C
-calibrated once (``vllm bench serve`` sends every step), then ``vllm bench serve`` alone at 0.8x C
-over and over, each window once after an idle pause and once right after a 1.5x C overload.
+calibrated once (``vllm bench serve`` sends every step; 32 output tokens, as the test), then
+``vllm bench serve`` alone at 0.8x C over and over, each window once after an idle pause and once
+right after a 1.5x C overload.
 
     .venv/bin/python bench/calibrate_drift.py     # ~15 min on 2 shared cores
 
@@ -29,7 +30,7 @@ from calibrate import WARMUP_S, matrix, on_server, tool_check  # noqa: E402
 
 
 def run(srv, args: argparse.Namespace, tmp: Path) -> None:
-    doc = matrix(srv.url, tmp / "cal", args, ("--scenarios", "short", "--no-burst"))
+    doc = matrix(srv.url, tmp / "cal", args, ("--scenarios", "short", "--no-burst", "--output-tokens", "32"))
     short = doc["scenarios"]["short"]
     cap, prompt, output = short["capacity_rps"], short["parts"][0]["prompt_tokens"], short["output_tokens"]
     held = next(r for r in short["rates"] if r["rate_rps"] == cap)

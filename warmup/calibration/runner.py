@@ -66,9 +66,10 @@ class CalibrationPlan:
     confidence: float = 0.95            # a rate holds when its P99's upper bound at this confidence does
     output_tokens: Optional[int] = None
     seed: int = 0
-    # Before a step, wait at most this long for the server to hold no request: a step right after an
-    # overload read 1,195 ms at a rate whose own first step read 225 ms, and 1.5x the capacity it
-    # left then met the SLO (the calibrate test, run 9 of 10 on 019b484).
+    # Before a step, wait at most this long for the server to hold no request, so that a step measures
+    # the server and not the tail of the step before (a tool that gives up on slow answers leaves them
+    # queued).  `vllm bench serve` waits for its answers: in 7 runs of the calibrate test every step
+    # found the server empty (settle_s 0.01-0.03 s), and what a rate reads still moved between windows.
     settle_s: float = 120.0
 
     @property
