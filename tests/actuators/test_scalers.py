@@ -12,7 +12,6 @@ model the API schema expects.
 """
 from __future__ import annotations
 
-import os
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

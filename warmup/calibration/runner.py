@@ -13,7 +13,7 @@ import asyncio
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Awaitable, Callable, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 import numpy as np
 
@@ -28,7 +28,6 @@ from warmup.calibration import report
 from warmup.calibration.steps import Arrival, Record, first_errors, schedule, step_stats
 
 Progress = Callable[[str], None]
-Settle = Callable[[], Awaitable["Settled"]]
 
 
 class LoadEngine(Protocol):
@@ -167,9 +166,9 @@ async def _step(engine: LoadEngine, sc: Scenario, step: SearchStep, plan: Calibr
 
 
 async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPlan, slo: SLO,
-                          progress: Progress, settle_first: Optional[Settle] = None) -> ScenarioResult:
-    """Probe the scenario's throughput, then step rates until the search has its answer; each step
-    starts once ``settle_first`` returns (the server holds no request)."""
+                          progress: Progress, client: Optional[VLLMClient] = None) -> ScenarioResult:
+    """Probe the scenario's throughput, then step rates until the search has its answer; with the
+    server's ``client``, each step starts once :func:`settle` returns (the server holds no request)."""
     probe_rps = await engine.probe(sc, concurrency=plan.probe_concurrency, duration_s=plan.probe_s,
                                     seed=plan.seed)
     if not math.isfinite(probe_rps):
@@ -188,7 +187,7 @@ async def search_scenario(engine: LoadEngine, sc: Scenario, plan: CalibrationPla
     steps = 0
     while not step.done:
         rate = step.next_rate
-        start = await settle_first() if settle_first else None
+        start = await settle(client, plan.settle_s) if client else None
         st, verdict, records, window = await _step(engine, sc, step, plan, slo, plan.seed + steps + 1)
         steps += 1
         res.records.setdefault(rate, []).extend(records)
@@ -246,8 +245,7 @@ async def run_calibration(client: VLLMClient, engine: LoadEngine, plan: Calibrat
     progress(f"model {info.id}, max model length {info.max_model_len}: {scaling.note}")
     results = {}
     for sc in scenarios:
-        results[sc.name] = await search_scenario(engine, sc, plan, slo, progress,
-                                                 lambda: settle(client, plan.settle_s))
+        results[sc.name] = await search_scenario(engine, sc, plan, slo, progress, client)
     head = results[plan.headline_scenario]
     if head.capacity_rps is None:
         last = head.curve[-1] if head.curve else {}
