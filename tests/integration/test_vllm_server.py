@@ -59,20 +59,23 @@ async def until_idle(c: VLLMClient, timeout_s: float = 10.0):
 
 
 def test_settle_returns_once_the_real_server_holds_no_request(server):
-    """A calibration step starts on an empty server: settle, called with a burst queued, returns with
-    the server's gauges at zero and the burst answered.  (Under that load this server answered a
-    /metrics read only as the burst ended, 12-15 s later, so a cut-short wait cannot be seen here: it
-    is in tests/actuators/test_client_http.py.)"""
+    """A calibration step starts on an empty server: settle, called once a burst has reached the engine,
+    returns with the server's gauges at zero and the burst answered.  The gauges count only what the
+    engine holds (on CI they read 0 a second after a burst was sent, its requests still in the API
+    process), so the test waits for them to show the burst first.  Under that load this server answered
+    a /metrics read only as the burst ended (12-15 s), so how long settle waited is not asserted: the
+    waiting and a cut-short wait are in tests/actuators/test_client_http.py."""
     async def go():
-        async with VLLMClient(server.url, name="it") as c:
+        async with VLLMClient(server.url, name="it", timeout_s=120) as c:
             task = asyncio.create_task(_at_once(server.url, server.model, 32, 800))   # ~15 s of work
-            await asyncio.sleep(1.0)   # the burst is in
+            while not task.done() and (m := await c.metrics()).running + m.waiting == 0:
+                await asyncio.sleep(0.05)
             waited = await settle(c, 300.0, poll_s=0.2)
-            codes = await asyncio.wait_for(task, 5.0)   # its answers were on their way
+            codes = await asyncio.wait_for(task, 30.0)   # its answers were on their way
             return waited, codes, await c.metrics()
 
     waited, codes, after = run(go())
-    assert waited.held == 0 and waited.waited_s > 1, waited
+    assert waited.held == 0, waited
     assert codes == [200] * 32 and after.running == 0 and after.waiting == 0
 
 
