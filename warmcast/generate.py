@@ -34,6 +34,7 @@ class WorkloadSpec:
     chat_tokens: float = 500.0
     ticket_tokens: float = 8000.0
     night: tuple[str, str] | None = None  # ("HH:MM", "HH:MM") UTC: sharp long-context window
+    clients: int = 0  # > 0: each request names its client (``client`` column), each with its own habits
 
     def __post_init__(self) -> None:
         if self.night is not None:
@@ -96,7 +97,24 @@ def iter_request_days(spec: WorkloadSpec) -> Iterator[pd.DataFrame]:
         counts = rng.poisson(part.to_numpy())
         starts = np.repeat(part.index.as_unit("ns").asi8, counts)
         ts = np.sort(starts + rng.integers(0, 60_000_000_000, len(starts)))
-        yield _tokens(ts, rng, spec)
+        frame = _tokens(ts, rng, spec)
+        if spec.clients > 0:  # drawn from a stream of their own: a log without clients stays as it was
+            frame["client"] = client_of(ts, spec.clients, np.random.default_rng([spec.seed, day, 1]))
+        yield frame
+
+
+def client_of(ts: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Each request's client (``tenant-1`` .. ``tenant-N``): the tenants' busy hours are spread over the
+    day, and with three or more the last is a nightly batch (02:00-03:00 UTC and little else), the rise
+    an aggregate model does not see coming and a client series makes plain."""
+    h = ((ts // 60_000_000_000) % 1440)[:, None] / 60.0
+    peaks = 8.0 + 24.0 * np.arange(n) / n
+    w = 1.0 + 0.8 * np.cos(2 * np.pi * (h - peaks[None, :]) / 24.0)
+    if n >= 3:
+        w[:, -1] = np.where((h[:, 0] >= 2.0) & (h[:, 0] < 3.0), 6.0 * n, 0.02)
+    cum = np.cumsum(w / w.sum(axis=1, keepdims=True), axis=1)
+    pick = np.minimum((rng.random(len(ts))[:, None] > cum).sum(axis=1), n - 1)
+    return np.array([f"tenant-{i + 1}" for i in range(n)])[pick]
 
 
 def _shift_share(minute_of_day: np.ndarray, night: tuple[str, str]) -> np.ndarray:

@@ -38,6 +38,8 @@ def generate(
     context_shift: Optional[str] = typer.Option(
         None, "--context-shift", metavar="HH:MM-HH:MM",
         help="A sharp long-context window (UTC), e.g. 20:00-07:30, instead of the smooth day/night mix."),
+    clients: int = typer.Option(0, "--clients", min=0, max=1000, help="Name each request's client in a 'client' "
+                                "column: N tenants with their own busy hours (from 3, the last a nightly batch)."),
 ) -> None:
     """Write a seeded synthetic request log (daily/weekly cycles, bursts, day/night context mix)."""
     from warmcast.generate import WorkloadSpec, write_request_log
@@ -49,7 +51,8 @@ def generate(
             raise InputError(f"--context-shift {context_shift!r} must be HH:MM-HH:MM, e.g. 20:00-07:30")
         night = (parts[0], parts[1])
     try:
-        spec = WorkloadSpec(days=days, start=start, mean_rpm=mean_rpm, seed=seed, ramp=ramp, night=night)
+        spec = WorkloadSpec(days=days, start=start, mean_rpm=mean_rpm, seed=seed, ramp=ramp, night=night,
+                            clients=clients)
     except ValueError as err:
         raise InputError(f"--context-shift: {err}") from None
     rows = write_request_log(out, spec)
@@ -73,6 +76,10 @@ def ingest(
                                     help="With --follow: minutes after the log's last line written as zero "
                                          "requests; after a longer silence the log may have stopped, so later "
                                          "minutes stay missing (and it is said)."),
+    series_col: Optional[str] = typer.Option(
+        None, "--series-col", help="Column naming each request's or row's client (tenant, API key): one series "
+                                   "per client under the deployment, the busiest WARMCAST_CLIENTS_MAX - 1 kept and "
+                                   "the rest summed; the total is their sum (requests only: no token columns)."),
     config: Optional[Path] = ConfigOpt,
     *,
     reading: LogReading,
@@ -91,9 +98,27 @@ def ingest(
                                  silence_min)
     if not files:
         raise InputError("ingest needs one or more log files (or --follow for a deployment's access log)")
+    if series_col is not None:
+        return _ingest_clients(config, deployment, files, series_col, reading)
     report = ingest_files(_store(config), deployment, files, on_error=on_error, progress=True, **reading.kwargs())
     typer.echo(report.summary())
     typer.echo(f"deployment {deployment}: stored in the load store")
+
+
+def _ingest_clients(config: Optional[Path], deployment: str, files: list[Path], series_col: str,
+                    reading: LogReading) -> None:
+    """``ingest --series-col``: each file read as a panel of client series, stored under the deployment."""
+    from warmcast.cli.series_file import read_long
+    from warmcast.clients import ingest_rows
+
+    settings = _settings(config)
+    store = _store(config)
+    for path in files:
+        read = read_long(path, [series_col], reading.time_col, reading.count_col, reading.tz, reading.time_unit)
+        n, report = ingest_rows(store, deployment, read.long, len(read.keys) > 1, read.step_min, settings.clients_max)
+        typer.echo(f"{path}: {len(read.long):,} rows ({read.how})")
+        typer.echo(f"deployment {deployment}: {n:,} bins of its total stored")
+        typer.echo(report.summary())
 
 
 def summary(

@@ -79,9 +79,19 @@ def _counts(frame: pd.DataFrame, path: Path, col: str | None) -> np.ndarray:
     return v
 
 
-def load_panel(path: str | Path, series_cols: Sequence[str], time_col: str | None = None,
-               count_col: str | None = None, tz: str = "UTC", time_unit: str | None = None) -> PanelFile:
-    """Every series of a CSV file (plain or compressed) as a panel on one grid."""
+@dataclass(frozen=True)
+class LongFile:
+    """A multi-series file as one row per (series, step): ``series``, ``time``, ``requests``, ``group``."""
+
+    long: pd.DataFrame
+    keys: tuple[str, ...]     # the columns the series keys are made of
+    step_min: int | None      # 1 for a per-request log (counted per minute), else None: the table's own
+    how: str
+
+
+def read_long(path: str | Path, series_cols: Sequence[str], time_col: str | None = None,
+              count_col: str | None = None, tz: str = "UTC", time_unit: str | None = None) -> LongFile:
+    """Every row of a CSV file (plain or compressed) with its series key, time and count, checked."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"--log {path} does not exist")
@@ -109,9 +119,16 @@ def load_panel(path: str | Path, series_cols: Sequence[str], time_col: str | Non
         key = key + SEP + frame[c].astype(str)
     long = pd.DataFrame({"series": key.to_numpy(), "time": times.to_numpy(), "requests": counts,
                          "group": frame[keys[0]].astype(str).to_numpy()})
-    panel = Panel.from_long(long, "series", "time", "requests", group="group" if len(keys) > 1 else None,
-                            step_min=step)
-    how = "counts per row" if count_col else "one request per row, counted per minute"
+    return LongFile(long, tuple(keys), step, "counts per row" if count_col else "one request per row, counted per minute")
+
+
+def load_panel(path: str | Path, series_cols: Sequence[str], time_col: str | None = None,
+               count_col: str | None = None, tz: str = "UTC", time_unit: str | None = None) -> PanelFile:
+    """Every series of a CSV file (plain or compressed) as a panel on one grid."""
+    read = read_long(path, series_cols, time_col, count_col, tz, time_unit)
+    keys = read.keys
+    panel = Panel.from_long(read.long, "series", "time", "requests", group="group" if len(keys) > 1 else None,
+                            step_min=read.step_min)
     note = (f"{path}: {len(panel)} series ({SEP.join(keys)}), {len(panel.index)} steps of {panel.step_min} min, "
-            f"{how}")
+            f"{read.how}")
     return PanelFile(panel, tuple(keys), note)

@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     # the load every serving forecast reads (`warmcast forecast`, the API, the workers): one window for all,
     # so that they answer alike (issue 46), counted back from the newest stored bin
     forecast_history_days: float = Field(7.0, gt=0, le=3650, description="days a forecast reads")
+    # client series per deployment (issue 43): the busiest keep their own, the rest are summed into one
+    clients_max: int = Field(50, ge=2, le=10_000, description="client series kept per deployment")
     # Forecast-only mode: every decision is computed and recorded, nothing is applied.
     dry_run: bool = False
     api_token: str | None = None
