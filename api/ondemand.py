@@ -205,9 +205,12 @@ def _trained_at(ctx: ApiContext, version: str) -> str | None:
         return None
     from forecaster.registry import ArtifactError, Registry
 
+    from forecaster.global_lstm.artifacts import FLEET, fleet_registry
+
     owner, ver = version.split("/", 1)
     try:
-        return Registry(ctx.settings.models_dir).read_meta(owner, ver).get("created")
+        reg = Registry(ctx.settings.models_dir)
+        return (fleet_registry(reg) if owner == FLEET else reg).read_meta(owner, ver).get("created")
     except (ArtifactError, OSError):
         return None
 
@@ -227,6 +230,9 @@ def _fitted_model(ctx: ApiContext, dep: str, frame: pd.DataFrame):
         return hit[1]
     for k in [k for k in list(ctx.cache) if isinstance(k, tuple) and k[:2] == ("model", dep)]:
         ctx.cache.pop(k, None)  # one fitted model per deployment is enough
-    fb, resolution = resolve_forecaster(Registry(ctx.settings.models_dir), dep, frame)
+    from forecaster.live import serving_clients
+
+    clients = serving_clients(ctx.store, dep, ctx.settings.forecast_history_days)
+    fb, resolution = resolve_forecaster(Registry(ctx.settings.models_dir), dep, frame, clients=clients)
     ctx.cache[key] = (time.monotonic(), (fb, resolution.why))
     return fb, resolution.why

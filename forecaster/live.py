@@ -153,15 +153,29 @@ def serving_history(store, deployment: str, days: float) -> pd.DataFrame:
     return store.frame(deployment, start=origin.floor("h") - pd.Timedelta(days=days))
 
 
+def serving_clients(store, deployment: str, days: float):
+    """Reads the deployment's client series over the serving window when called (the fleet model's
+    reconciliation reads them as it forecasts: a kept answer reads each minute's clients)."""
+    from warmcast.clients import ClientStore
+
+    def read() -> dict[str, pd.DataFrame]:
+        stored = store.days(deployment)
+        start = pd.Timestamp(0) + pd.Timedelta(days=stored[-1] - int(days) - 1) if stored else None
+        return ClientStore(store, deployment).frames(start=start)
+
+    return read
+
+
 def forecast_deployment(frame: pd.DataFrame, registry: Registry, deployment: str, horizon: int = 30,
-                        quantiles: Sequence[float] = DEFAULT_QUANTILES, fitted=None) -> Forecast:
+                        quantiles: Sequence[float] = DEFAULT_QUANTILES, fitted=None, clients=None) -> Forecast:
     """The one serving forecast: the resolved model (forecaster.resolver) through the fallback rules;
     ``horizon`` in minutes (a 5-minute series is forecast in 5-minute bins: 30 minutes are 6 leads).
     ``fitted``: a :func:`~forecaster.resolver.resolve_forecaster` answer a server keeps between calls
-    (it is fitted on :func:`~forecaster.resolver.fit_window`, so a kept one answers as a fresh one)."""
+    (it is fitted on :func:`~forecaster.resolver.fit_window`, so a kept one answers as a fresh one);
+    ``clients``: :func:`serving_clients`, for the fleet model."""
     from forecaster.resolver import resolve_forecaster
 
-    fb = fitted if fitted is not None else resolve_forecaster(registry, deployment, frame)[0]
+    fb = fitted if fitted is not None else resolve_forecaster(registry, deployment, frame, clients=clients)[0]
     return fb.predict(frame, horizon=steps_for(horizon, resolution(frame)), quantiles=quantiles)
 
 

@@ -65,7 +65,13 @@ def _lstm_class() -> type:
 
 # The model classes an artifact may be loaded as, by the "kind" its metadata records; each has
 # ``from_artifact(tensors, meta)``. Looked up lazily: the LSTM's module imports torch.
-_KINDS: dict[str, Callable[[], type]] = {"lstm": _lstm_class}
+def _global_class() -> type:
+    from forecaster.global_lstm import GlobalLSTM
+
+    return GlobalLSTM
+
+
+_KINDS: dict[str, Callable[[], type]] = {"lstm": _lstm_class, "lstm_global": _global_class}
 
 
 def register_artifact_kind(kind: str, cls: type) -> None:

@@ -2,6 +2,9 @@
 
 In order:
 
+0. the fleet model (one model over every deployment and its clients, issue 43) where its
+   training judged it better than this deployment's champion and baselines, the champion it
+   beat still the champion (``forecaster.global_lstm.answer``);
 1. the deployment's champion (the registry walks back through earlier champions when an
    artifact is corrupt);
 2. else, when the deployment was trained, the best baseline of its newest training's validation
@@ -37,7 +40,7 @@ CHAMPION_MAX_AGE = pd.Timedelta(days=14)  # a deployment's own model older than 
 @dataclass(frozen=True)
 class Resolution:
     model: object | None  # the champion or the shipped model; None: baselines answer
-    source: str  # "champion", "validation", "shipped" or "baselines"
+    source: str  # "fleet", "champion", "validation", "shipped" or "baselines"
     why: str  # said in the note of every forecast made through it
     baselines: tuple[str, ...] = ()  # "validation": the table's baselines, best first
 
@@ -123,11 +126,18 @@ def _judged(deployment: str, model, frame: pd.DataFrame) -> tuple[bool, str]:
     return cached[1]
 
 
-def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=None) -> Resolution:
+def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=None, clients=None) -> Resolution:
     """Which model answers for ``deployment`` given its recent load ``frame``, and why.
-    ``shipped``: the pretrained model to judge (default: the shipped default model)."""
+    ``shipped``: the pretrained model to judge (default: the shipped default model); ``clients``:
+    reads the deployment's client series when the fleet model forecasts (``live.serving_clients``)."""
+    from forecaster.global_lstm.answer import fleet_resolution
+
     champ, problems = registry.champion_model(deployment)
+    fleet, why_fleet = fleet_resolution(registry, deployment, clients, champ.version.split("/")[-1] if champ else None)
+    if fleet is not None:
+        return Resolution(fleet, "fleet", why_fleet)
     skipped = f" (skipped: {'; '.join(problems)})" if problems else ""
+    skipped += f"; {why_fleet}" if why_fleet else ""
     if champ is not None:
         return Resolution(champ, "champion", f"champion {champ.version}{skipped}")
     trained = by_validation(registry, deployment, skipped)
@@ -186,14 +196,14 @@ def _serving_baselines(r: Resolution) -> tuple[list, int | None]:
     return chosen + [b for b in judge_baselines() if b.name != chosen[0].name], None
 
 
-def resolve_forecaster(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=None
+def resolve_forecaster(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=None, clients=None
                        ) -> tuple[FallbackForecaster, Resolution]:
     """The resolved model wrapped in the fallback rules, its baselines fitted where they will
     answer: what the CLI, the API and the workers forecast with."""
-    r = resolve(registry, deployment, frame, shipped)
+    r = resolve(registry, deployment, frame, shipped, clients)
     baselines, rank_hours = _serving_baselines(r)
     fb = FallbackForecaster(r.model, baselines=baselines, primary_note=r.why,
-                            max_age=CHAMPION_MAX_AGE if r.source == "champion" else None,
+                            max_age=CHAMPION_MAX_AGE if r.source in ("champion", "fleet") else None,
                             primary_missing_reason=r.why)
     if fb.why_not_primary(frame) is not None:
         fb.fit(fit_window(frame), rank_hours=rank_hours)
@@ -203,10 +213,13 @@ def resolve_forecaster(registry: Registry, deployment: str, frame: pd.DataFrame,
 def serving_key(registry: Registry, deployment: str, frame: pd.DataFrame) -> tuple:
     """What a kept :func:`resolve_forecaster` answer depends on: the champion, the newest trained
     version and the fit window's end; a server fits again when any of them changes."""
+    from forecaster.global_lstm.artifacts import FLEET, fleet_registry
+
     try:
         champion = registry.champion(deployment)
         trained = (registry.last_trained(deployment) or {}).get("version")
+        fleet = fleet_registry(registry).champion(FLEET)
     except ArtifactError:
-        champion = trained = None  # an unreadable index: resolved (and said) by the resolver
+        champion = trained = fleet = None  # an unreadable index: resolved (and said) by the resolver
     window = fit_window(frame)
-    return champion, trained, window.index[-1] if len(window) else None
+    return champion, trained, fleet, window.index[-1] if len(window) else None

@@ -47,6 +47,9 @@ def beat_schedule(options: WorkerOptions) -> dict[str, dict[str, Any]]:
     out["warmcast-retrain"] = {"task": "warmcast.fanout", "kwargs": {"kind": "retrain"},
                                "schedule": crontab(minute=17, hour=options.retrain_hour_utc),
                                "options": {"expires": 3 * 3600}}
+    # once for the fleet, after the deployments' own retrains: it is judged against their new champions
+    out["warmcast-retrain-fleet"] = {"task": "warmcast.retrain_fleet", "schedule": crontab(
+        minute=47, hour=(options.retrain_hour_utc + 1) % 24), "options": {"expires": 3 * 3600}}
     return out
 
 

@@ -126,6 +126,12 @@ def retrain(self, deployment: str, tick: str = "") -> dict:
     return out
 
 
+@shared_task(bind=True, name="warmcast.retrain_fleet", acks_late=False, autoretry_for=(LockBusy,), max_retries=0)
+def retrain_fleet(self, tick: str = "") -> dict:
+    """The nightly fleet model: one fit over every deployment and its clients (issue 43)."""
+    return retrain_step.fleet_step(_ctx(self), run_id=self.request.id).as_dict()
+
+
 @shared_task(bind=True, name="warmcast.expire", **COMMON)
 def expire(self, deployment: str, tick: str = "") -> dict:
     return shardrun.run_expire(_ctx(self), deployment, tick)

@@ -42,6 +42,9 @@ from forecaster.lstm.training import apply_scale, reproducible
 from warmcast.forecast import Forecast, mean_from_quantiles
 
 
+KIND = "lstm_global"  # the registry's artifact kind
+
+
 def fleet_config(**overrides) -> LSTMConfig:
     """The fleet model's defaults: more origins than one deployment's model (many series share
     them), day-of-week inputs from a week of history, larger batches for the larger set."""
@@ -105,6 +108,20 @@ class GlobalLSTM(LSTMForecaster):
         self.fit_seconds = time.perf_counter() - t0
         self.meta["fit_seconds"] = round(self.fit_seconds, 2)
         return self
+
+    # ------------------------------------------------------------ artifacts
+    def to_artifact(self) -> tuple[dict, dict]:
+        """The LSTM's artifact, kind ``lstm_global`` (the registry loads it as this class)."""
+        tensors, meta = super().to_artifact()
+        return tensors, {**meta, "kind": KIND, "horizon_min": self.horizon_min}
+
+    @classmethod
+    def from_artifact(cls, tensors: Mapping, meta: Mapping) -> "GlobalLSTM":
+        if meta.get("kind") != KIND:
+            raise ValueError(f"artifact kind {meta.get('kind')!r} is not {KIND!r}")
+        model = super().from_artifact(tensors, {**meta, "kind": "lstm"})
+        model.horizon_min = int(meta.get("horizon_min", model.cfg.horizon * model.cfg.step_min))
+        return model
 
     # ------------------------------------------------------------ answers as arrays
     def _levels_out(self, seq: np.ndarray, static: np.ndarray, level: np.ndarray, cap: np.ndarray,

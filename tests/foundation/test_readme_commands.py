@@ -35,6 +35,7 @@ README = (ROOT / "README.md").read_text()
 # run by hand and recorded in docs/BENCHMARKS.md, too long for every suite run).
 QUICK = {} if os.environ.get("README_AS_WRITTEN") == "1" else {
     "train --deployment chat": "--quick",
+    "train --fleet": "--quick",
     "backtest forecast": "--quick --models lstm,persistence,seasonal_naive_day",
     "backtest fleet": "--forecaster seasonal_naive",
 }
@@ -55,7 +56,7 @@ NOT_RUN = {  # the start of a command (after 'warmcast ' where it runs warmcast)
     "backtest nodes --deployments-file FILE": "placeholders (tests/warmup/test_backtest_nodes_cli.py)",
 }
 LONG = ("run --simulate", "api serve")  # servers: started, stopped with SIGINT once /healthz answers
-MADE = {"requests.csv", "chat.parquet", "rules.yml", "rules.prometheusrule.yaml", "out"}  # the README's outputs
+MADE = {"requests.csv", "chat.parquet", "clients.csv", "rules.yml", "rules.prometheusrule.yaml", "out"}  # the README's outputs
 
 
 def _commands() -> list[tuple[str, list[str]]]:

@@ -42,9 +42,12 @@ def test_policy_state_round_trips_through_json():
 def test_every_periodic_entry_has_expires_and_the_issue_intervals():
     opts = WorkerOptions()
     sched = beat_schedule(opts)
-    kinds = {e["kwargs"]["kind"] for e in sched.values()}
+    kinds = {e["kwargs"]["kind"] for e in sched.values() if e["task"] == "warmcast.fanout"}
     # the one tick ("plan") decides switches and warmups too: no periodic switch or warmup check
     assert kinds == {"scrape", "ingest", "forecast", "plan", "expire", "alerts", "retrain"}
+    # the fleet model (issue 43) is fitted once a night for the whole fleet, an hour after the deployments' own
+    fleet = sched["warmcast-retrain-fleet"]
+    assert fleet["task"] == "warmcast.retrain_fleet" and fleet["schedule"].hour == {(opts.retrain_hour_utc + 1) % 24}
     for name, e in sched.items():
         assert e["options"]["expires"] > 0, name
     assert 5 <= opts.scrape_every_s <= 15

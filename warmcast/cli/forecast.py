@@ -85,12 +85,20 @@ def _frame(config, deployment: str):
 
 
 def train(
-    deployment: str = typer.Option(..., "--deployment", "-d"),
+    deployment: Optional[str] = typer.Option(None, "--deployment", "-d"),
     val_hours: float = typer.Option(24.0, "--val-hours", min=1, help="Recent validation window for promotion."),
     quick: bool = typer.Option(False, help="A tiny LSTM scored against the naive baselines only (smoke tests)."),
+    fleet: bool = typer.Option(False, "--fleet", help="Train the fleet model: one LSTM over every stored "
+                                                      "deployment and its client series, judged per deployment."),
     config: Optional[Path] = ConfigOpt,
 ) -> None:
     """Train a challenger LSTM on the stored load; promote it if it beats the champion and the baselines."""
+    if fleet:
+        if deployment is not None:
+            raise InputError("--fleet trains one model over every deployment: leave out --deployment")
+        return _train_fleet(config, val_hours, quick)
+    if deployment is None:
+        raise InputError("train needs --deployment D (or --fleet for the fleet model)")
     from forecaster.live import train_deployment
     from forecaster.lstm import LSTMConfig
 
@@ -101,6 +109,23 @@ def train(
     rep = train_deployment(frame, _registry(config), deployment, val_hours=val_hours,
                            config=LSTMConfig.tiny(epochs=4) if quick else None,
                            baselines=[Persistence(), SeasonalNaive(DAY)] if quick else None)
+    typer.echo(rep.summary())
+
+
+def _train_fleet(config, val_hours: float, quick: bool) -> None:
+    from forecaster.base import DAY
+    from forecaster.baselines import Persistence, SeasonalNaive
+    from forecaster.global_lstm import GlobalLSTM, fleet_config, tiny_fleet_config
+    from forecaster.global_lstm.live import fleet_data, train_fleet
+    from warmcast.config.settings import load_settings
+    from warmcast.runtime import open_store
+
+    def make(horizon_min: int) -> GlobalLSTM:
+        return GlobalLSTM(tiny_fleet_config(epochs=4) if quick else fleet_config(), horizon_min=horizon_min)
+
+    data = fleet_data(open_store(load_settings(config)))
+    rep = train_fleet(data, _registry(config), make, val_hours=val_hours,
+                      baselines=(lambda: [Persistence(), SeasonalNaive(DAY)]) if quick else None)
     typer.echo(rep.summary())
 
 
@@ -123,10 +148,16 @@ def forecast(
     """Forecast the next minutes of a deployment's load (champion model, else a baseline)."""
     from forecaster.live import forecast_deployment, forecast_table
 
+    from forecaster.live import serving_clients
+    from warmcast.config.settings import load_settings
+    from warmcast.runtime import open_store
+
     frame = _history(config, deployment)
     if len(frame) == 0:
         raise InputError(f"no load stored for {deployment!r}; ingest a log first")
-    f = forecast_deployment(frame, _registry(config), deployment, horizon=horizon)
+    settings = load_settings(config)
+    clients = serving_clients(open_store(settings), deployment, settings.forecast_history_days)
+    f = forecast_deployment(frame, _registry(config), deployment, horizon=horizon, clients=clients)
     tab = forecast_table(f)
     if as_json:
         typer.echo(json.dumps({"deployment": deployment, "origin": f.origin.strftime("%Y-%m-%d %H:%M:%S"),

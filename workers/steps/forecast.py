@@ -91,7 +91,10 @@ def _model_for(ctx: Ctx, dep: str, frame: pd.DataFrame):
     cached = ctx.cache.get(key)
     if cached and cached[0] == version:
         return cached[1]
-    fb, _ = resolve_forecaster(reg, dep, frame)
+    from forecaster.live import serving_clients
+
+    clients = serving_clients(ctx.store, dep, ctx.settings.forecast_history_days)
+    fb, _ = resolve_forecaster(reg, dep, frame, clients=clients)
     ctx.cache[key] = (version, fb, time.time())
     return fb
 
