@@ -188,8 +188,11 @@ def _history(ctx: ApiContext, dep: str, days: int | None = None) -> pd.DataFrame
     if not stored:
         raise NotFoundError(f"deployment {dep!r} has no stored load yet and no stored forecast; "
                             "push observations or ingest a log first")
-    if days is None:
-        return serving_history(ctx.store, dep, ctx.settings.forecast_history_days)
+    if days is None:   # the server's rolling copy: re-read from Redis only where a day changed (issue 44)
+        from warmcast.history import HistoryCache
+
+        cache = ctx.cache.get("history") or ctx.cache.setdefault("history", HistoryCache(ctx.store))
+        return serving_history(ctx.store, dep, ctx.settings.forecast_history_days, cache=cache)
     return ctx.store.frame(dep, start=pd.Timestamp(0) + pd.Timedelta(days=stored[-1] - days + 1))
 
 

@@ -135,22 +135,29 @@ def _budget_note(challenger) -> str:
     return f"training stopped by its time budget ({challenger.cfg.time_budget_s:g} s): {', '.join(fired)}"
 
 
-def serving_history(store, deployment: str, days: float) -> pd.DataFrame:
+def serving_history(store, deployment: str, days: float, cache=None) -> pd.DataFrame:
     """The load every serving forecast reads (``warmcast forecast``, the API, the workers' step): from
     ``days`` before the top of the hour the newest stored bin ends in, through that bin.  Counted from
     the data, not the wall clock, and the same for all of them, so that they answer alike (issue 46:
     the CLI read everything stored, the API whole calendar days, the workers 7 days back from now).
-    The models are fitted on the part before that hour (:func:`forecaster.resolver.fit_window`)."""
+    The models are fitted on the part before that hour (:func:`forecaster.resolver.fit_window`).
+    ``cache``: a :class:`warmcast.history.HistoryCache` a process keeps (the same frame, read from the
+    store only where a day changed)."""
     from warmcast.errors import NotFoundError
 
+    if cache is not None:
+        frame = cache.serving(deployment, days)
+        if frame is not None:
+            return frame
+    read = store.frame
     stored = store.days(deployment)
     if not stored:
         raise NotFoundError(f"no load stored for {deployment!r}; ingest a log first")
-    tail = store.frame(deployment, start=pd.Timestamp(0) + pd.Timedelta(days=stored[-1]))
+    tail = read(deployment, start=pd.Timestamp(0) + pd.Timedelta(days=stored[-1]))
     if not len(tail):
-        return store.frame(deployment)
+        return read(deployment)
     origin = tail.index[-1] + pd.Timedelta(minutes=resolution(tail))
-    return store.frame(deployment, start=origin.floor("h") - pd.Timedelta(days=days))
+    return read(deployment, start=origin.floor("h") - pd.Timedelta(days=days))
 
 
 def serving_clients(store, deployment: str, days: float):

@@ -7,6 +7,9 @@ Layout (``P`` is the key prefix, ``D`` the deployment):
   drop whole days.
 - ``P:load:D:days`` sorted set of stored day numbers (score = days since epoch).
 - ``P:deployments`` set of deployment names with stored load.
+- ``P:load:D:rev`` hash, field = day number, value = how many writes have touched that day: a
+  reader that keeps days it has read (``warmcast.history.HistoryCache``) re-reads only a day whose
+  count moved.
 - ``P:load:D:resolution`` minutes per bin, for a series coarser than a minute (absent: 1).
   A 5-minute series keeps one field per bin (its start minute) and reads back in 5-minute
   bins; a write at another resolution than the one stored is refused whole.  The check is made
@@ -54,6 +57,9 @@ class LoadStore:
 
     def _resolution_key(self, dep: str) -> str:
         return f"{self.prefix}:load:{dep}:resolution"
+
+    def _rev_key(self, dep: str) -> str:
+        return f"{self.prefix}:load:{dep}:rev"
 
     def resolution(self, deployment: str) -> int:
         """Minutes per stored bin (1 unless a coarser count series was ingested)."""
@@ -112,6 +118,8 @@ class LoadStore:
         for signal in (c for c in SIGNALS if c in frame.columns):
             self._queue_signal(pipe, dep, signal, frame[signal].to_numpy(float), minutes, days)
         pipe.zadd(self._days_key(dep), {str(int(d)): int(d) for d in np.unique(days)})
+        for d in np.unique(days):
+            pipe.hincrby(self._rev_key(dep), str(int(d)), 1)
         pipe.sadd(f"{self.prefix}:deployments", dep)
         if resolution_min != 1:
             pipe.set(self._resolution_key(dep), int(resolution_min))
@@ -141,6 +149,7 @@ class LoadStore:
             pipe = self.r.pipeline(transaction=True)
             pipe.delete(*keys)
             pipe.zrem(self._days_key(deployment), *[str(d) for d in old])
+            pipe.hdel(self._rev_key(deployment), *[str(d) for d in old])
             pipe.execute()
         return len(old)
 
@@ -150,7 +159,7 @@ class LoadStore:
         pipe = self.r.pipeline(transaction=True)
         if keys:
             pipe.delete(*keys)
-        pipe.delete(self._days_key(deployment), self._resolution_key(deployment))
+        pipe.delete(self._days_key(deployment), self._resolution_key(deployment), self._rev_key(deployment))
         pipe.srem(f"{self.prefix}:deployments", deployment)
         pipe.execute()
 
@@ -176,33 +185,25 @@ class LoadStore:
                 raise NotFoundError(f"no load stored for deployment {dep!r}; ingest a log first "
                                     f"(stored: {self.deployments()})")
             return with_resolution(_empty_frame(signals), self.resolution(dep))
-        frame = self._read_days(dep, days, signals)
-        mins = frame.index.as_unit("ns").asi8 // NS_PER_MIN
-        keep = np.ones(len(frame), bool)
-        if lo is not None:
-            keep &= mins >= lo
-        if hi is not None:
-            keep &= mins < hi
-        res = self.resolution(dep)
-        return with_resolution(regular(frame[keep].dropna(how="all"), res), res)
+        return window_of(days_frame(days, self.read_days(dep, days, signals), signals), lo, hi, self.resolution(dep))
 
-    def _read_days(self, dep: str, days: list[int], signals: tuple[str, ...]) -> pd.DataFrame:
+    def read_days(self, dep: str, days: list[int], signals: tuple[str, ...]) -> dict[int, dict[str, np.ndarray]]:
+        """Each day's stored values per signal (1440 minutes, NaN where none), in one round trip."""
         pipe = self.r.pipeline(transaction=False)
         for d in days:
             for s in signals:
                 pipe.hgetall(self._day_key(dep, s, d))
         replies = iter(pipe.execute())
-        base = np.array(days, np.int64)[:, None] * 1440 + np.arange(1440)
-        data = {s: np.full((len(days), 1440), np.nan) for s in signals}
-        for i, _ in enumerate(days):
+        out = {}
+        for d in days:
+            out[d] = {}
             for s in signals:
-                h = next(replies)
+                h, v = next(replies), np.full(1440, np.nan)
                 if h:
                     idx = np.fromiter((int(k) for k in h.keys()), np.int64, len(h))
-                    data[s][i, idx] = np.fromiter((float(v) for v in h.values()), float, len(h))
-        index = pd.DatetimeIndex((base.ravel() * NS_PER_MIN).astype("datetime64[ns]"), name="time")
-        frame = pd.DataFrame({s: v.ravel() for s, v in data.items()}, index=index)
-        return frame.dropna(axis=1, how="all") if len(frame.columns) > 1 else frame
+                    v[idx] = np.fromiter((float(x) for x in h.values()), float, len(h))
+                out[d][s] = v
+        return out
 
     def series(self, deployment: str, signal: str = "requests", start=None, end=None) -> pd.Series:
         frame = self.frame(deployment, start, end, signals=(signal,))
@@ -222,6 +223,25 @@ class LoadStore:
         else:
             raise InputError(f"{p}: export format comes from the suffix: use .parquet or .csv")
         return len(out)
+
+
+def days_frame(days: list[int], data: dict[int, dict[str, np.ndarray]], signals: tuple[str, ...]) -> pd.DataFrame:
+    """The days' minutes as one frame (a signal with nothing stored in any of them left out)."""
+    base = np.array(days, np.int64)[:, None] * 1440 + np.arange(1440)
+    index = pd.DatetimeIndex((base.ravel() * NS_PER_MIN).astype("datetime64[ns]"), name="time")
+    frame = pd.DataFrame({s: np.concatenate([data[d][s] for d in days]) for s in signals}, index=index)
+    return frame.dropna(axis=1, how="all") if len(frame.columns) > 1 else frame
+
+
+def window_of(frame: pd.DataFrame, lo: int | None, hi: int | None, res: int) -> pd.DataFrame:
+    """The bins of minutes [lo, hi) as a regular frame at resolution ``res`` (what ``frame`` returns)."""
+    mins = frame.index.as_unit("ns").asi8 // NS_PER_MIN
+    keep = np.ones(len(frame), bool)
+    if lo is not None:
+        keep &= mins >= lo
+    if hi is not None:
+        keep &= mins < hi
+    return with_resolution(regular(frame[keep].dropna(how="all"), res), res)
 
 
 def _fmt(v: float) -> str:

@@ -38,11 +38,14 @@ def step(ctx: Ctx, deployment: str, now: Optional[datetime] = None) -> ForecastO
     """Forecast the next 30 minutes from the stored load; store it; track the error of the previous one.
     ``now``: the clock when a replay drives the loop (``warmcast replay --through-worker``), else the wall's."""
     from forecaster.live import forecast_deployment, serving_history
+    from warmcast.history import HistoryCache
 
     now = pd.Timestamp.now(tz="UTC").tz_localize(None) if now is None else pd.Timestamp(now).tz_convert(None)
     days = ctx.settings.forecast_history_days
     try:
-        frame = serving_history(ctx.store, deployment, days)  # the CLI's and the API's window
+        # the CLI's and the API's window, kept by this process and re-read only where a day changed
+        cache = ctx.cache.get("history") or ctx.cache.setdefault("history", HistoryCache(ctx.store))
+        frame = serving_history(ctx.store, deployment, days, cache=cache)
     except NotFoundError:
         return ForecastOutcome(deployment, None, None, "no stored load", None)
     # the loop forecasts a live series only: one whose newest bin lies in the window back from now

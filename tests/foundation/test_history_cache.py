@@ -1,0 +1,70 @@
+"""Issue 44: a process's rolling copy of the stored load answers exactly as the store does, and reads
+from Redis only the days a write touched since it last read them."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecaster.live import serving_history
+from warmcast.errors import NotFoundError
+from warmcast.history import HistoryCache
+from warmcast.resolution import with_resolution
+from warmcast.store import LoadStore
+
+
+def minutes(start: str, n: int, seed: int = 0, step: int = 1) -> pd.DataFrame:
+    idx = pd.date_range(start, periods=n, freq=f"{step}min", name="time")
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"requests": rng.poisson(50, n).astype(float),
+                         "input_tokens": rng.poisson(5000, n).astype(float)}, index=idx)
+
+
+def same(cache: HistoryCache, store: LoadStore, dep: str, start=None) -> None:
+    got, want = cache.frame(dep, start), store.frame(dep, start)
+    pd.testing.assert_frame_equal(got, want)
+    assert got.attrs == want.attrs
+
+
+def test_the_cache_answers_as_the_store_and_rereads_only_changed_days(store):
+    store.upsert_frame("d", minutes("2025-01-01", 9 * 1440 - 30))
+    cache = HistoryCache(store)
+    same(cache, store, "d")
+    assert cache.days_read == 9
+    same(cache, store, "d", "2025-01-03 12:00")
+    assert cache.days_read == 9   # nothing changed: nothing read again
+    # the live loop: one new minute a time, only today's day read again
+    for i in range(3):
+        store.upsert_frame("d", minutes(f"2025-01-09 23:{30 + i}", 1, seed=i))
+        same(cache, store, "d", "2025-01-03")
+    assert cache.days_read == 9 + 3
+    # a correction to an old day is seen (its revision moved), and a new day is read
+    store.upsert_frame("d", minutes("2025-01-02 05:00", 10, seed=9))
+    store.upsert_frame("d", minutes("2025-01-10 00:00", 5, seed=8))
+    same(cache, store, "d")
+    assert cache.days_read == 12 + 2
+
+
+def test_retention_a_coarse_series_and_an_unknown_deployment(redis_client, key_prefix):
+    store = LoadStore(redis_client, key_prefix, retention_days=3)
+    coarse = minutes("2025-02-01", 3 * 144, step=10)
+    store.upsert_frame("c", with_resolution(coarse, 10), resolution_min=10)
+    cache = HistoryCache(store)
+    same(cache, store, "c")
+    assert cache.frame("c").attrs["resolution_min"] == 10
+    store.upsert_frame("c", with_resolution(minutes("2025-02-04", 144, step=10), 10), resolution_min=10)
+    same(cache, store, "c")   # retention dropped the oldest day: neither answers with it
+    assert len(store.days("c")) == 3
+    with pytest.raises(NotFoundError):
+        cache.frame("nobody")
+
+
+def test_the_serving_window_is_the_same_with_and_without_the_cache_minute_after_minute(store):
+    store.upsert_frame("d", minutes("2025-03-01", 8 * 1440 - 3))
+    cache = HistoryCache(store)
+    for i in range(70):   # across the top of an hour: the window's start moves
+        t = pd.Timestamp("2025-03-08 23:57") + pd.Timedelta(minutes=i)
+        store.upsert_frame("d", minutes(str(t), 1, seed=i))
+        a, b = serving_history(store, "d", 7, cache=cache), serving_history(store, "d", 7)
+        pd.testing.assert_frame_equal(a, b)
+    assert cache.days_read <= 9 + 70 + 2   # the days first read, then today's each minute (and a new day's)
