@@ -8,7 +8,9 @@ lease token): leases are per deployment, so one token across a shard's deploymen
 redelivered shard task takes over its own dead first attempt as a per-deployment task does.
 
 Later (issue 44): pipelined Redis reads across a shard (one round trip per step, not per deployment)
-and one batched forecast per shard.  Today a shard runs its deployments one after another.
+and one batched forecast per shard.  Today a shard runs its deployments one after another; the
+forecast step reads each deployment's history from the process's rolling copy
+(``warmcast.history.HistoryCache``), not seven days from Redis.
 """
 from __future__ import annotations
 
