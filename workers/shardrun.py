@@ -75,7 +75,17 @@ def run_alert_check(ctx: Ctx, deployment: str, tick: str = "", run_id: str = "")
     return {"deployment": deployment, "escalated": [o.as_dict() for o in alerts_step.check(ctx, deployment)]}
 
 
+def prime_forecasts(ctx: Ctx, names: list[str]) -> None:
+    """The shard's fleet-served deployments forecast in one batched call before each one's step."""
+    calls = forecast_step.prime(ctx, names)
+    if calls:
+        log.debug("forecast shard: %d batched fleet call(s) for %d deployments", calls, len(names))
+
+
 Runner = Callable[..., dict]
+# work a shard does once for all its deployments before each one's step (a failure here is logged
+# and each step then does its own work, as a per-deployment task would)
+PRIMERS: dict[str, Callable[[Ctx, list[str]], None]] = {"forecast": prime_forecasts}
 RUNNERS: dict[str, Runner] = {"scrape": run_scrape, "ingest": run_ingest, "forecast": run_forecast,
                               "plan": run_plan, "expire": run_expire, "alerts": run_alert_check}
 
@@ -114,6 +124,11 @@ def run_shard(ctx: Ctx, kind: str, shard: int, shards: int, tick: str, run_id: s
         raise ValueError(f"no shard runner for kind {kind!r}; known: {sorted(RUNNERS)}")
     names = list(only) if only else [d.name for d in members(ctx.deployments(), shard, shards)]
     out, until = ShardResult(kind, shard), deadline(ctx, kind, tick)
+    if kind in PRIMERS:
+        try:
+            PRIMERS[kind](ctx, names)
+        except Exception:  # noqa: BLE001 - an optimisation: each deployment's own step still runs
+            log.warning("shard %d: %s primer failed; each deployment runs on its own", shard, kind, exc_info=True)
     for i, name in enumerate(names):
         if until is not None and time.time() > until:
             out.late = names[i:]

@@ -11,6 +11,7 @@ answer between calls reads each minute's clients as it reads each minute's total
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -35,6 +36,8 @@ class FleetAnswer:
         self.model, self.deployment, self.verdict, self.clients = model, deployment, verdict, clients
         self.version = model.version
         self.meta = model.meta  # its train_end: the fallback's staleness rule reads it
+        self.memo: dict[tuple, np.ndarray] = {}   # base forecasts a batched call made for this deployment (prime)
+        self.batched = 0   # answers served from such a call
 
     @property
     def how(self) -> str:
@@ -57,11 +60,22 @@ class FleetAnswer:
         rows = [minute_series(frames[lab]).reindex(total.index).to_numpy(dtype=float) for lab in labels]
         return np.vstack([total.to_numpy(dtype=float), *rows])
 
+    def rows(self, history) -> tuple[np.ndarray, pd.Timestamp]:
+        """The total's and the clients' steps this answer forecasts from, and the last step's time."""
+        total = minute_series(history)
+        return self._rows(total), total.index[-1]
+
     def predict(self, history, horizon: int = 30, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> Forecast:
         total = minute_series(history)
         levels = tuple(self.model.cfg.levels)
         self.model._check(horizon, quantiles)
-        base = self.model.predict_batch(self._rows(total), total.index[-1], horizon)   # (m+1, H, Q)
+        rows = self._rows(total)
+        base = self.memo.pop(memo_key(rows, total.index[-1], horizon), None)
+        if base is None:
+            base = self.model.predict_batch(rows, total.index[-1], horizon)   # (m+1, H, Q)
+        else:
+            self.batched += 1
+        self.memo.clear()   # a prime is for this minute only
         row = self._reconciled(base)
         if not np.isfinite(row).all():
             raise ValueError("no forecast for a series (nothing observed in its last day)")
@@ -81,6 +95,41 @@ class FleetAnswer:
         return reconcile(base[:, None], h, method, shares, covs)[0, 0]
 
 
+@functools.lru_cache(maxsize=4)
+def _loaded(root: str, version: str, sha256: str) -> object:
+    """The fleet model, loaded once per process and artifact (its weights' checksum: a registry
+    rebuilt under the same version names is another model): every deployment it serves shares the
+    one model object, so a shard's deployments share one batched call."""
+    return Registry(root).load(FLEET, version)
+
+
+def memo_key(rows: np.ndarray, last: pd.Timestamp, horizon: int) -> tuple:
+    """What a batched answer is kept under: the exact rows it was made from (a write landing between
+    the batch and the deployment's own step changes them, and the step then forecasts afresh)."""
+    return pd.Timestamp(last), int(horizon), rows.shape, hash(np.ascontiguousarray(rows).tobytes())
+
+
+def prime(work: Sequence[tuple[FleetAnswer, object]], horizon: int) -> int:
+    """One ``predict_batch`` call per fleet model and last step for every (answer, history) given,
+    each answer's part kept for its own ``predict``; returns the calls made.  A shard's forecast
+    step primes its deployments, then forecasts each as ever (the fallback rules unchanged)."""
+    groups: dict[tuple, list[tuple[FleetAnswer, np.ndarray]]] = {}
+    for answer, history in work:
+        try:
+            rows, last = answer.rows(history)
+        except ValueError:
+            continue   # its own predict says why (the fallback answers)
+        groups.setdefault((id(answer.model), pd.Timestamp(last)), []).append((answer, rows))
+    for (_, last), items in groups.items():
+        model = items[0][0].model
+        base = model.predict_batch(np.vstack([rows for _, rows in items]), last, horizon)
+        at = 0
+        for answer, rows in items:
+            answer.memo[memo_key(rows, last, horizon)] = base[at:at + len(rows)]
+            at += len(rows)
+    return len(groups)
+
+
 def fleet_resolution(registry: Registry, deployment: str, clients: ClientReader | None,
                      champion: str | None) -> tuple[FleetAnswer | None, str]:
     """(the fleet model's answer for ``deployment``, why) or (None, why not; empty when there is no
@@ -90,10 +139,11 @@ def fleet_resolution(registry: Registry, deployment: str, clients: ClientReader 
         version = fleet.champion(FLEET)
         if version is None:
             return None, ""
-        model = fleet.load(FLEET, version)
+        meta = fleet.read_meta(FLEET, version)
+        model = _loaded(str(fleet.root), version, str(meta.get("weights_sha256", "")))
+        verdicts = meta.get("metrics", {}).get("deployments", {})
     except (ArtifactError, NotFoundError) as err:
         return None, f"the fleet model does not load ({err})"
-    verdicts = fleet.read_meta(FLEET, version).get("metrics", {}).get("deployments", {})
     verdict = verdicts.get(deployment)
     if verdict is None:
         return None, f"fleet model {model.version} was not trained on {deployment!r}"

@@ -63,6 +63,31 @@ def step(ctx: Ctx, deployment: str, now: Optional[datetime] = None) -> ForecastO
     return ForecastOutcome(deployment, fc.model, doc["origin"], fc.note or "", doc)
 
 
+def prime(ctx: Ctx, deployments: list[str]) -> int:
+    """Before a shard forecasts its deployments one by one: the ones the fleet model serves are
+    forecast in one batched call (per fleet model), each deployment's step then answering from its
+    part (issue 44); returns the batched calls made.  Nothing is stored here: each step stores its own."""
+    from forecaster.global_lstm.answer import FleetAnswer, prime as prime_fleet
+    from forecaster.live import serving_history
+    from warmcast.history import HistoryCache
+    from warmcast.resolution import resolution_of, steps_for
+
+    cache = ctx.cache.get("history") or ctx.cache.setdefault("history", HistoryCache(ctx.store))
+    work, horizons = [], set()
+    for dep in deployments:
+        try:
+            frame = serving_history(ctx.store, dep, ctx.settings.forecast_history_days, cache=cache)
+        except NotFoundError:
+            continue
+        if frame.dropna(how="all").empty:
+            continue
+        fb = _model_for(ctx, dep, frame)
+        if isinstance(fb.primary, FleetAnswer) and fb.why_not_primary(frame) is None:
+            work.append((fb.primary, frame))
+            horizons.add(steps_for(30, resolution_of(frame)))
+    return sum(prime_fleet([w for w in work if steps_for(30, resolution_of(w[1])) == h], h) for h in horizons)
+
+
 def stored(ctx: Ctx, dep: str) -> tuple[dict[str, Any] | None, ForecastInput | None]:
     """(the stored forecast document, the core's view of it); (None, None) when none is stored."""
     doc = ctx.state.get_forecast(dep)
