@@ -68,11 +68,12 @@ def p99_by_profile(sig: Any, profiles: dict[str, str]) -> dict[str, float]:
 
 def prometheus_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | None, warmed: set[str],
                     warming: set[str] = frozenset(), profiles: dict[str, str] | None = None,
-                    token: str | None = None,
-                    warmup_done: dict[str, float] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                    token: str | None = None, warmup_done: dict[str, float] | None = None,
+                    read: tuple | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The same document from the deployment's Prometheus (``signals: {source: prometheus}``):
     per-target gauges and counters by the ``instance`` label, P99 TTFT over the last minute.
-    Instances the scaler knows that Prometheus has not scraped yet count as booting."""
+    Instances the scaler knows that Prometheus has not scraped yet count as booting.  ``read``: its
+    three answers when a shard read them for all its deployments at once (:func:`read_shard`)."""
     from warmup.actuators.prometheus import PrometheusSignals
 
     spec = dep.signals
@@ -83,13 +84,40 @@ def prometheus_live(dep: Deployment, urls: list[str], prev: dict[str, Any] | Non
         async with PrometheusSignals(spec.prometheus_url, spec.selector, token=token) as p:
             return await asyncio.gather(p.per_instance(), p.ttft_quantile(0.99), p.prompt_histograms())
 
-    per, p99, by_inst = asyncio.run(query())
+    per, p99, by_inst = read if read is not None else asyncio.run(query())
     readings = [Reading(f"http://{inst}", v.get("waiting", 0.0), v.get("running", 0.0), v.get("success", 0.0))
                 for inst, v in sorted(per.items())]
     seen = {r.url for r in readings}
     readings += [Reading(u, error="not scraped by Prometheus yet") for u in urls if u not in seen]
     prompts = {f"http://{inst}": h for inst, h in by_inst.items()}
     return signals_doc(dep, readings, p99, prev, warmed, warming, profiles, "prometheus", warmup_done, prompts)
+
+
+def read_shard(deps: list[Deployment]) -> tuple[dict[str, tuple], int]:
+    """(deployment -> its three Prometheus answers, queries sent) for the deployments whose selector
+    is one ``label="value"`` matcher, grouped by server and label: three queries a group, not three a
+    deployment (issue 44).  The others are left to their own step."""
+    from warmup.actuators.prometheus import ShardPrometheus, equality_matcher
+
+    groups: dict[tuple[str, str], dict[str, str]] = {}
+    for d in deps:
+        m = equality_matcher(d.signals.selector) if d.signals.source == "prometheus" else None
+        if m is not None and d.signals.prometheus_url:
+            groups.setdefault((d.signals.prometheus_url, m[0]), {})[m[1]] = d.name
+
+    async def one(url: str, label: str, names: dict[str, str]) -> tuple[dict[str, tuple], int]:
+        async with ShardPrometheus(url, label, sorted(names)) as p:
+            got = await p.read_all()
+            return {names[v]: r for v, r in got.items()}, p.sent
+
+    async def every() -> list:
+        return await asyncio.gather(*(one(u, lab, names) for (u, lab), names in groups.items()))
+
+    out, sent = {}, 0
+    for got, n in asyncio.run(every()) if groups else ():
+        out.update(got)
+        sent += n
+    return out, sent
 
 
 def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, prev: dict[str, Any] | None,

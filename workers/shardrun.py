@@ -7,10 +7,9 @@ carried, never what a deployment's tick does: the plan runner is ``workers/steps
 lease token): leases are per deployment, so one token across a shard's deployments is safe, and a
 redelivered shard task takes over its own dead first attempt as a per-deployment task does.
 
-Later (issue 44): pipelined Redis reads across a shard (one round trip per step, not per deployment)
-and one batched forecast per shard.  Today a shard runs its deployments one after another; the
-forecast step reads each deployment's history from the process's rolling copy
-(``warmcast.history.HistoryCache``), not seven days from Redis.
+A shard first primes what it can do for all its deployments at once (:data:`PRIMERS`: the fleet
+model's batched forecast, Prometheus read once per server and label), then runs its deployments one
+after another.  Later (issue 44): pipelined Redis reads across a shard (one round trip per step).
 """
 from __future__ import annotations
 
@@ -85,7 +84,7 @@ def prime_forecasts(ctx: Ctx, names: list[str]) -> None:
 Runner = Callable[..., dict]
 # work a shard does once for all its deployments before each one's step (a failure here is logged
 # and each step then does its own work, as a per-deployment task would)
-PRIMERS: dict[str, Callable[[Ctx, list[str]], None]] = {"forecast": prime_forecasts}
+PRIMERS: dict[str, Callable[[Ctx, list[str]], Any]] = {"forecast": prime_forecasts, "scrape": signals_step.prime}
 RUNNERS: dict[str, Runner] = {"scrape": run_scrape, "ingest": run_ingest, "forecast": run_forecast,
                               "plan": run_plan, "expire": run_expire, "alerts": run_alert_check}
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,6 +130,7 @@ class PrometheusSignals:
         self.backoff_s = backoff_s
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout_s, headers=headers, transport=transport)
+        self.sent = 0   # queries sent (a shard's reader sends three for all its deployments)
 
     async def __aenter__(self) -> "PrometheusSignals":
         return self
@@ -150,31 +152,42 @@ class PrometheusSignals:
         One query for all three: Prometheus answers it from one consistent view, so a target's
         counter and gauges come from the same scrape.  Three queries could straddle a scrape and
         read a request both finished and still running, which counts it twice."""
+        return (await self._per_instance_by(None)).get(None, {})
+
+    async def _per_instance_by(self, label: str | None) -> dict[Any, dict[str, dict[str, float]]]:
+        """:meth:`per_instance`, per value of ``label`` (None: one group, keyed None)."""
         names = {WAITING[0]: "waiting", RUNNING[0]: "running", SUCCESS[0]: "success"}
         inner = _sel(self.selector)[1:-1]
         matcher = f'__name__=~"{"|".join(names)}"' + (f",{inner}" if inner else "")
-        promql = f"sum by (__name__, instance) ({{{matcher}}})"
+        promql = f"sum by (__name__, instance{_by(label)}) ({{{matcher}}})"
         data = _data(await self._payload(promql), promql, self.url, ("vector",))
-        out: dict[str, dict[str, float]] = {}
+        out: dict[Any, dict[str, dict[str, float]]] = {}
         for r in data.get("result") or []:
             v, labels = float(r["value"][1]), r["metric"]
             if not math.isnan(v) and labels.get("__name__") in names:
-                out.setdefault(labels.get("instance", ""), {})[names[labels["__name__"]]] = v
+                group = out.setdefault(labels.get(label) if label else None, {})
+                group.setdefault(labels.get("instance", ""), {})[names[labels["__name__"]]] = v
         return out
 
     async def prompt_histograms(self) -> dict[str, Histogram]:
         """Each target's cumulative prompt-token histogram (``sum by (instance, le)`` of
         ``vllm:request_prompt_tokens_bucket``), for the live context mix."""
-        promql = f"sum by (instance, le) ({PROMPT_TOKENS[0]}_bucket{_sel(self.selector)})"
+        return (await self._prompt_histograms_by(None)).get(None, {})
+
+    async def _prompt_histograms_by(self, label: str | None) -> dict[Any, dict[str, Histogram]]:
+        promql = f"sum by (instance, le{_by(label)}) ({PROMPT_TOKENS[0]}_bucket{_sel(self.selector)})"
         data = _data(await self._payload(promql), promql, self.url, ("vector",))
-        by: dict[str, dict[float, float]] = {}
+        by: dict[Any, dict[str, dict[float, float]]] = {}
         for r in data.get("result") or []:
             v = float(r["value"][1])
             if not math.isnan(v):
-                by.setdefault(r["metric"].get("instance", ""), {})[float(r["metric"].get("le", "+Inf"))] = v
-        return {inst: Histogram(tuple(sorted(b.items())), b.get(math.inf, 0.0), 0.0) for inst, b in by.items()}
+                group = by.setdefault(r["metric"].get(label) if label else None, {})
+                group.setdefault(r["metric"].get("instance", ""), {})[float(r["metric"].get("le", "+Inf"))] = v
+        return {g: {inst: Histogram(tuple(sorted(b.items())), b.get(math.inf, 0.0), 0.0) for inst, b in hs.items()}
+                for g, hs in by.items()}
 
     async def _payload(self, promql: str) -> dict[str, Any]:
+        self.sent += 1
         last = ""
         for attempt in range(self.retries):
             try:
@@ -214,3 +227,45 @@ class PrometheusSignals:
             *(self.ttft_quantile(q) for q in qs), *(self.e2e_quantile(q) for q in qs))
         n = len(qs)
         return PromSignals(waiting, running, kv, dict(zip(qs, lat[:n])), dict(zip(qs, lat[n:])))
+
+
+def _by(label: str | None) -> str:
+    return f", {label}" if label else ""
+
+
+Reading3 = tuple   # (per_instance, ttft P99, prompt histograms): what the signals step reads per deployment
+
+
+def equality_matcher(selector: str) -> tuple[str, str] | None:
+    """(label, value) when ``selector`` is one ``label="value"`` matcher, the form a shard's
+    deployments can be read by together; None for any other selector (read on its own)."""
+    m = re.fullmatch(r'\s*\{?\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"([^"\\]*)"\s*\}?\s*', selector or "")
+    return (m.group(1), m.group(2)) if m else None
+
+
+class ShardPrometheus(PrometheusSignals):
+    """Many deployments whose selectors are ``label="value"`` on one label, read in one query per
+    signal (``sum by (..., label)`` over ``label=~"v1|v2|..."``) instead of one per deployment and
+    signal (issue 44); each value's answer is what :class:`PrometheusSignals` gives that deployment."""
+
+    def __init__(self, url: str, label: str, values: list[str], **kwargs: Any) -> None:
+        alternation = "|".join(re.escape(v).replace("\\", "\\\\") for v in values)
+        super().__init__(url, f'{label}=~"{alternation}"', **kwargs)
+        self.label, self.values = label, list(values)
+
+    async def ttft_p99_by(self) -> dict[str, float | None]:
+        series = f"{TTFT[0]}_bucket{_sel(self.selector)}"
+        inner = f"rate({series}[{self.window}])" if self.window else series
+        promql = f"histogram_quantile(0.99, sum by (le, {self.label}) ({inner}))"
+        data = _data(await self._payload(promql), promql, self.url, ("vector",))
+        out: dict[str, float | None] = {}
+        for r in data.get("result") or []:
+            v = float(r["value"][1])
+            out[r["metric"].get(self.label, "")] = None if math.isnan(v) else v
+        return out
+
+    async def read_all(self) -> dict[str, Reading3]:
+        """value -> (per-instance readings, TTFT P99, prompt histograms), for every value asked."""
+        per, p99, hists = await asyncio.gather(self._per_instance_by(self.label), self.ttft_p99_by(),
+                                               self._prompt_histograms_by(self.label))
+        return {v: (per.get(v, {}), p99.get(v), hists.get(v, {})) for v in self.values}

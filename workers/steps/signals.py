@@ -54,7 +54,8 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
     profile_of = getattr(scaler.inner, "profile_of", None)
     profiles = profile_of() if profile_of else None
     if d.signals.source == "prometheus":
-        doc, snap = prometheus_live(d, urls, prev, warmed, warming, profiles, warmup_done=ours)
+        read = _primed(ctx, dep)
+        doc, snap = prometheus_live(d, urls, prev, warmed, warming, profiles, warmup_done=ours, read=read)
     else:
         doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming, profiles=profiles, warmup_done=ours)
     ctx.cache[("scrape", dep)] = snap
@@ -71,6 +72,30 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
     record_arrivals(ctx, dep, doc["arrivals"])
     record_mix(ctx, dep, doc.get("mix"))
     return doc
+
+
+PRIMED_S = 5.0   # a shard's reading is this deployment's only within this long (a scrape round is 10 s)
+
+
+def prime(ctx: Ctx, deployments: list[str]) -> int:
+    """Before a shard scrapes its deployments one by one: those read from Prometheus by a
+    ``label="value"`` selector are read together, three queries per server and label (issue 44);
+    each one's step then takes its part.  Returns the queries sent."""
+    from workers.live_signals import read_shard
+
+    if ctx.simulate:
+        return 0
+    got, sent = read_shard([ctx.dep(d) for d in deployments])
+    now = time.monotonic()
+    for dep, read in got.items():
+        ctx.cache[("prom-read", dep)] = (now, read)
+    return sent
+
+
+def _primed(ctx: Ctx, dep: str) -> tuple | None:
+    """This round's shard reading of ``dep``, once (a stale one is dropped: the step reads afresh)."""
+    hit = ctx.cache.pop(("prom-read", dep), None)
+    return hit[1] if hit is not None and time.monotonic() - hit[0] < PRIMED_S else None
 
 
 def record_mix(ctx: Ctx, dep: str, mix: dict[str, Any] | None) -> None:
