@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -21,6 +21,10 @@ FILE = "deployments:\n" + "".join(f"  - name: {n}\n    cold_start_min: 0.1\n    
                                   f"      day: {{capacity_rpm: 100}}\n" for n in NAMES)
 SHARDS, EVERY = 3, 2.0
 SLOT = "%Y-%m-%dT%H:%M:%S"
+
+
+def _start(slot: str) -> float:
+    return datetime.strptime(slot, SLOT).replace(tzinfo=timezone.utc).timestamp()
 
 
 def _ticks(ctx, dep: str, kind: str) -> list[str]:
@@ -66,3 +70,33 @@ def test_two_workers_with_shards_tick_each_deployment_at_most_once_per_slot(make
         assert not missing, f"{name}: slots neither decided nor audited as skipped: {missing}\n{loop.logs()}"
         assert len(decided) >= 6, (name, decided)
     assert "Traceback" not in loop.logs()
+
+
+def test_a_killed_workers_shards_move_to_the_other_within_a_minute_none_doubled(make_loop):
+    """Issue 44: kill one of two workers mid-run (SIGKILL, no goodbye): the other takes every shard's
+    next ticks (one queue, any worker takes any shard's task), and none is ticked twice."""
+    loop = make_loop(deployments=FILE, env={"WARMCAST_WORKERS_SHARDS": str(SHARDS),
+                                            "WARMCAST_WORKERS_FORECAST_EVERY_S": "3600",
+                                            "WARMCAST_WORKERS_INGEST_EVERY_S": "3600"})
+    ctx = ctx_for(loop)
+    for i, name in enumerate(NAMES):
+        seed_deployment(ctx, name, mean_rpm=150, seed=i)
+    doomed = loop.worker()
+    loop.worker()
+    loop.beat()
+    wait_for(lambda: all(_ticks(ctx, n, "scale") for n in NAMES), 60, "every deployment's first tick", loop)
+    time.sleep(3 * EVERY)
+    killed_at = time.time()
+    loop.kill(doomed)
+    time.sleep(10 * EVERY)
+    resumed = {}
+    for name in NAMES:
+        decided = _ticks(ctx, name, "scale")
+        twice = {t: n for t, n in Counter(decided).items() if n > 1}
+        assert not twice, f"{name}: ticked twice in {twice}"
+        after = sorted(t for t in decided if _start(t) > killed_at)
+        assert after, f"{name}: no tick after the kill\n{loop.logs()}"
+        resumed[name] = _start(after[0]) - killed_at
+        assert len(after) >= 5, (name, after)   # and it goes on being ticked
+    print(f"first tick after the kill, s: {resumed}")
+    assert max(resumed.values()) <= 60.0, resumed
