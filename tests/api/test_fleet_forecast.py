@@ -74,9 +74,17 @@ def test_a_client_log_is_served_by_the_fleet_model_alike_everywhere(fleet_settin
     assert api["model"] == "lstm_global" and api["note"] == shown["note"] and api["origin"] == shown["origin"]
     np.testing.assert_allclose(api["quantiles"]["0.9"], p90, atol=0.006)
     assert keda["forecastDemandRpm"] == pytest.approx(p90.max() / 10, abs=0.006)
-    worker = forecast.step(Ctx(fleet_settings, WorkerOptions(simulate=True), redis_client), "a")
+    ctx = Ctx(fleet_settings, WorkerOptions(simulate=True), redis_client)
+    worker = forecast.step(ctx, "a")
     assert worker.model == "lstm_global" and worker.origin == shown["origin"]
     np.testing.assert_allclose(worker.doc["quantiles"]["0.9"], p90, atol=0.006)
+    # the tick plans on that forecast, and its audit names the model
+    from workers.shardrun import run_plan, run_scrape
+
+    run_scrape(ctx, "a")
+    assert run_plan(ctx, "a")["status"] == "applied"
+    entry = ctx.state.audit_log("a", "scale")[-1]
+    assert entry["inputs"]["forecast_model"] == "lstm_global", entry
 
 
 def test_a_client_column_with_100000_values_stays_within_the_bound_and_says_so(fleet_settings, tmp_path):
