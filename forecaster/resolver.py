@@ -75,26 +75,27 @@ def shipped_model():
         return None, f"the shipped default model does not load ({err})"
 
 
-def judge(model, frame: pd.DataFrame) -> tuple[bool, str]:
-    """Does ``model`` beat the baselines on the last JUDGE_HOURS of ``frame``? (verdict, why)"""
+def judge(model, frame: pd.DataFrame, who: str = "the shipped default model") -> tuple[bool, str]:
+    """Does ``model`` (``who``, in the answer) beat the baselines on the last JUDGE_HOURS of ``frame``?
+    (verdict, why)"""
     from forecaster.backtest import run_backtest
 
     s = minute_series(frame)
-    observed = int(np.isfinite(s.to_numpy(dtype=float)).sum())
+    r = resolution(s) if len(s) > 1 else 1   # minutes per step: a coarse series is judged in its own bins
+    observed = int(np.isfinite(s.to_numpy(dtype=float)).sum()) * r
     need = DAY + JUDGE_HOURS * 60
     if observed < need:
-        return False, (f"too little history to judge the shipped default model ({observed} observed minutes, "
-                       f"needs {need})")
-    start = s.index[-JUDGE_HOURS * 60]
-    res = run_backtest(frame, start, [AsFitted(model, "shipped"), *judge_baselines()], horizon=30,
-                       step=JUDGE_STEP_MIN, progress=False)
+        return False, f"too little history to judge {who} ({observed} observed minutes, needs {need})"
+    start = s.index[-(JUDGE_HOURS * 60 // r)]
+    res = run_backtest(frame, start, [AsFitted(model, "shipped"), *judge_baselines()], horizon=max(1, 30 // r),
+                       step=JUDGE_STEP_MIN if JUDGE_STEP_MIN % r == 0 else r, progress=False)
     maes = {k: v["mae"] for k, v in res.metrics["models"].items() if v["mae"] is not None}
     if "shipped" not in maes:
-        return False, f"the shipped default model cannot answer here ({res.skipped.get('shipped', 'no forecast')})"
+        return False, f"{who} cannot answer here ({res.skipped.get('shipped', 'no forecast')})"
     others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(maes.items()) if k != "shipped")
     wins = all(maes["shipped"] < v for k, v in maes.items() if k != "shipped")
     verdict = "beats" if wins else "does not beat"
-    return wins, (f"the shipped default model's MAE on the last {JUDGE_HOURS} h ({maes['shipped']:.2f}) "
+    return wins, (f"{who}'s MAE on the last {JUDGE_HOURS} h ({maes['shipped']:.2f}) "
                   f"{verdict} the baselines ({others})")
 
 
@@ -111,7 +112,7 @@ def fit_window(frame: pd.DataFrame) -> pd.DataFrame:
 _verdicts: dict[tuple, tuple[Any, tuple[bool, str]]] = {}   # key -> (the model judged, its verdict)
 
 
-def _judged(deployment: str, model, frame: pd.DataFrame) -> tuple[bool, str]:
+def _judged(deployment: str, model, frame: pd.DataFrame, who: str = "the shipped default model") -> tuple[bool, str]:
     """judge() on the fit window, once per deployment and hour (the API resolves every minute)."""
     window = fit_window(frame)
     end = window.index[-1] if len(window) else None
@@ -122,7 +123,7 @@ def _judged(deployment: str, model, frame: pd.DataFrame) -> tuple[bool, str]:
     if cached is None or cached[0] is not model:
         if len(_verdicts) > 256:
             _verdicts.clear()
-        _verdicts[key] = cached = (model, judge(model, window))
+        _verdicts[key] = cached = (model, judge(model, window, who))
     return cached[1]
 
 
@@ -143,6 +144,10 @@ def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=No
     trained = by_validation(registry, deployment, skipped)
     if trained is not None:
         return trained
+    unseen = _fleet_unseen(registry, deployment, frame, clients)
+    if unseen is not None and unseen.source == "fleet":
+        return unseen
+    skipped += f"; {unseen.why}" if unseen is not None else ""
     why_not = ""
     if shipped is None:
         shipped, why_not = shipped_model()
@@ -158,6 +163,24 @@ def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=No
     if wins:
         return Resolution(shipped, "shipped", prefix + why)
     return Resolution(None, "baselines", prefix + why)
+
+
+def _fleet_unseen(registry: Registry, deployment: str, frame: pd.DataFrame, clients) -> Resolution | None:
+    """For a deployment the fleet model was never trained on (nor the deployment itself): the fleet
+    model on its own total, judged on the deployment's recent data as the shipped model is (a new
+    deployment gets a forecast from the fleet's model on its first day, issue 43); None without one."""
+    from forecaster.global_lstm.answer import unseen_answer
+
+    answer = unseen_answer(registry, deployment, clients)
+    if answer is None:
+        return None
+    step = answer.model.cfg.step_min
+    if len(frame) > 1 and resolution(frame) != step:
+        return Resolution(None, "baselines", f"the fleet model forecasts {step}-minute steps and {deployment!r} is "
+                                             f"stored in {resolution(frame)}-minute bins")
+    wins, why = _judged(deployment, answer.model, frame, f"fleet model {answer.version}")
+    text = f"{answer.how}, never trained on {deployment!r}: {why}"
+    return Resolution(answer, "fleet", text) if wins else Resolution(None, "baselines", text)
 
 
 def by_validation(registry: Registry, deployment: str, skipped: str = "") -> Resolution | None:

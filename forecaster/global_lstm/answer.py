@@ -130,6 +130,23 @@ def prime(work: Sequence[tuple[FleetAnswer, object]], horizon: int) -> int:
     return len(groups)
 
 
+def unseen_answer(registry: Registry, deployment: str, clients: ClientReader | None) -> FleetAnswer | None:
+    """The fleet model answering ``deployment`` from its own total (no verdict to reconcile by) when the
+    model has no verdict on it; None when there is no fleet model, it does not load, or it has one."""
+    fleet = fleet_registry(registry)
+    try:
+        version = fleet.champion(FLEET)
+        if version is None:
+            return None
+        meta = fleet.read_meta(FLEET, version)
+        if deployment in meta.get("metrics", {}).get("deployments", {}):
+            return None
+        model = _loaded(str(fleet.root), version, str(meta.get("weights_sha256", "")))
+    except (ArtifactError, NotFoundError):
+        return None
+    return FleetAnswer(model, deployment, {"method": NO_CLIENTS, "clients": []}, clients)
+
+
 def fleet_resolution(registry: Registry, deployment: str, clients: ClientReader | None,
                      champion: str | None) -> tuple[FleetAnswer | None, str]:
     """(the fleet model's answer for ``deployment``, why) or (None, why not; empty when there is no
@@ -146,7 +163,7 @@ def fleet_resolution(registry: Registry, deployment: str, clients: ClientReader 
         return None, f"the fleet model does not load ({err})"
     verdict = verdicts.get(deployment)
     if verdict is None:
-        return None, f"fleet model {model.version} was not trained on {deployment!r}"
+        return None, ""   # never trained on it: judged on its own recent data instead (resolver._fleet_unseen)
     if not verdict.get("serves"):
         return None, f"fleet model {model.version} does not serve {deployment!r}: {verdict.get('why')}"
     if verdict.get("champion") != champion:

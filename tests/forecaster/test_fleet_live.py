@@ -129,8 +129,9 @@ def test_the_fleet_model_steps_aside_where_it_lost_or_its_champion_changed(store
         if not v["serves"]:
             assert f"fleet model {FLEET}/{rep.version} does not serve {dep!r}: validation MAE" in r.why
     assert not all(v["serves"] for v in rep.verdicts.values()), rep.summary()
-    # a deployment it never saw, and a champion other than the one it beat: the resolver says so
-    assert "was not trained on 'zz'" in resolve(reg, "zz", serving_history(store, "a", 7)).why
+    # a deployment it never saw is judged on its own recent data, as the shipped model is
+    assert f"fleet model {FLEET}/{rep.version}, the deployment's total (no client series), never trained on 'zz': " \
+        in resolve(reg, "zz", serving_history(store, "a", 7)).why
 
 
 def test_a_new_champion_takes_over_from_the_fleet_model_it_was_not_judged_against(store, tmp_path):
@@ -170,3 +171,20 @@ def test_odd_fleets_give_a_forecast_or_a_clear_refusal(store, tmp_path):
         train_fleet({"a": FleetSeries(store.frame("a").iloc[-150:])}, reg, _make, baselines=_quick)
     with pytest.raises(ArtifactError, match="nothing to train the fleet model on"):
         train_fleet({}, reg, _make, baselines=_quick)
+
+
+def test_a_deployment_the_fleet_model_never_saw_gets_its_forecast_where_it_beats_the_baselines(store, tmp_path):
+    panel = noisy_panel(seed=0)
+    _ingest(store, panel.select(np.array(panel.groups) == "a"))    # the fleet: deployment a alone
+    reg = Registry(tmp_path)
+    rep = train_fleet(fleet_data(store), reg, _make, baselines=_quick)
+    assert set(rep.verdicts) == {"a"}
+    _ingest(store, panel.select(np.array(panel.groups) == "b"))    # b arrives after the fleet model was trained
+    frame = serving_history(store, "b", 7)
+    r = resolve(reg, "b", frame, clients=serving_clients(store, "b", 7))
+    print(r.why)
+    assert "never trained on 'b'" in r.why and "MAE on the last 6 h" in r.why
+    assert (r.source == "fleet") == (" beats the baselines" in r.why)
+    if r.source == "fleet":
+        f = forecast_deployment(frame, reg, "b", clients=serving_clients(store, "b", 7))
+        assert f.model == "lstm_global" and np.isfinite(f.mean).all()
