@@ -193,3 +193,15 @@ def ingest_rows(store: LoadStore, deployment: str, long: pd.DataFrame, grouped: 
     total = with_resolution(pd.DataFrame({"requests": sum(series.values())}, index=index), step)
     n = store.upsert_frame(deployment, total, resolution_min=step)
     return n, clients.write(series, step, bound, summed_earlier=len([c for c in plan.summed if c != OTHER]))
+
+
+def shares_text(series: Mapping[str, pd.Series], top: int = 10) -> str:
+    """One line: the client series and each one's share of their requests, busiest first."""
+    totals = {n: float(np.nansum(s.to_numpy(dtype=float))) for n, s in series.items()}
+    whole = sum(totals.values())
+    if whole <= 0:
+        return f"clients: {len(series)} series, no requests in the window"
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])
+    parts = [f"{n} {v / whole:.0%}" for n, v in ranked[:top]]
+    more = f", and {len(ranked) - top} more" if len(ranked) > top else ""
+    return f"clients: {len(series)} series, share of requests: " + ", ".join(parts) + more

@@ -15,7 +15,7 @@ from forecaster.global_lstm.live import FleetSeries, fleet_data, train_fleet
 from forecaster.live import forecast_deployment, serving_clients, serving_history
 from forecaster.registry import ArtifactError, Registry
 from forecaster.resolver import resolve
-from warmcast.clients import OTHER, ClientStore, bound_clients, ingest_rows, label_for
+from warmcast.clients import OTHER, ClientStore, bound_clients, ingest_rows, label_for, shares_text
 from warmcast.errors import InputError
 from warmcast.resolution import with_resolution
 
@@ -70,6 +70,8 @@ def test_clients_are_stored_under_their_deployment_and_sum_to_its_total(store, p
     total = store.frame("a")["requests"]
     summed = sum(f["requests"] for f in frames.values())
     assert np.allclose(summed.to_numpy(), total.to_numpy())
+    line = shares_text({k: f["requests"] for k, f in frames.items()})
+    assert line.startswith("clients: 3 series, share of requests: c1 ") and line.endswith("%")
 
 
 def test_a_refused_file_stores_nothing(store, panel, snap):

@@ -129,8 +129,18 @@ def summary(
     """Print a summary of a deployment's stored load, in its own bins (per minute unless coarser)."""
     from warmcast.summary import summary_text
 
+    import pandas as pd
+
+    from warmcast.clients import ClientStore, shares_text
+
     store = _store(config)
-    typer.echo(summary_text(store.frame(deployment), deployment, last))
+    frame = store.frame(deployment)
+    typer.echo(summary_text(frame, deployment, last))
+    clients = ClientStore(store, deployment)
+    names = clients.names()
+    if names and len(frame):
+        since = frame.index[-1] - pd.Timedelta(minutes=last)
+        typer.echo(shares_text({names.get(k, k): f["requests"] for k, f in clients.frames(start=since).items()}))
 
 
 @store_app.command("export")
