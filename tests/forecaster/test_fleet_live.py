@@ -71,7 +71,7 @@ def test_clients_are_stored_under_their_deployment_and_sum_to_its_total(store, p
     summed = sum(f["requests"] for f in frames.values())
     assert np.allclose(summed.to_numpy(), total.to_numpy())
     line = shares_text({k: f["requests"] for k, f in frames.items()})
-    assert line.startswith("clients: 3 series, share of requests: c1 ") and line.endswith("%")
+    assert line.startswith("clients: 3 series, share of requests: c2 ") and line.endswith("c0 1%")
 
 
 def test_a_refused_file_stores_nothing(store, panel, snap):
