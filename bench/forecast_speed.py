@@ -8,6 +8,11 @@ thread each (``forecaster/lstm/members.py``).  Each LSTM figure is printed
 beside a baseline's: UnobservedComponents (fit once, then a Kalman-filter update
 per forecast) and seasonal naive.  Targets: training <= 60 s and at most 3x UnobservedComponents'
 fit, 1,000 deployments in one call <= 0.5 s (issue 32); one forecast <= 5 ms (an earlier issue's).
+The fleet model's rows (issue 43) beside them: fitted once on ServeGen's 260 client series and
+their four totals (``../shared/data/servegen_clients_10min.csv.gz``, days 0-9, as
+``bench/global_forecast.py`` fits it) <= 5 min, and one ``predict_batch`` call for 1,000 series
+<= 0.5 s (the call a shard's forecast task makes for its fleet-served deployments), the
+per-deployment LSTM's fit and ``predict_many`` beside each.
 The load average is printed before and after: run it on a quiet machine (under 1.5).  Writes its
 section of docs/BENCHMARKS.md (``bench:forecast_speed``) unless ``--doc none`` (or ``--quick``).
 """
@@ -52,6 +57,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--deployments", type=int, default=1000)
     ap.add_argument("--quick", action="store_true", help="tiny LSTM config (smoke test)")
+    ap.add_argument("--no-fleet", action="store_true", help="leave out the fleet model's rows")
     docsection.add_doc_option(ap)
     args = ap.parse_args()
     torch.set_num_threads(2)
@@ -97,12 +103,37 @@ def main() -> int:
     rows.append((f"{n:,} deployments, one call", f"{t_many:.3f} s", f"{t_sn:.3f} s (seasonal naive, a loop)",
                  "<= 0.5 s", t_many <= 0.5))
 
+    if not args.no_fleet:
+        rows += fleet_rows(args.quick, n, t_lstm, t_many)
     end = os.getloadavg()[0]
     text = table(rows) + f"\n\nLoad average at the end: {end:.2f} (the LSTM's members train side by side, one thread each)."
     print(text)
     if not args.quick:
         docsection.publish(args.doc, "forecast_speed", docsection.provenance(load, command) + "\n" + text)
     return 0
+
+
+def fleet_rows(quick: bool, n: int, t_lstm: float, t_many: float) -> list[tuple]:
+    """The fleet model fitted on every client series and total before day 10, and one batched call."""
+    import numpy as np
+
+    import global_forecast as gf
+    from forecaster.global_lstm import GlobalLSTM, fleet_config, tiny_fleet_config
+
+    panel = gf.load(None)
+    model = GlobalLSTM(tiny_fleet_config(epochs=3) if quick else fleet_config(), horizon_min=30)
+    t = time.perf_counter()
+    model.fit(panel.before(gf.SPLIT.dev_start))
+    t_fit = time.perf_counter() - t
+    hist = panel.before(gf.SPLIT.test_start)
+    vals = hist.values[np.resize(np.arange(len(panel)), n)]
+    model.predict_batch(vals, hist.index[-1])   # the first call pays torch's start-up
+    t_batch = min(timeit(lambda: model.predict_batch(vals, hist.index[-1]), 5))
+    return [(f"fleet model: fit on {len(panel)} series at once (ServeGen clients and totals, days 0-9)",
+             f"{t_fit:.1f} s", f"{t_lstm:.1f} s (the per-deployment LSTM, one week of one series)", "<= 5 min",
+             t_fit <= 300),
+            (f"fleet model: {n:,} series, one predict_batch call", f"{t_batch:.3f} s",
+             f"{t_many:.3f} s (the per-deployment LSTM's predict_many)", "<= 0.5 s", t_batch <= 0.5)]
 
 
 def table(rows: list[tuple]) -> str:

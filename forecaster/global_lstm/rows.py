@@ -112,7 +112,9 @@ def training_rows(values: np.ndarray, index: pd.DatetimeIndex, cfg: LSTMConfig) 
     n, T = values.shape
     logv = np.log1p(outage_rows(values))
     flat, stride = stacked(logv, cfg)
-    ends = origin_ends(T, cfg, max(cfg.max_origins // max(n, 1), 1))
+    # every series keeps at least 20 origins (a panel of more series than max_origins / 20 takes more
+    # rows than max_origins: 264 series under the tests' 3,000 had 11 each, refused as "too few steps")
+    ends = origin_ends(T, cfg, max(cfg.max_origins // max(n, 1), 20))
     if len(ends) < 20:
         raise ValueError(f"{T} steps of history are too few to train on (the input window is {cfg.window})")
     tr_mask, va_mask, val_start = split_ends(ends, cfg)
