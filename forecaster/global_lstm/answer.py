@@ -122,7 +122,10 @@ def prime(work: Sequence[tuple[FleetAnswer, object]], horizon: int) -> int:
         groups.setdefault((id(answer.model), pd.Timestamp(last)), []).append((answer, rows))
     for (_, last), items in groups.items():
         model = items[0][0].model
-        base = model.predict_batch(np.vstack([rows for _, rows in items]), last, horizon)
+        width = max(rows.shape[1] for _, rows in items)   # a shorter history: missing steps before it, as alone
+        stacked = np.vstack([np.pad(rows, ((0, 0), (width - rows.shape[1], 0)), constant_values=np.nan)
+                             for _, rows in items])
+        base = model.predict_batch(stacked, last, horizon)
         at = 0
         for answer, rows in items:
             answer.memo[memo_key(rows, last, horizon)] = base[at:at + len(rows)]

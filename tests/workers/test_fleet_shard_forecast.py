@@ -40,8 +40,9 @@ def test_a_shard_forecasts_its_fleet_served_deployments_in_one_batched_call(redi
     long = pd.DataFrame({"series": f["model"] + "/" + f["client"], "time": f["time"], "requests": f["requests"],
                          "group": f["model"]})
     ctx = Ctx(settings, WorkerOptions(simulate=True), redis_client)
-    for dep in ("a", "b"):
-        ingest_rows(ctx.store, dep, long, True, None, 50)
+    for dep in ("a", "b"):   # b's history starts two days later: the batch stacks rows of two lengths
+        rows = long if dep == "a" else long[long["time"] >= long["time"].min() + pd.Timedelta(days=2)]
+        ingest_rows(ctx.store, dep, rows, True, None, 50)
     rep = train_fleet(fleet_data(ctx.store), Registry(settings.models_dir),
                       lambda h: GlobalLSTM(tiny_fleet_config(epochs=6, threads=1), horizon_min=h),
                       baselines=lambda: [Persistence(), SeasonalNaive(DAY)])
