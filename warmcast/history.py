@@ -23,14 +23,18 @@ from warmcast.ingest.accumulate import SIGNALS
 from warmcast.ingest.window import NS_PER_MIN
 from warmcast.store import LoadStore, days_frame, window_of
 
-Days = dict[int, tuple[int, dict[str, np.ndarray]]]   # day -> (its revision when read, signal -> 1440 values)
+# day -> (its revision when read, signal -> 1440 values); a signal with nothing stored that day is not
+# kept (most deployments store one or two of the eight: their memory, not eight arrays a day)
+Days = dict[int, tuple[int, dict[str, np.ndarray]]]
+_NONE = np.full(1440, np.nan)
+_NONE.setflags(write=False)
 
 
 class HistoryCache:
     """Stored days per deployment, re-read only where the store's revision moved (module docstring);
     at most ``max_deployments`` deployments are kept, the least recently read dropped first."""
 
-    def __init__(self, store: LoadStore, max_deployments: int = 20_000) -> None:
+    def __init__(self, store: LoadStore, max_deployments: int = 2_000) -> None:
         self.store = store
         self.max_deployments = max_deployments
         self._days: OrderedDict[str, Days] = OrderedDict()
@@ -89,8 +93,9 @@ class HistoryCache:
             fresh = st.read_days(dep, stale, SIGNALS)
             self.days_read += len(stale)
             for d in stale:
-                kept[d] = (revs.get(d, 0), fresh[d])
-        return days, {d: kept[d][1] for d in days}, int(raw_res) if raw_res else 1
+                kept[d] = (revs.get(d, 0), {sig: v for sig, v in fresh[d].items() if not np.isnan(v).all()})
+        data = {d: {sig: kept[d][1].get(sig, _NONE) for sig in SIGNALS} for d in days}
+        return days, data, int(raw_res) if raw_res else 1
 
     def _kept(self, dep: str, stored: set[int]) -> Days:
         """The deployment's kept days, without those the store no longer holds (retention, a delete)."""

@@ -35,6 +35,9 @@ class WorkerOptions(BaseSettings):
     shards: int = Field(0, ge=0, le=4096, description="0: the fan-out sends one task per deployment and kind (the "
                         "default until bench/scale.py shows otherwise); N: one task per shard and kind, each "
                         "running its deployments' steps one after another (workers/shards.py)")
+    history_cache_deployments: int = Field(2000, ge=0, description="deployments whose history a worker process "
+                                           "keeps in memory for the forecast step (warmcast/history.py: about 0.1 "
+                                           "MB each per stored signal; the least recently read go first)")
     simulate: bool = Field(False, description="drive a simulated fleet (SimFleet) instead of real instances")
     replayed_fleet: bool = Field(False, description="read the fleet a replay driver publishes in Redis each "
                                  "minute (StoredFleet; the shadow replay through Celery, forecast-only)")

@@ -68,3 +68,14 @@ def test_the_serving_window_is_the_same_with_and_without_the_cache_minute_after_
         a, b = serving_history(store, "d", 7, cache=cache), serving_history(store, "d", 7)
         pd.testing.assert_frame_equal(a, b)
     assert cache.days_read <= 9 + 70 + 2   # the days first read, then today's each minute (and a new day's)
+
+
+def test_a_bounded_cache_keeps_the_most_recently_read_deployments_and_still_answers_alike(store):
+    for name in ("d1", "d2"):
+        store.upsert_frame(name, minutes("2025-04-01", 2 * 1440, seed=len(name)))
+    cache = HistoryCache(store, max_deployments=1)
+    same(cache, store, "d1")
+    same(cache, store, "d2")      # d1 dropped to keep the bound
+    assert cache.days_read == 4
+    same(cache, store, "d1")      # read again, whole
+    assert cache.days_read == 6

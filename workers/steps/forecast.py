@@ -38,14 +38,12 @@ def step(ctx: Ctx, deployment: str, now: Optional[datetime] = None) -> ForecastO
     """Forecast the next 30 minutes from the stored load; store it; track the error of the previous one.
     ``now``: the clock when a replay drives the loop (``warmcast replay --through-worker``), else the wall's."""
     from forecaster.live import forecast_deployment, serving_history
-    from warmcast.history import HistoryCache
 
     now = pd.Timestamp.now(tz="UTC").tz_localize(None) if now is None else pd.Timestamp(now).tz_convert(None)
     days = ctx.settings.forecast_history_days
     try:
         # the CLI's and the API's window, kept by this process and re-read only where a day changed
-        cache = ctx.cache.get("history") or ctx.cache.setdefault("history", HistoryCache(ctx.store))
-        frame = serving_history(ctx.store, deployment, days, cache=cache)
+        frame = serving_history(ctx.store, deployment, days, cache=history_cache(ctx))
     except NotFoundError:
         return ForecastOutcome(deployment, None, None, "no stored load", None)
     # the loop forecasts a live series only: one whose newest bin lies in the window back from now
@@ -63,16 +61,25 @@ def step(ctx: Ctx, deployment: str, now: Optional[datetime] = None) -> ForecastO
     return ForecastOutcome(deployment, fc.model, doc["origin"], fc.note or "", doc)
 
 
+def history_cache(ctx: Ctx):
+    """This process's rolling copy of the stored load (None with ``history_cache_deployments`` 0)."""
+    from warmcast.history import HistoryCache
+
+    n = ctx.options.history_cache_deployments
+    if not n:
+        return None
+    return ctx.cache.get("history") or ctx.cache.setdefault("history", HistoryCache(ctx.store, max_deployments=n))
+
+
 def prime(ctx: Ctx, deployments: list[str]) -> int:
     """Before a shard forecasts its deployments one by one: the ones the fleet model serves are
     forecast in one batched call (per fleet model), each deployment's step then answering from its
     part (issue 44); returns the batched calls made.  Nothing is stored here: each step stores its own."""
     from forecaster.global_lstm.answer import FleetAnswer, prime as prime_fleet
     from forecaster.live import serving_history
-    from warmcast.history import HistoryCache
     from warmcast.resolution import resolution_of, steps_for
 
-    cache = ctx.cache.get("history") or ctx.cache.setdefault("history", HistoryCache(ctx.store))
+    cache = history_cache(ctx)
     work, horizons = [], set()
     for dep in deployments:
         try:
