@@ -1,7 +1,9 @@
 """The loop at N deployments (issue 44): per-deployment fan-out beside the sharded one, in the same run.
 
 For each mode, a fresh redis-server, N simulated deployments (``workers.simulate.seed_deployment``:
-the week of history and the live traffic ``warmcast run --simulate`` uses, seeded per deployment),
+a week of history and the live traffic; with ``--trace`` (default: the shared Azure 2024
+conversation trace, per minute) each deployment's arrivals are that trace scaled to its own mean
+and shifted by its own offset, else ``warmcast run --simulate``'s synthetic ones),
 ``--workers`` real Celery worker processes (threads pool, 4 threads each) and the real beat, at the
 production intervals (scrape 10 s; ingest, forecast and the one tick every minute).  After
 ``--warm-s`` of start-up, a window of ``--minutes`` whole minutes is measured:
@@ -51,13 +53,32 @@ def deployments_file(path: Path, n: int) -> list[str]:
     return names
 
 
-def seed(ctx: Any, names: list[str]) -> float:
-    """Every deployment's history and live traffic (mean 50..400 req/min, seeded by its index)."""
+TRACE = ROOT.parent / "shared" / "data" / "azure2024_conversation_per_minute.csv"
+
+
+def trace_minutes(trace: Any, now: float, mean_rpm: float, shift: int) -> Any:
+    """The trace (a week of requests per minute) tiled over a week before ``now`` to a week after it,
+    shifted by ``shift`` minutes and scaled to ``mean_rpm``."""
+    import numpy as np
+    import pandas as pd
+
+    first = pd.Timestamp(now, unit="s").floor("D") - pd.Timedelta(days=7)
+    idx = pd.date_range(first, periods=15 * 1440, freq="min")
+    v = trace.to_numpy(dtype=float)
+    pos = (np.arange(len(idx)) + shift) % len(v)
+    return pd.Series(v[pos] * (mean_rpm / float(np.nanmean(v))), index=idx, name="requests")
+
+
+def seed(ctx: Any, names: list[str], trace: Any = None) -> float:
+    """Every deployment's history and live traffic (mean 50..400 req/min, by its index; from the trace,
+    shifted by its own offset, where one is given)."""
     from workers.simulate import seed_deployment
 
-    t0 = time.perf_counter()
+    t0, now = time.perf_counter(), time.time()
     for i, name in enumerate(names):
-        seed_deployment(ctx, name, mean_rpm=50 + (i * 37) % 350, seed=i)
+        mean = 50 + (i * 37) % 350
+        series = None if trace is None else trace_minutes(trace, now, mean, (i * 997) % len(trace))
+        seed_deployment(ctx, name, mean_rpm=mean, seed=i, now=now, series=series)
     return time.perf_counter() - t0
 
 
@@ -119,7 +140,7 @@ def wait_until_ts(t: float) -> None:
 
 
 def run_mode(tmp: Path, label: str, names: list[str], shards: int, workers: int, minutes: int,
-             warm_s: float) -> dict[str, Any]:
+             warm_s: float, trace: Any = None) -> dict[str, Any]:
     import psutil
     import redis
 
@@ -129,7 +150,7 @@ def run_mode(tmp: Path, label: str, names: list[str], shards: int, workers: int,
     procs = Procs(tmp, env)
     try:
         ctx = ctx_for(env, simulate=True)
-        seeded_s = seed(ctx, names)
+        seeded_s = seed(ctx, names, trace)
         started = start_loop(procs, tmp, label, workers)
         ps = {name: psutil.Process(p.pid) for name, p in started.items()}
         ps["redis"] = psutil.Process(redis_proc.pid)
@@ -196,6 +217,8 @@ def main() -> None:
     ap.add_argument("--warm-s", type=float, default=70.0, help="start-up before the window (models, caches)")
     ap.add_argument("--out", default=None, help="write OUT/scale.json")
     ap.add_argument("--max-load", type=float, default=1.5, help="refuse to start above this 1-minute load")
+    ap.add_argument("--trace", default=str(TRACE), help="a time,requests per-minute CSV the deployments' arrivals "
+                    "are drawn from, scaled and shifted per deployment ('none': the synthetic generator's)")
     docsection.add_doc_option(ap)
     args = ap.parse_args()
     load, command = os.getloadavg()[0], docsection.command_line()
@@ -205,7 +228,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="warmcast-bench-scale-"))
     try:
         names = deployments_file(tmp / "deployments.yaml", args.deployments)
-        modes = {label: run_mode(tmp, label, names, shards, args.workers, args.minutes, args.warm_s)
+        trace = None if args.trace == "none" else load_trace(args.trace)
+        print(f"arrivals: {'synthetic' if trace is None else args.trace + ', scaled and shifted per deployment'}")
+        modes = {label: run_mode(tmp, label, names, shards, args.workers, args.minutes, args.warm_s, trace)
                  for label, shards in (("per-deployment", 0), ("sharded", args.shards))}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -216,6 +241,15 @@ def main() -> None:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "scale.json").write_text(json.dumps(res, indent=2))
         print(f"wrote {Path(args.out) / 'scale.json'}")
+
+
+def load_trace(path: str) -> Any:
+    import pandas as pd
+
+    if not Path(path).is_file():
+        raise SystemExit(f"--trace {path}: no such file (the shared traces sit in ../shared/data; "
+                         "--trace none for synthetic arrivals)")
+    return pd.read_csv(path)["requests"]
 
 
 if __name__ == "__main__":

@@ -40,12 +40,13 @@ def synthetic_minutes(now: float, days_before: int = 7, days_after: int = 7, mea
 
 
 def seed_deployment(ctx: Ctx, dep: str, mean_rpm: float | None = None, seed: int = 0,
-                    now: float | None = None) -> dict:
-    """Store the history, the live traffic and a right-sized fleet for one deployment."""
+                    now: float | None = None, series: pd.Series | None = None) -> dict:
+    """Store the history, the live traffic and a right-sized fleet for one deployment (``series``: its
+    requests per minute around ``now``, else the synthetic generator's)."""
     now = time.time() if now is None else now
     d = ctx.dep(dep)
     mean = mean_rpm or 2.0 * d.capacity_rpm
-    series = synthetic_minutes(now, mean_rpm=mean, seed=seed)
+    series = synthetic_minutes(now, mean_rpm=mean, seed=seed) if series is None else series
     cut = pd.Timestamp(int(now // 60) * 60, unit="s")
     history = series[series.index < cut]
     ctx.store.upsert_frame(dep, history.to_frame("requests"))
