@@ -235,9 +235,15 @@ def test_replay_with_the_workers_forecast_step_equals_the_backtest_on_the_foreca
             for c in cols if not a[c].equals(b[c])]
     assert a.equals(b), diff
     own = run_backtest(data, replace(cfg, record_decisions=False)).rows["predictive"]
+    ours = replayed.rows["predictive"]
     print(f"the worker's forecasts ({used_bundle(ticker, times).model}) against the backtest's seasonal naive: "
-          f"GPU-h {replayed.rows['predictive']['gpu_hours']} vs {own['gpu_hours']}, late share "
-          f"{replayed.rows['predictive']['late_share']:.5f} vs {own['late_share']:.5f}")
+          f"GPU-h {ours['gpu_hours']} vs {own['gpu_hours']}, late share {ours['late_share']:.5f} vs "
+          f"{own['late_share']:.5f}")
+    # the one listed difference (docs/ARCHITECTURE.md: the forecasts), bounded: it moves the day's
+    # GPU-hours by at most 5% (1.05% when written: 349.2 vs 352.9) and the late share by at most 0.05
+    # points, the SLO's own size (0.0 vs 0.0)
+    assert abs(ours["gpu_hours"] / own["gpu_hours"] - 1.0) <= 0.05, (ours["gpu_hours"], own["gpu_hours"])
+    assert abs(ours["late_share"] - own["late_share"]) <= 0.0005, (ours["late_share"], own["late_share"])
 
 
 def test_replay_bad_input_is_refused_and_writes_nothing(env, tmp_path, redis_client, key_prefix, shared_data):
