@@ -59,7 +59,7 @@ class WorkerTicker(ReplayPolicy):
         due = self.forecast_step and (t * 60) % max(60, int(self.ctx.options.forecast_every_s)) == 0
         if due and t == 0:   # the first tick has a forecast to read, as a loop that ran before would
             self._send("warmcast.forecast", now=now.isoformat())
-        self._send("warmcast.scrape")
+        self._send("warmcast.scrape", now=now.isoformat())   # an urgent warmup runs on the replay's clock
         if self.forecast_step:
             self.used.append(self.ctx.state.get_forecast(self.dep))
         self._send("warmcast.plan", now=now.isoformat())

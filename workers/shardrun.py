@@ -35,11 +35,14 @@ log = logging.getLogger("warmcast.workers.shard")
 SLOT = "%Y-%m-%dT%H:%M:%S"
 
 
-def run_scrape(ctx: Ctx, deployment: str, tick: str = "", run_id: str = "") -> dict[str, Any]:
+def run_scrape(ctx: Ctx, deployment: str, tick: str = "", run_id: str = "",
+               now: Optional[datetime] = None) -> dict[str, Any]:
+    """A scrape, and the urgent warmup a queue over the lowest tier starts at once; ``now``: the
+    clock when a replay drives the loop, else the wall's."""
     read = signals_step.step(ctx, deployment)
     out = read.as_dict()
     if warmup_step.urgent(ctx, deployment, read.doc):
-        out["warmup"] = warmup_step.step(ctx, deployment, signals_doc=read.doc).as_dict()
+        out["warmup"] = warmup_step.step(ctx, deployment, signals_doc=read.doc, now=now).as_dict()
     return out
 
 

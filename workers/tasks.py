@@ -64,8 +64,10 @@ def fanout(self, kind: str, tick: str = "") -> int:
 
 
 @shared_task(bind=True, name="warmcast.scrape", **COMMON)
-def scrape(self, deployment: str, tick: str = "") -> dict:
-    return shardrun.run_scrape(_ctx(self), deployment, tick)
+def scrape(self, deployment: str, tick: str = "", now: str = "") -> dict:
+    """``now``: the clock (ISO 8601) when a replay drives the loop, as for ``warmcast.plan``."""
+    clock = datetime.fromisoformat(now) if now else None
+    return shardrun.run_scrape(_ctx(self), deployment, tick, now=clock)
 
 
 @shared_task(bind=True, name="warmcast.ingest", **COMMON)

@@ -27,14 +27,17 @@ class WarmupOutcome(Outcome):
     outcome: str | None = None
 
 
-def step(ctx: Ctx, deployment: str, *, signals_doc: dict[str, Any] | None = None) -> WarmupOutcome:
+def step(ctx: Ctx, deployment: str, *, signals_doc: dict[str, Any] | None = None,
+         now: datetime | None = None) -> WarmupOutcome:
     """Decide warmup from queue depth (and predicted growth); start or stop warmup runs.
 
-    ``signals_doc``: signals just read (the scrape's fast path), else the stored ones."""
+    ``signals_doc``: signals just read (the scrape's fast path), else the stored ones; ``now``: the
+    clock when a replay drives the loop (a warmup started on the wall clock in a 2024 replay stayed
+    active through every replayed minute after it), else the wall's."""
     cfg = ctx.cfg(deployment)
     sig = signals_doc or signals.latest(ctx, deployment)
     _, fc = forecast.stored(ctx, deployment)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(timezone.utc) if now is None else now
     with policy.locked(ctx, deployment):
         ps, pdoc = policy.load(ctx.state, deployment)
         policy.note_lost_state(ctx, deployment, pdoc)
