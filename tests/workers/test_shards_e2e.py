@@ -31,17 +31,23 @@ def _ticks(ctx, dep: str, kind: str) -> list[str]:
     return [r["inputs"]["tick"] for r in ctx.state.audit_log(dep, kind=kind, limit=2000)]
 
 
-def test_two_workers_with_shards_tick_each_deployment_at_most_once_per_slot(make_loop):
+def _sharded(make_loop):
+    """(loop, ctx, the first worker): two workers and the beat, every deployment ticked once."""
     loop = make_loop(deployments=FILE, env={"WARMCAST_WORKERS_SHARDS": str(SHARDS),
                                             "WARMCAST_WORKERS_FORECAST_EVERY_S": "3600",
                                             "WARMCAST_WORKERS_INGEST_EVERY_S": "3600"})
     ctx = ctx_for(loop)
     for i, name in enumerate(NAMES):
         seed_deployment(ctx, name, mean_rpm=150, seed=i)
-    loop.worker()
+    first = loop.worker()
     loop.worker()
     loop.beat()
     wait_for(lambda: all(_ticks(ctx, n, "scale") for n in NAMES), 60, "every deployment's first tick", loop)
+    return loop, ctx, first
+
+
+def test_two_workers_with_shards_tick_each_deployment_at_most_once_per_slot(make_loop):
+    loop, ctx, _ = _sharded(make_loop)
     from workers.app import make_celery
 
     app = make_celery(ctx.settings, ctx.options)
@@ -75,16 +81,7 @@ def test_two_workers_with_shards_tick_each_deployment_at_most_once_per_slot(make
 def test_a_killed_workers_shards_move_to_the_other_within_a_minute_none_doubled(make_loop):
     """Issue 44: kill one of two workers mid-run (SIGKILL, no goodbye): the other takes every shard's
     next ticks (one queue, any worker takes any shard's task), and none is ticked twice."""
-    loop = make_loop(deployments=FILE, env={"WARMCAST_WORKERS_SHARDS": str(SHARDS),
-                                            "WARMCAST_WORKERS_FORECAST_EVERY_S": "3600",
-                                            "WARMCAST_WORKERS_INGEST_EVERY_S": "3600"})
-    ctx = ctx_for(loop)
-    for i, name in enumerate(NAMES):
-        seed_deployment(ctx, name, mean_rpm=150, seed=i)
-    doomed = loop.worker()
-    loop.worker()
-    loop.beat()
-    wait_for(lambda: all(_ticks(ctx, n, "scale") for n in NAMES), 60, "every deployment's first tick", loop)
+    loop, ctx, doomed = _sharded(make_loop)
     time.sleep(3 * EVERY)
     killed_at = time.time()
     loop.kill(doomed)
