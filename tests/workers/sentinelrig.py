@@ -34,7 +34,7 @@ def sentinel_command(conf: Path) -> list[str]:
 
 def _ping(port: int) -> bool:
     try:
-        return bool(redis.Redis(port=port, socket_connect_timeout=0.5).ping())
+        return bool(redis.Redis(port=port, socket_connect_timeout=0.5, socket_timeout=1.0).ping())
     except redis.RedisError:
         return False
 
@@ -60,27 +60,55 @@ class SentinelRig:
         log = open(self.tmp / f"{name}.log", "w")
         self.procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
-    def _server(self, name: str, port: int, *extra: str) -> None:
+    def _server(self, name: str, port: int, *extra: str, tries: int = 3) -> int:
+        """A redis-server on ``port``, or on a port picked again where another process took it since
+        (as for the sentinel, :meth:`_start_sentinel`); returns the port it listens on."""
         data = self.tmp / name
         data.mkdir(parents=True, exist_ok=True)
-        self._spawn(name, [server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
-                           "--save", "", "--appendonly", "no", *extra])
-        if not wait_until(lambda: _ping(port), 15):
-            raise RuntimeError(f"redis-server {name} on port {port} did not start (log {self.tmp / name}.log)")
+        for _ in range(tries):
+            self._spawn(name, [server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
+                               "--save", "", "--appendonly", "no", *extra])
+            if self._up(name, port):
+                return port
+            port = free_loopback_port()
+        raise RuntimeError(f"redis-server {name} did not start in {tries} tries (log {self.tmp / name}.log)")
+
+    def _up(self, name: str, port: int) -> bool:
+        """Whether the process just spawned answers on ``port`` (False: it exited, or hung and is killed)."""
+        proc = self.procs[name]
+        wait_until(lambda: _ping(port) or proc.poll() is not None, 15)
+        if proc.poll() is None and _ping(port):
+            return True
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=5)
+        return False
 
     def start(self) -> "SentinelRig":
         self.tmp.mkdir(parents=True, exist_ok=True)
-        self._server("master", self.master_port)
-        self._server("replica", self.replica_port, "--replicaof", "127.0.0.1", str(self.master_port))
-        conf = self.tmp / "sentinel.conf"  # sentinel rewrites its file, so it gets its own
-        conf.write_text(f"port {self.sentinel_port}\nbind 127.0.0.1\ndir {self.tmp}\n"
-                        f"sentinel monitor {MASTER_NAME} 127.0.0.1 {self.master_port} 1\n"
-                        f"sentinel down-after-milliseconds {MASTER_NAME} 1000\n"
-                        f"sentinel failover-timeout {MASTER_NAME} 5000\n")
-        self._spawn("sentinel", sentinel_command(conf))
+        self.master_port = self._server("master", self.master_port)
+        self.replica_port = self._server("replica", self.replica_port, "--replicaof", "127.0.0.1",
+                                         str(self.master_port))
+        self._start_sentinel()
         if not wait_until(self._replica_known, 30):
             raise RuntimeError(f"the sentinel did not see the replica in 30 s (logs in {self.tmp})")
         return self
+
+    def _start_sentinel(self, tries: int = 3) -> None:
+        """The sentinel on its port; a port another process took since it was picked (the ephemeral
+        range free ports come from is the one every client's connections use: a CI run beside the
+        rest of the suite lost the race once) is picked again."""
+        for _ in range(tries):
+            conf = self.tmp / "sentinel.conf"  # sentinel rewrites its file, so it gets its own
+            conf.write_text(f"port {self.sentinel_port}\nbind 127.0.0.1\ndir {self.tmp}\n"
+                            f"sentinel monitor {MASTER_NAME} 127.0.0.1 {self.master_port} 1\n"
+                            f"sentinel down-after-milliseconds {MASTER_NAME} 1000\n"
+                            f"sentinel failover-timeout {MASTER_NAME} 5000\n")
+            self._spawn("sentinel", sentinel_command(conf))
+            if self._up("sentinel", self.sentinel_port):
+                return
+            self.sentinel_port = free_loopback_port()
+        raise RuntimeError(f"the sentinel did not start in {tries} tries (logs in {self.tmp})")
 
     def _sentinel(self) -> redis.Redis:
         return redis.Redis(port=self.sentinel_port, socket_connect_timeout=0.5, socket_timeout=2)

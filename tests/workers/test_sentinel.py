@@ -60,3 +60,26 @@ def test_loop_keeps_ticking_through_a_sentinel_failover(make_loop, tmp_path):
         for loop_proc in loop.procs if "loop" in locals() else []:
             loop.kill(loop_proc, 15)  # before the servers, so they do not log a lost master at exit
         rig.stop()
+
+
+def test_the_rig_picks_other_ports_where_another_process_took_its_own(tmp_path):
+    """The rig's free ports come from the range every client's connections use: one was taken between
+    picking and binding in a CI run beside the rest of the suite ('Address already in use', the
+    sentinel never up).  Here its sentinel and master ports are held on purpose: it starts on others."""
+    import socket
+
+    rig = SentinelRig(tmp_path / "redis")
+    held = []
+    for port in (rig.sentinel_port, rig.master_port):
+        s = socket.socket()
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        held.append((s, port))
+    try:
+        rig.start()
+        assert rig.sentinel_port != held[0][1] and rig.master_port != held[1][1]
+        assert rig.master_port_now() == rig.master_port
+    finally:
+        rig.stop()
+        for s, _ in held:
+            s.close()
