@@ -22,7 +22,8 @@ EDGES = (0.1, 0.5, 1.0, 2.5)
 def metrics_text(model: str, k: int) -> str:
     """One target of ``model``: fixed gauges and counters, TTFT buckets growing linearly in time."""
     t = time.time()
-    grow = [0.5 * (k + 1) * t * share for share in (0.2, 0.7, 0.95, 1.0)]
+    # each target its own shape of latencies, so that each model's P99 is its own
+    grow = [0.5 * (k + 1) * t * share for share in (0.2, 0.6 + 0.1 * k, 0.9 + 0.03 * k, 1.0)]
     lab = f'model_name="{model}"'
     lines = [f"vllm:num_requests_waiting{{{lab}}} {3 + k}", f"vllm:num_requests_running{{{lab}}} {2 * k + 1}",
              f'vllm:request_success_total{{{lab},finished_reason="stop"}} {100 + 10 * k}']
@@ -87,12 +88,14 @@ def test_a_shard_reads_its_deployments_in_three_queries_and_each_gets_its_own_do
     assert sorted(per) == sorted(u.removeprefix("http://") for u in urls[:2])
     assert per[urls[1].removeprefix("http://")] == {"waiting": 4.0, "running": 3.0, "success": 110.0}
     assert p99 is not None and 1.0 < p99 <= 2.5
+    assert abs(got["db"][1] - p99) > 0.05 * p99   # model b's own latencies, not model a's (2.13 s vs 2.31 s)
     for d in deps[:2]:
         own, _ = prometheus_live(d, [], None, set())
         shard, _ = prometheus_live(d, [], None, set(), read=got[d.name])
         # the same readings; what differs is when each was taken (the document's time, the rate's
-        # evaluation time: P99 from a rate over linear counters, equal to rounding)
-        assert shard.pop("p99_s") == pytest.approx(own.pop("p99_s"), rel=1e-4)
+        # evaluation time: P99 from a rate over linear counters moves with the scrapes' timing jitter,
+        # 0.13% in a CI run beside the rest of the suite)
+        assert shard.pop("p99_s") == pytest.approx(own.pop("p99_s"), rel=1e-2)
         assert comparable(shard) == comparable(own), d.name
 
 
