@@ -105,25 +105,18 @@ class ClientStore:
                 raise InputError(f"deployment {self.deployment!r} stores its client series in {stored}-minute "
                                  f"bins; this file has {minutes}-minute bins; nothing was stored")
 
-    def write(self, series: Mapping[str, pd.Series], resolution_min: int, bound: int,
-              summed_earlier: int = 0) -> ClientReport:
-        """Store each client's series (index: bin starts, values: requests) under the bound
-        (``summed_earlier``: clients the caller already summed into ``other``, for the report)."""
+    def write(self, series: Mapping[str, pd.Series], resolution_min: int, plan: Bounded) -> ClientReport:
+        """Store each client's series (index: bin starts, values: requests) as ``plan`` bounded them:
+        the clients it keeps under their own label, ``other`` holding the sum of the rest."""
         self.check_resolution(resolution_min)
-        names = self.names()
-        volumes = {n: float(np.nansum(s.to_numpy(dtype=float))) for n, s in series.items()}
-        plan = bound_clients(volumes, set(names.values()), bound)
-        rest = [series[n] for n in plan.summed]
-        other = pd.concat(rest, axis=1).sum(axis=1, min_count=1) if rest else None
-        todo = {n: series[n] for n in plan.keep} | ({OTHER: other} if other is not None else {})
-        for name, s in todo.items():
+        for name, s in series.items():
             label = OTHER if name == OTHER else label_for(name)
             frame = with_resolution(pd.DataFrame({"requests": s.astype(float)}), resolution_min)
             self.sub.upsert_frame(label, frame, resolution_min=resolution_min)
             self.sub.r.hset(self._names_key, label, name)
-        summed = len([n for n in plan.summed if n != OTHER]) + summed_earlier
-        return ClientReport(self.deployment, len(plan.keep), summed, bound,
-                            float(np.nansum(other.to_numpy())) if other is not None else 0.0)
+        other = float(np.nansum(series[OTHER].to_numpy())) if OTHER in series else 0.0
+        return ClientReport(self.deployment, len(plan.keep), len([n for n in plan.summed if n != OTHER]),
+                            plan.bound, other)
 
     def delete(self) -> None:
         for label in self.sub.deployments():
@@ -192,7 +185,7 @@ def ingest_rows(store: LoadStore, deployment: str, long: pd.DataFrame, grouped: 
     clients.check_resolution(step)
     total = with_resolution(pd.DataFrame({"requests": sum(series.values())}, index=index), step)
     n = store.upsert_frame(deployment, total, resolution_min=step)
-    return n, clients.write(series, step, bound, summed_earlier=len([c for c in plan.summed if c != OTHER]))
+    return n, clients.write(series, step, plan)
 
 
 def shares_text(series: Mapping[str, pd.Series], top: int = 10) -> str:
