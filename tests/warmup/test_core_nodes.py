@@ -85,3 +85,17 @@ def test_max_nodes_caps_the_warm_gpus_with_the_reason():
     d = decide_pool(cfg, PoolInput(NOW, (member("one", [5000.0] * 12, held=6),), 1), PoolState())
     assert d.warm_gpus == 10 and d.nodes_wanted == 2
     assert "capped at 10" in d.reason
+
+
+def test_a_deployment_held_at_half_its_capacity_needs_twice_the_gpus():
+    """Demand counts in GPUs at the utilisation the deployment holds its instances at (its reactive
+    guard's target): at full capacity the pooled need sat below what such deployments hold, and the
+    pool kept no warm GPU at all."""
+    from dataclasses import replace
+
+    from warmup.core.nodes import holding_utilisation
+
+    flat = member("flat", [1000.0] * 12)          # 20 instances' worth at full capacity, P95 26
+    half = replace(flat, utilisation=holding_utilisation(0.5))
+    assert warm(flat) == 26 and warm(half) == 52
+    assert holding_utilisation(None, 0.8) == 0.8 and holding_utilisation(0.7, 0.8) == 0.7

@@ -27,7 +27,8 @@ def nodes(
                                    "deployment (lstm, uc_fourier, seasonal_naive, sim_seasonal_profile, ...)."),
     fill: bool = typer.Option(False, "--fill", help="Warm GPUs serve preemptible batch work (warmcast's policy)."),
     validation_days: float = typer.Option(2.0, "--validation-days", min=0, help="Each policy's knob per deployment "
-                                          "(the HPA's target utilisation, warmcast's quantile) is chosen for its "
+                                          "(the HPA's target utilisation, warmcast's quantile, reactive guard and "
+                                          "pool quantile) is chosen for its "
                                           "SLO on these days before --test-start (0: the defaults, untuned)."),
     out: Path = typer.Option(..., "--out", help="Directory for report.json and nodes.png."),
 ) -> None:
@@ -94,13 +95,14 @@ def run(pool: Any, deps: list, logs: dict[str, Path], test_start: str, late_shar
                           d.slo.late_wait_s if wait_s is None else wait_s) for d in deps]
     p = NodeParams(pool.gpus_per_node, pool.node_lead_min, pool.max_nodes, preempt_s=pool.preempt_s)
     inp = inputs_for(members, ts, forecaster)
-    knobs = None
+    knobs, pool_q = None, 0.95
     if validation_days > 0:
-        from warmup.sim.nodes_tune import tune_all
+        from warmup.sim.nodes_tune import tune_all, tune_pool
 
-        vs = ts - pd.Timedelta(days=validation_days)
-        knobs = tune_all(members, inputs_for(members, vs, forecaster, test_end=ts), p)
-    rows, runs = run_all(members, inp, p, fill, knobs)
+        val = inputs_for(members, ts - pd.Timedelta(days=validation_days), forecaster, test_end=ts)
+        knobs = tune_all(members, val, p)
+        pool_q = tune_pool(members, val, p, knobs["warmcast"])
+    rows, runs = run_all(members, inp, p, fill, knobs, pool_q)
     doc = {"pool": pool.name, "test_start": str(ts), "minutes": len(inp.times), "alignment": shifts,
            "forecaster": forecaster, "validation_days": validation_days, "policies": rows,
            "notes": ["hpa_balloons' count was tuned on the test days (hindsight): no verdict",

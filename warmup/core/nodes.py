@@ -8,7 +8,10 @@ quantiles: bursts and forecast errors of many deployments do not peak together. 
 forecast at a minute is read as a normal law (its P50, and the spread between P50 and its highest
 level up to the pool's quantile); the deployments' errors are taken as independent, so the sum's
 spread is the root of the summed squares.  Both are stated assumptions of this first rule, and the
-reason says them.  Demand is in GPUs: requests/min over an instance's capacity, times its GPUs.
+reason says them.  Demand is in GPUs: requests/min over what an instance serves at the utilisation
+the deployment holds its instances at (its reactive guard's target, else full capacity), times its
+GPUs; at full capacity the pooled need sits below what deployments scaled at 70% already hold, and
+the pool kept no warm GPU at all (bench:nodes, 2026-12-06).
 
 Stages (each returns its part of the reason): ``member_paths`` (each deployment's GPU demand over
 the node lead), ``pooled_need`` (the sum's quantile, its peak minute), ``bounded`` (what the pool's
@@ -48,6 +51,13 @@ class Member:
     capacity_rpm: float
     gpus_per_instance: int
     gpus_held: int
+    utilisation: float = 1.0         # the share of capacity its instances are held at (holding_utilisation)
+
+
+def holding_utilisation(reactive_guard: Optional[float], target_utilisation: float = 1.0) -> float:
+    """The utilisation a deployment holds its instances at: its reactive guard's target where it has
+    one (it never holds fewer than that HPA), else its target utilisation."""
+    return float(reactive_guard) if reactive_guard else float(target_utilisation)
 
 
 @dataclass(frozen=True)
@@ -87,7 +97,7 @@ def member_laws(m: Member, q: float, steps: int, now: datetime) -> list[Law]:
     if fc is None or not fc.levels or m.capacity_rpm <= 0 or not fc.usable():
         return []
     hi = max((lv for lv in fc.levels if 0.5 < lv <= q), default=None)
-    per = m.gpus_per_instance / m.capacity_rpm
+    per = m.gpus_per_instance / (m.capacity_rpm * min(1.0, max(m.utilisation, 1e-3)))
     start = fc.offset(now)
     out = []
     for t in range(start, min(start + steps, fc.horizon)):

@@ -27,6 +27,7 @@ import pandas as pd
 
 from warmcast.errors import InputError
 from warmup.core import CoreConfig
+from warmup.core.nodes import holding_utilisation
 from warmup.sim.autoscalers import ReactiveHPA
 from warmup.sim.data import LoadLog
 from warmup.sim.nodes import NodeParams
@@ -107,18 +108,23 @@ class Inputs:
 
 
 def run_policy(policy: str, members: Sequence[NodeMember], inp: Inputs, p: NodeParams, balloons: int = 0,
-               fill: bool = False, knobs: Optional[dict[str, float]] = None) -> NodesRun:
-    """One policy over the pool; ``knobs``: each deployment's own (the HPA's target utilisation, the
-    core's quantile; ``warmup.sim.nodes_tune``), else the defaults (80%, the deployment's quantile)."""
-    ms, forecast_at, knobs = [], {}, knobs or {}
+               fill: bool = False, knobs: Optional[dict[str, dict[str, float]]] = None,
+               pool_quantile: float = 0.95) -> NodesRun:
+    """One policy over the pool; ``knobs``: each deployment's own (the HPA's ``target_utilisation``,
+    the core's ``quantile`` and ``reactive_guard``; ``warmup.sim.nodes_tune``), else the defaults
+    (80%, the deployment's quantile, no guard); ``pool_quantile``: the level of the pooled demand
+    warmcast's warm GPUs cover."""
+    ms, forecast_at, held_at, knobs = [], {}, {}, knobs or {}
     for m in members:
         lead = int(math.ceil(m.instance_lead_min - 1e-9))
+        own = knobs.get(m.name) or {}
         if policy in ("hpa", "hpa_balloons"):
-            pol = ReactiveHPA(m.capacity_rpm, knobs.get(m.name, 0.8), 5, m.min_replicas, m.max_replicas)
+            pol = ReactiveHPA(m.capacity_rpm, own.get("target_utilisation", 0.8), 5, m.min_replicas, m.max_replicas)
         else:   # the core plans the node lead too where no warm GPU is kept for it
             pol = inp.cores[m.name](m.instance_lead_min + (p.node_lead_min if policy == "per_deployment_warmcast"
-                                                           else 0.0), knobs.get(m.name))
+                                                           else 0.0), own)
             forecast_at[m.name] = pol.forecast_at
+            held_at[m.name] = holding_utilisation(pol.cfg.scaling.reactive_guard, pol.cfg.scaling.target_utilisation)
         first = max(m.min_replicas, math.ceil(max(inp.before[m.name], 0.0) / m.capacity_rpm))
         ms.append(Member(m.name, pol, inp.arrivals[m.name], m.capacity_rpm, m.gpus, lead, first, inp.before[m.name],
                          m.wait_s))
@@ -126,23 +132,22 @@ def run_policy(policy: str, members: Sequence[NodeMember], inp: Inputs, p: NodeP
     if policy == "hpa_balloons":
         rule = FixedBalloons(balloons)
     elif policy == "warmcast":
-        rule = FleetDecision(_pool_cfg(p), lambda t: inp.times[t], forecast_at)
+        rule = FleetDecision(_pool_cfg(p, pool_quantile), lambda t: inp.times[t], forecast_at, held_at)
     return run_nodes(ms, p, rule, fill=fill)
 
 
-def _pool_cfg(p: NodeParams):
+def _pool_cfg(p: NodeParams, quantile: float):
     from warmup.core.nodes import NodePoolConfig
 
-    return NodePoolConfig("pool", p.gpus_per_node, p.node_lead_min, p.max_nodes)
+    return NodePoolConfig("pool", p.gpus_per_node, p.node_lead_min, p.max_nodes, quantile)
 
 
 def core_policy(cfg: CoreConfig, times: list, levels: tuple[float, ...], paths: dict,
-                model: str) -> Callable[[float, Optional[float]], CorePolicy]:
-    """A factory of the member's CorePolicy planning a given cold start at a given quantile (None: the
-    configuration's), its forecasts fixed."""
-    def make(cold_start_min: float, quantile: Optional[float] = None) -> CorePolicy:
-        q = cfg.scaling.quantile if quantile is None else quantile
-        c = replace(cfg, scaling=replace(cfg.scaling, cold_start_min=cold_start_min, quantile=q))
+                model: str) -> Callable[[float, Optional[dict[str, float]]], CorePolicy]:
+    """A factory of the member's CorePolicy planning a given cold start with given scaling knobs
+    (``quantile``, ``reactive_guard``; absent: the configuration's), its forecasts fixed."""
+    def make(cold_start_min: float, knobs: Optional[dict[str, float]] = None) -> CorePolicy:
+        c = replace(cfg, scaling=replace(cfg.scaling, cold_start_min=cold_start_min, **(knobs or {})))
         return CorePolicy(c, times, levels, paths, name="predictive", model=model)
     return make
 
@@ -154,34 +159,41 @@ def row(run: NodesRun, members: Sequence[NodeMember], inp: Inputs, hindsight: bo
         share = late_share(run, m.name, inp.arrivals[m.name].sum(axis=1))
         deps[m.name] = {"late_share": share, **({} if hindsight else {"slo_met": share <= m.late_share})}
     return {"node_gpu_hours": round(run.pool.gpu_hours(), 3), "batch_gpu_hours": round(max(0.0, run.pool.batch_gpu_hours()), 3),
+            "idle_gpu_hours": round(float(run.free.sum()) / 60.0, 3),
             "node_launches": run.pool.node_launches, "preemptions": run.pool.preemptions,
             "unplaced": run.pool.unplaced, **({"hindsight": True} if hindsight else {}), "deployments": deps}
 
 
 def tuned_balloons(members: Sequence[NodeMember], inp: Inputs, p: NodeParams,
-                   knobs: Optional[dict[str, float]] = None) -> tuple[int, NodesRun]:
+                   knobs: Optional[dict[str, dict[str, float]]] = None) -> tuple[int, NodesRun, dict[int, list]]:
     """The fixed balloon count tuned on the test days (hindsight): the most deployments within their
-    SLO, then the fewest node GPU-hours."""
-    best = None
+    SLO, then the fewest node GPU-hours; with every count tried (count -> [node GPU-hours, SLOs met]:
+    how much warm GPUs change the HPA's lateness on this fleet)."""
+    best, tried = None, {}
     for k in BALLOON_GRID:
         run = run_policy("hpa_balloons", members, inp, p, balloons=k, knobs=knobs)
         met = sum(late_share(run, m.name, inp.arrivals[m.name].sum(axis=1)) <= m.late_share for m in members)
         key = (-met, run.pool.gpu_hours())
+        tried[k] = [round(run.pool.gpu_hours(), 1), int(met)]
         if best is None or key < best[0]:
             best = (key, k, run)
-    return best[1], best[2]
+    return best[1], best[2], tried
 
 
 def run_all(members: Sequence[NodeMember], inp: Inputs, p: NodeParams, fill: bool,
-            knobs: Optional[dict[str, dict[str, float]]] = None) -> tuple[dict, dict]:
+            knobs: Optional[dict[str, dict[str, dict[str, float]]]] = None,
+            pool_quantile: float = 0.95) -> tuple[dict, dict]:
     """Every policy on the pool: (report's ``policies``, their runs for the picture); ``knobs`` per
-    policy and deployment (chosen before the test: ``warmup.sim.nodes_tune``)."""
+    policy and deployment and warmcast's ``pool_quantile`` (chosen before the test:
+    ``warmup.sim.nodes_tune``)."""
     knobs = knobs or {}
-    runs = {name: run_policy(name, members, inp, p, fill=fill and name == "warmcast", knobs=knobs.get(name))
+    runs = {name: run_policy(name, members, inp, p, fill=fill and name == "warmcast", knobs=knobs.get(name),
+                             pool_quantile=pool_quantile)
             for name in ("warmcast", "hpa", "per_deployment_warmcast")}
-    k, runs["hpa_balloons"] = tuned_balloons(members, inp, p, knobs.get("hpa"))
+    k, runs["hpa_balloons"], tried = tuned_balloons(members, inp, p, knobs.get("hpa"))
     rows = {name: row(r, members, inp, hindsight=name == "hpa_balloons") for name, r in runs.items()}
-    rows["hpa_balloons"]["balloons"] = k
+    rows["hpa_balloons"]["balloons"], rows["hpa_balloons"]["balloons_tried"] = k, tried
+    rows["warmcast"]["pool_quantile"] = pool_quantile
     for name in rows:
         if knobs.get("hpa" if name == "hpa_balloons" else name):
             rows[name]["knobs"] = knobs["hpa" if name == "hpa_balloons" else name]

@@ -140,11 +140,13 @@ class FixedBalloons:
 @dataclass
 class FleetDecision:
     """The fleet decision of the core (``warmup.core.nodes.decide_pool``) each minute, from each
-    member's forecast at that minute (``forecast_at``: the member's policy's own, where it has one)."""
+    member's forecast at that minute (``forecast_at``: the member's policy's own, where it has one) and
+    the utilisation it holds its instances at (``utilisation``)."""
 
     cfg: object
     origin_of: Callable[[int], object]
     forecast_at: dict[str, Callable[[int], object]]
+    utilisation: dict[str, float] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
     _state: object = None
 
@@ -152,7 +154,8 @@ class FleetDecision:
         from warmup.core.nodes import Member as PoolMember, PoolInput, PoolState, decide_pool
 
         inputs = tuple(PoolMember(m.name, self.forecast_at[m.name](t) if m.name in self.forecast_at else None,
-                                  m.capacity_rpm, m.gpus, m.gpus * (s.ready + len(s.booting)))
+                                  m.capacity_rpm, m.gpus, m.gpus * (s.ready + len(s.booting)),
+                                  self.utilisation.get(m.name, 1.0))
                        for m, s in zip(members, live))
         d = decide_pool(self.cfg, PoolInput(self.origin_of(t), inputs, 0), self._state or PoolState())
         self._state = d.state

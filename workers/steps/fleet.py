@@ -16,7 +16,8 @@ from typing import Any, Optional
 
 from warmcast.config.node_pools import NodePool
 from warmup.core.lead import Lead, choose_node_lead
-from warmup.core.nodes import Member, NodePoolConfig, PoolDecision, PoolInput, PoolState, decide_pool
+from warmup.core.nodes import (Member, NodePoolConfig, PoolDecision, PoolInput, PoolState, decide_pool,
+                               holding_utilisation)
 from workers import metrics
 from workers.context import Ctx
 from workers.steps import forecast
@@ -45,7 +46,9 @@ def members(ctx: Ctx, pool: NodePool) -> tuple[Member, ...]:
         _, fc = forecast.stored(ctx, d.name)
         sig = ctx.state.get("signals", d.name) or {}
         held = int(sig.get("provisioned") or 0) * d.gpus_per_replica
-        out.append(Member(d.name, fc, float(ctx.cfg(d.name).scaling.capacity_rpm), d.gpus_per_replica, held))
+        sc = ctx.cfg(d.name).scaling
+        out.append(Member(d.name, fc, float(sc.capacity_rpm), d.gpus_per_replica, held,
+                          holding_utilisation(sc.reactive_guard, sc.target_utilisation)))
     return tuple(out)
 
 
