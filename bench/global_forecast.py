@@ -14,8 +14,10 @@ its clients: a series of the panel, forecast by the fleet model, then reconciled
 
 The best per-series baseline is chosen per level (clients, totals) and per metric on the test days
 themselves: the strictest comparison for the fleet model.  The targets are the issue's; a target
-this script does not measure (the neuralforecast anchor: not installed here) is reported NOT
-MEASURED, never met.  Writes its section of docs/BENCHMARKS.md unless ``--doc none`` or a reduced run.
+this script does not measure is reported NOT MEASURED, never met.  The field's own tools run from
+``.venv-anchors`` (``bash scripts/setup-anchors.sh``; ``bench/anchors.py``): statsforecast's AutoETS
+and MSTL join the per-series models the fleet model is compared with, neuralforecast's global LSTM
+is the deep-learning anchor.  Writes its section of docs/BENCHMARKS.md unless ``--doc none`` or a reduced run.
 """
 from __future__ import annotations
 
@@ -173,6 +175,41 @@ def run_baselines(panel, names, o: pd.DatetimeIndex, test: np.ndarray, workers: 
     return out, skipped, secs
 
 
+ANCHORS_PY = ROOT / ".venv-anchors" / "bin" / "python"
+
+
+def run_anchors(panel, o: pd.DatetimeIndex, test: np.ndarray, workers: int, quick: bool) -> tuple[dict, dict, str]:
+    """The field's tools (bench/anchors.py in .venv-anchors: statsforecast AutoETS and MSTL per series,
+    neuralforecast's global LSTM) on the same panel, split and test origins: (model -> forecasts,
+    model -> seconds, what the report says about them).  Without the venv: nothing, and the reason."""
+    import subprocess
+    import tempfile
+
+    if not ANCHORS_PY.exists():
+        return {}, {}, "not measured: .venv-anchors is missing (bash scripts/setup-anchors.sh builds it)"
+    scored = np.isfinite(panel.values[:, panel.index.searchsorted(SPLIT.test_start):]).any(axis=1)
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = Path(d) / "in.npz", Path(d) / "out.npz"
+        np.savez(src, values=panel.values, origins=panel.index.get_indexer(o[test]), horizon=SPLIT.horizon,
+                 train_end=panel.index.searchsorted(SPLIT.dev_start), scored=scored, workers=workers,
+                 mstl=np.isin(np.arange(len(panel)), [t for t, _ in panel.hierarchy().values()]),
+                 start=str(panel.index[0]), step_min=panel.step_min, quick=quick)
+        r = subprocess.run([str(ANCHORS_PY), str(ROOT / "bench" / "anchors.py"), str(src), str(dst)], text=True,
+                           capture_output=True, timeout=7200)
+        if r.returncode:
+            raise SystemExit(f"bench/anchors.py failed:\n{r.stderr[-3000:]}")
+        print(r.stdout.strip(), flush=True)
+        out = np.load(dst)
+        preds, secs = {}, {}
+        for k, m in enumerate(out["names"]):
+            preds[str(m)] = np.full((len(panel), len(o), SPLIT.horizon, 5), np.nan)
+            preds[str(m)][:, test] = out[f"pred_{m}"]
+            secs[str(m)] = float(out["secs"][k])
+        failed = "; ".join(str(x) for x in out["failed"]) or "none"
+    return preds, secs, ("measured (statsforecast and neuralforecast in .venv-anchors; MSTL on the model totals "
+                         f"only: bench/anchors.py says why); series a model failed on: {failed}")
+
+
 def batch_speed(model, panel, n: int = 1000, repeats: int = 5) -> float:
     """Median seconds of one ``predict_batch`` call for ``n`` series (the panel's rows repeated)."""
     rows = np.resize(np.arange(len(panel)), n)
@@ -232,9 +269,13 @@ def main() -> int:
     preds.update(base)
     fit_s.update(base_s)
     print(f"baselines done ({sum(base_s.values()):.0f} s of work)", flush=True)
+    anchors, anchor_s, anchors_note = run_anchors(panel, o, test, args.workers, args.quick)
+    preds.update(anchors)
+    fit_s.update(anchor_s)
+    names += [m for m in anchors if m.startswith("statsforecast")]   # per-series statistical models, compared alike
     result = doc.Result(panel, o, dev, test, y, preds, fit_s, skipped, speed, resid, load_avg,
                         args.clients_per_model, args.quick, time.perf_counter() - t_all, UNSEEN, coverage(panel),
-                        names, command)
+                        names, command, anchors_note)
     args.save.parent.mkdir(parents=True, exist_ok=True)
     with open(args.save, "wb") as fh:  # the raw figures, so that a report can be written again without a rerun
         pickle.dump(result, fh)
