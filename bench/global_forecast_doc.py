@@ -179,8 +179,9 @@ def report(r: Result, names: list[str]) -> str:
     fits = ", ".join(f"{k} {v:.1f} s" for k, v in r.fit_s.items())
     skipped = {k: len(v) for k, v in r.skipped.items() if v}
     parts.append(f"The field's tools: {getattr(r, 'anchors', 'not measured')}.\n")
-    parts.append(f"Seconds: {fits} (the LSTMs: one fit on every series; the baselines: fit and forecast, summed "
-                 f"over series). Series a baseline could not forecast: {skipped or 'none'}. One batched forecast "
+    parts.append(f"Seconds: {fits} (the LSTMs, neuralforecast's included: one fit on every series; the baselines: fit "
+                 f"and forecast, summed over series; statsforecast's two: the wall time of their run on two "
+                 f"processes, split between them). Series a baseline could not forecast: {skipped or 'none'}. One batched forecast "
                  f"of 1,000 series (the panel's rows repeated): {r.batch_s:.3f} s.\n")
     lines = acceptance(r, names, med, tot, un_c, un_t)
     met = all(ok for _, ok in lines) and not (r.clients_per_model or r.quick)
