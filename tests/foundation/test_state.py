@@ -35,3 +35,29 @@ def test_forecast_audit_pause_and_fleet_roundtrip(redis_client, key_prefix):
         st.record_fleet("d", pd.Timestamp("2024-01-01 10:00") + pd.Timedelta(minutes=i), 2 + i, None if i == 0 else 2)
     hist = st.fleet_history("d")
     assert hist["desired"].tolist() == [2, 3, 4] and np.isnan(hist["actual"].iloc[0])
+
+
+def test_dumps_writes_what_the_cleaning_walk_wrote_for_every_kind_of_value():
+    """warmcast.state.dumps encodes with json's own encoder first and walks the document through
+    _clean only where json refuses it (a non-finite number, a key json cannot take): the text is the
+    walk's, byte for byte, for every kind of value the workers store."""
+    import json
+    from datetime import datetime, timezone
+
+    import numpy as np
+    import pandas as pd
+
+    from warmcast.state import _clean, dumps
+
+    docs = [
+        {"a": 1, "b": 2.5, "c": [1, 2, (3, 4)], "d": None, "e": "x", "f": True},
+        {"np": np.int64(7), "f32": np.float32(0.25), "f64": np.float64(0.1), "arr": np.array([1.5, 2.0])},
+        {"ts": pd.Timestamp("2026-12-07 08:00:05"), "dt": datetime(2026, 12, 7, tzinfo=timezone.utc),
+         "bool": np.bool_(True), "set": {1}},
+        {"nan": float("nan"), "inf": [1.0, float("inf")], "deep": {"x": [np.float64("nan")]}},
+        {0.9: [1.0], 3: "int key", "q": {np.float64(0.5): 1}},
+        {(1, 2): "tuple key", "arr_nan": np.array([np.nan, 1.0])},
+    ]
+    for doc in docs:
+        assert dumps(doc) == json.dumps(_clean(doc), separators=(",", ":"), default=str), doc
+    assert dumps({"nan": float("nan")}) == '{"nan":null}'
