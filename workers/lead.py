@@ -36,38 +36,54 @@ def observe(ctx: Ctx, dep: str, instances: list[dict[str, Any]], now: float | No
 
     An instance counts only when the loop saw it booting (one already ready when first seen was
     launched before anyone watched), from its ``launched_at`` (the scaler's launch time) or, where
-    the scaler does not say, from when it was first seen booting."""
+    the scaler does not say, from when it was first seen booting.  One round trip reads what was
+    seen, one writes what changed: a command per instance and scrape was most of a scrape's Redis
+    traffic (issue 44)."""
     now = time.time() if now is None else now
     booting_key, ready_key = _key(ctx, "booting", dep), _key(ctx, "seen-ready", dep)
-    booting = {k.decode(): float(v) for k, v in ctx.r.hgetall(booting_key).items()}
-    done = []
+    read = ctx.r.pipeline(transaction=False)
+    read.hgetall(booting_key)
+    read.smembers(ready_key)
+    raw_booting, raw_ready = read.execute()
+    booting = {k.decode(): float(v) for k, v in raw_booting.items()}
+    ready = {m.decode() for m in raw_ready}
+    write, done = ctx.r.pipeline(transaction=False), []
     for i in instances:
         iid = str(i["id"])
         if i.get("state") == "booting":
-            if iid not in booting and not ctx.r.sismember(ready_key, iid):
-                ctx.r.hset(booting_key, iid, repr(float(i.get("launched_at") or now)))
+            if iid not in booting and iid not in ready:
+                write.hset(booting_key, iid, repr(float(i.get("launched_at") or now)))
             continue
-        ctx.r.sadd(ready_key, iid)
+        if iid not in ready:
+            write.sadd(ready_key, iid)
         if iid in booting:
             done.append(max(0.0, now - booting[iid]))
-            ctx.r.hdel(booting_key, iid)
+            write.hdel(booting_key, iid)
     ids = {str(i["id"]) for i in instances}  # a URL reused by a later launch is a new launch
-    for gone in {m.decode() for m in ctx.r.smembers(ready_key)} - ids:
-        ctx.r.srem(ready_key, gone)
-    for gone in set(booting) - ids:
-        ctx.r.hdel(booting_key, gone)
-    record(ctx, dep, done)
+    if ready - ids:
+        write.srem(ready_key, *sorted(ready - ids))
+    if set(booting) - ids:
+        write.hdel(booting_key, *sorted(set(booting) - ids))
+    _record(write, launch_ready_key(ctx.prefix, dep), done)
+    if len(write):
+        write.execute()
     return done
 
 
 def record(ctx: Ctx, dep: str, seconds: list[float]) -> None:
     """Keep launch-to-ready times (the newest ``RECENT``): the loop's own or a scaler's (Kubernetes
     records its launches and sees them ready by ``status.readyReplicas``)."""
-    key = launch_ready_key(ctx.prefix, dep)
+    pipe = ctx.r.pipeline(transaction=False)
+    _record(pipe, launch_ready_key(ctx.prefix, dep), seconds)
+    if len(pipe):
+        pipe.execute()
+
+
+def _record(pipe: Any, key: str, seconds: list[float]) -> None:
     for s in seconds:
-        ctx.r.lpush(key, repr(float(s)))
+        pipe.lpush(key, repr(float(s)))
     if seconds:
-        ctx.r.ltrim(key, 0, RECENT - 1)
+        pipe.ltrim(key, 0, RECENT - 1)
 
 
 def _key(ctx: Ctx, what: str, dep: str) -> str:
