@@ -28,7 +28,7 @@ def scale(ctx: Ctx, dep: str, journal: dict[str, Any], commit: Commit) -> None:
                 "forecast_model": journal["inputs"].get("forecast_model"), "desired": int(d["desired"]),
                 "current": int(d["current"]), "action": d["action"], "reason": reason_text(d),
                 "applied": bool(journal["apply"]), "outcome": journal["outcome"], "steps": journal["plan"],
-                "lead": journal["inputs"].get("lead"), "warmups": _warmup_summary(ctx, dep), "switches": _switch_summary(ctx, dep)}
+                "lead": journal["inputs"].get("lead"), **_summaries(ctx, dep)}
 
     def write(pipe) -> None:
         st = _scale_entry(StateStore(pipe, ctx.prefix), dep, journal)
@@ -97,21 +97,16 @@ def _scale_entry(st: StateStore, dep: str, journal: dict[str, Any]) -> StateStor
     return st
 
 
-def _warmup_summary(ctx: Ctx, dep: str) -> list[dict[str, Any]]:
+def _summaries(ctx: Ctx, dep: str) -> dict[str, list[dict[str, Any]]]:
+    """The plan document's running warmup and switch, from the policy state as the tick stored it
+    (read and parsed once, not once for each)."""
     ps, _ = policy.load(ctx.state, dep)
-    w = ps.warmup
-    if w.active_until is None:
-        return []
-    return [{"tier": w.tier, "until": w.active_until.strftime(TS)}]
-
-
-def _switch_summary(ctx: Ctx, dep: str) -> list[dict[str, Any]]:
-    ps, _ = policy.load(ctx.state, dep)
-    s = ps.switch
-    if s.phase.value == "steady":
-        return []
-    return [{"phase": s.phase.value, "from": s.active_profile, "to": s.target_profile,
-             "since": s.since.strftime(TS) if s.since else None}]
+    w, s = ps.warmup, ps.switch
+    warmups = [] if w.active_until is None else [{"tier": w.tier, "until": w.active_until.strftime(TS)}]
+    switches = [] if s.phase.value == "steady" else [{
+        "phase": s.phase.value, "from": s.active_profile, "to": s.target_profile,
+        "since": s.since.strftime(TS) if s.since else None}]
+    return {"warmups": warmups, "switches": switches}
 
 
 def warmup(ctx: Ctx, dep: str, wd: Any, sig: dict[str, Any], targets: list[str], applied: bool,
