@@ -104,10 +104,11 @@ class Procs:
     def __init__(self, tmp: Path, env: dict[str, str]) -> None:
         self.tmp, self.env, self.procs = tmp, env, []
 
-    def start(self, name: str, args: list[str]) -> subprocess.Popen:
+    def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         log = open(self.tmp / f"{name}.log", "a")
         p = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers.app:celery_app", *args], cwd=ROOT,
-                             env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                             env={**self.env, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
         self.procs.append(p)
         return p
 

@@ -9,7 +9,8 @@ production intervals (scrape 10 s; ingest, forecast and the one tick every minut
 ``--warm-s`` of start-up, a window of ``--minutes`` whole minutes is measured:
 
 - CPU per deployment-minute: the CPU seconds of the worker, beat and redis-server processes in the
-  window, by process, over N x minutes;
+  window, by process, over N x minutes; and by step: each worker's ``warmcast_step_cpu_seconds_total``
+  (the CPU of the thread that ran each task, by schedule kind; read from the workers' /metrics);
 - tick lateness: each decided tick's ``decided_at`` minus its slot's start (the scale audit entry);
 - dropped ticks: (deployment, slot) pairs of the window with no decided tick, and how many of them
   the loop audited as skipped; doubled ticks: pairs decided more than once;
@@ -82,13 +83,35 @@ def seed(ctx: Any, names: list[str], trace: Any = None) -> float:
     return time.perf_counter() - t0
 
 
-def start_loop(procs: Procs, tmp: Path, label: str, workers: int) -> dict[str, Any]:
+def start_loop(procs: Procs, tmp: Path, label: str, workers: int, ports: list[int]) -> dict[str, Any]:
     out = {}
     for i in range(workers):
         out[f"worker{i + 1}"] = procs.start(f"worker{i + 1}-{label}", [
             "worker", "--pool", "threads", "-c", "4", "-Q", "warmcast", "--without-gossip", "--without-mingle",
-            "--without-heartbeat", "-n", f"w{i + 1}-{label}@%h"])
+            "--without-heartbeat", "-n", f"w{i + 1}-{label}@%h"], {"WARMCAST_WORKERS_METRICS_PORT": str(ports[i])})
     out["beat"] = procs.start(f"beat-{label}", ["beat", "-s", str(tmp / f"beat-{label}.db")])
+    return out
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def step_cpu(ports: list[int]) -> dict[str, float]:
+    """CPU seconds by kind so far, summed over the workers' /metrics (``warmcast_step_cpu_seconds_total``)."""
+    import urllib.request
+
+    out: dict[str, float] = {}
+    for port in ports:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        for line in text.splitlines():
+            if line.startswith("warmcast_step_cpu_seconds_total{"):
+                kind = line.split('kind="', 1)[1].split('"', 1)[0]
+                out[kind] = out.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
     return out
 
 
@@ -151,7 +174,8 @@ def run_mode(tmp: Path, label: str, names: list[str], shards: int, workers: int,
     try:
         ctx = ctx_for(env, simulate=True)
         seeded_s = seed(ctx, names, trace)
-        started = start_loop(procs, tmp, label, workers)
+        ports = [free_port() for _ in range(workers)]
+        started = start_loop(procs, tmp, label, workers, ports)
         ps = {name: psutil.Process(p.pid) for name, p in started.items()}
         ps["redis"] = psutil.Process(redis_proc.pid)
         r = redis.Redis.from_url(url)
@@ -160,9 +184,9 @@ def run_mode(tmp: Path, label: str, names: list[str], shards: int, workers: int,
               f"{time.strftime('%H:%M', time.gmtime(t0))}-{time.strftime('%H:%M', time.gmtime(t0 + 60 * minutes))} "
               f"UTC, load average {os.getloadavg()[0]:.2f} at its start", flush=True)
         wait_until_ts(t0)
-        a, load = snapshot(ps, r), os.getloadavg()[0]
+        a, load, sa = snapshot(ps, r), os.getloadavg()[0], step_cpu(ports)
         wait_until_ts(t0 + 60 * minutes)
-        b, load_end = snapshot(ps, r), os.getloadavg()[0]
+        b, load_end, sb = snapshot(ps, r), os.getloadavg()[0], step_cpu(ports)
         alive = all(p.poll() is None for p in started.values())
         rss = {n: round(p.memory_info().rss / 2**20) for n, p in ps.items() if n.startswith("worker") and alive}
         mem = round(r.info("memory")["used_memory"] / 2**20, 1)
@@ -179,6 +203,8 @@ def run_mode(tmp: Path, label: str, names: list[str], shards: int, workers: int,
             "load_at_window_start": round(load, 2), "load_at_window_end": round(load_end, 2),
             "cpu_s": cpu, "cpu_s_total": round(total, 2),
             "cpu_ms_per_deployment_minute": round(1000 * total / len(names) / minutes, 2),
+            "cpu_ms_per_deployment_minute_by_step": {k: round(1000 * (v - sa.get(k, 0.0)) / len(names) / minutes, 2)
+                                                     for k, v in sorted(sb.items()) if v - sa.get(k, 0.0) > 0},
             "mean_cores": round(total / (60 * minutes), 3),
             "redis_commands_per_minute": round((b["_commands"] - a["_commands"]) / minutes),
             "redis_used_memory_mb": mem, "worker_rss_mb": rss, "processes_alive": alive, **ticks}
@@ -197,6 +223,9 @@ def report(res: dict[str, Any], load: float) -> None:
               f"{m['doubled_ticks']:>8}{m['p50_tick_delay_s']:>12.2f}{m['p99_tick_delay_s']:>7.2f}"
               f"{m['max_tick_delay_s']:>7.2f}{m['redis_commands_per_minute']:>14,}{m['redis_used_memory_mb']:>9.1f}"
               + ("" if m["processes_alive"] else "  (a process died!)"))
+    for m in (base, ours):
+        print(f"CPU ms/dep-min by step (the workers' threads that ran them), {m['mode']}: " + ", ".join(
+            f"{k} {v:.2f}" for k, v in m["cpu_ms_per_deployment_minute_by_step"].items()))
     for m in (base, ours):
         print(f"CPU s by process, {m['mode']}: " + ", ".join(f"{k} {v:.1f}" for k, v in m["cpu_s"].items())
               + f"; worker RSS MB {m['worker_rss_mb']}; load average {m['load_at_window_start']:.2f} "

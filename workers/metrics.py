@@ -14,6 +14,10 @@ from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 TASK_SECONDS = Histogram("warmcast_task_seconds", "Duration of loop tasks", ["task"],
                          buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+# CPU of the thread that ran each loop task, by schedule kind (a shard task counts under its kind):
+# what a deployment costs a minute, step by step (bench/scale.py reads it)
+STEP_CPU = Counter("warmcast_step_cpu_seconds_total", "CPU seconds of loop tasks by kind (the running thread's)",
+                   ["kind"])
 TASK_FAILURES = Counter("warmcast_task_failures_total", "Loop tasks that raised", ["task", "error"])
 TASK_RETRIES = Counter("warmcast_task_retries_total", "Loop tasks retried after a transient error", ["task"])
 DECISIONS = Counter("warmcast_decisions_total", "Decisions by kind and reason code",

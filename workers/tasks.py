@@ -158,19 +158,22 @@ def whatif_backtest(self, deployment: str, policies: list[str], test_start: str,
 
 # --------------------------------------------------------------------------- observability hooks
 
-_started: dict[str, float] = {}
+_started: dict[str, tuple[float, float]] = {}
+KIND_OF = {task: kind for kind, (_, task) in PERIODIC.items()}
 
 
 @signals.task_prerun.connect
 def _prerun(task_id=None, **_):
-    _started[task_id] = time.perf_counter()
+    _started[task_id] = (time.perf_counter(), time.thread_time())   # the pool's thread runs the task
 
 
 @signals.task_postrun.connect
-def _postrun(task_id=None, task=None, **_):
+def _postrun(task_id=None, task=None, kwargs=None, **_):
     t0 = _started.pop(task_id, None)
     if t0 is not None and task is not None:
-        metrics.TASK_SECONDS.labels(task.name).observe(time.perf_counter() - t0)
+        metrics.TASK_SECONDS.labels(task.name).observe(time.perf_counter() - t0[0])
+        kind = (kwargs or {}).get("kind") if task.name == SHARD_TASK else KIND_OF.get(task.name, task.name)
+        metrics.STEP_CPU.labels(str(kind)).inc(max(0.0, time.thread_time() - t0[1]))
 
 
 @signals.task_failure.connect
