@@ -24,7 +24,10 @@ deployments:
 
 
 def _metric(port: int, line_start: str) -> float | None:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.ConnectError:   # the worker's metrics server is not up yet
+        return None
     for line in text.splitlines():
         if line.startswith(line_start):
             return float(line.rsplit(" ", 1)[1])
@@ -65,3 +68,22 @@ def test_ticks_expired_in_a_backed_up_queue_show_in_metrics_and_in_each_audit(ma
                       f"warmcast.not_yet|{slot}|unknown": 1}
     # Celery logs the unregistered task with its own traceback; counting a drop never fails
     assert "could not record a dropped task" not in loop.logs()
+
+
+def test_each_kind_s_cpu_shows_in_metrics_a_shard_task_under_its_kind(make_loop):
+    """warmcast_step_cpu_seconds_total: the CPU of the thread that ran each task, by schedule kind (a
+    shard task counts under the kind it runs, a per-deployment task under its own), so bench/scale
+    and an operator can see what a deployment costs a minute, step by step."""
+    port = free_port()
+    loop = make_loop(deployments=DEPLOYMENTS, env={"WARMCAST_WORKERS_METRICS_PORT": str(port)})
+    ctx = ctx_for(loop)
+    from workers.app import make_celery
+
+    app = make_celery(ctx.settings, ctx.options)
+    loop.worker()
+    app.send_task("warmcast.shard", kwargs={"kind": "plan", "shard": 0, "shards": 1}, queue="warmcast")
+    app.send_task("warmcast.scrape", kwargs={"deployment": "b"}, queue="warmcast")
+    wait_for(lambda: _metric(port, 'warmcast_step_cpu_seconds_total{kind="plan"}'), 60, "the shard's plan CPU", loop)
+    wait_for(lambda: _metric(port, 'warmcast_step_cpu_seconds_total{kind="scrape"}'), 60, "the scrape's CPU", loop)
+    assert _metric(port, 'warmcast_step_cpu_seconds_total{kind="plan"}') > 0
+    assert _metric(port, 'warmcast_step_cpu_seconds_total{kind="warmcast.shard"}') is None   # counted by kind
