@@ -10,6 +10,11 @@ Layout (``P`` is the key prefix, ``D`` the deployment):
 - ``P:load:D:rev`` hash, field = day number, value = how many writes have touched that day: a
   reader that keeps days it has read (``warmcast.history.HistoryCache``) re-reads only a day whose
   count moved.
+- ``P:load:D:log:DAY`` list, the last ``LOG_KEEP`` writes to that day, each ``"LO HI"`` (the
+  first and last minute of the day it wrote; pushed in the write's own transaction, beside the
+  revision): a reader whose copy of the day is ``k <= LOG_KEEP`` revisions behind reads back only
+  those minutes, not the whole day (a live loop's today grew to 1,440 minutes of eight signals
+  re-read every minute).
 - ``P:load:D:resolution`` minutes per bin, for a series coarser than a minute (absent: 1).
   A 5-minute series keeps one field per bin (its start minute) and reads back in 5-minute
   bins; a write at another resolution than the one stored is refused whole.  The check is made
@@ -39,6 +44,7 @@ from warmcast.resolution import with_resolution
 from warmcast.text import clip
 
 
+LOG_KEEP = 64   # writes kept per day in its log (a reader further behind reads the day whole)
 _READ_CLAIM = "return {redis.call('GET', KEYS[1]), redis.call('ZCARD', KEYS[2])}"
 
 
@@ -60,6 +66,9 @@ class LoadStore:
 
     def _rev_key(self, dep: str) -> str:
         return f"{self.prefix}:load:{dep}:rev"
+
+    def _log_key(self, dep: str, day: int) -> str:
+        return f"{self.prefix}:load:{dep}:log:{_day_label(day)}"
 
     def resolution(self, deployment: str) -> int:
         """Minutes per stored bin (1 unless a coarser count series was ingested)."""
@@ -120,6 +129,9 @@ class LoadStore:
         pipe.zadd(self._days_key(dep), {str(int(d)): int(d) for d in np.unique(days)})
         for d in np.unique(days):
             pipe.hincrby(self._rev_key(dep), str(int(d)), 1)
+            of_day = minutes[days == d] - d * 1440
+            pipe.rpush(self._log_key(dep, int(d)), f"{int(of_day.min())} {int(of_day.max())}")
+            pipe.ltrim(self._log_key(dep, int(d)), -LOG_KEEP, -1)
         pipe.sadd(f"{self.prefix}:deployments", dep)
         if resolution_min != 1:
             pipe.set(self._resolution_key(dep), int(resolution_min))
@@ -146,6 +158,7 @@ class LoadStore:
         old = [d for d in self.days(deployment) if d <= newest - self.retention_days]
         if old:
             keys = [self._day_key(deployment, s, d) for d in old for s in SIGNALS]
+            keys += [self._log_key(deployment, d) for d in old]
             pipe = self.r.pipeline(transaction=True)
             pipe.delete(*keys)
             pipe.zrem(self._days_key(deployment), *[str(d) for d in old])
@@ -156,6 +169,7 @@ class LoadStore:
     def delete(self, deployment: str) -> None:
         days = self.days(deployment)
         keys = [self._day_key(deployment, s, d) for d in days for s in SIGNALS]
+        keys += [self._log_key(deployment, d) for d in days]
         pipe = self.r.pipeline(transaction=True)
         if keys:
             pipe.delete(*keys)
@@ -203,6 +217,20 @@ class LoadStore:
                     idx = np.fromiter((int(k) for k in h.keys()), np.int64, len(h))
                     v[idx] = np.fromiter((float(x) for x in h.values()), float, len(h))
                 out[d][s] = v
+        return out
+
+    def read_minutes(self, dep: str, day: int, lo: int, hi: int,
+                     signals: tuple[str, ...]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The stored values of minutes ``lo..hi`` of ``day`` per signal, in one round trip:
+        signal -> (minutes of the day that hold a value, their values)."""
+        fields = list(range(lo, hi + 1))
+        pipe = self.r.pipeline(transaction=False)
+        for s in signals:
+            pipe.hmget(self._day_key(dep, s, day), fields)
+        out = {}
+        for s, got in zip(signals, pipe.execute()):
+            have = [i for i, v in enumerate(got) if v is not None]
+            out[s] = (np.asarray([fields[i] for i in have], np.int64), np.asarray([float(got[i]) for i in have]))
         return out
 
     def series(self, deployment: str, signal: str = "requests", start=None, end=None) -> pd.Series:

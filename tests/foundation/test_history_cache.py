@@ -33,16 +33,45 @@ def test_the_cache_answers_as_the_store_and_rereads_only_changed_days(store):
     assert cache.days_read == 9
     same(cache, store, "d", "2025-01-03 12:00")
     assert cache.days_read == 9   # nothing changed: nothing read again
-    # the live loop: one new minute a time, only today's day read again
+    # the live loop: one new minute a time, only those minutes of today read again (its log says which)
     for i in range(3):
         store.upsert_frame("d", minutes(f"2025-01-09 23:{30 + i}", 1, seed=i))
         same(cache, store, "d", "2025-01-03")
-    assert cache.days_read == 9 + 3
+    assert cache.days_read == 9 and cache.minutes_read == 3
     # a correction to an old day is seen (its revision moved), and a new day is read
     store.upsert_frame("d", minutes("2025-01-02 05:00", 10, seed=9))
     store.upsert_frame("d", minutes("2025-01-10 00:00", 5, seed=8))
     same(cache, store, "d")
-    assert cache.days_read == 12 + 2
+    assert cache.days_read == 9 + 2
+
+
+def test_today_read_back_from_its_log_or_whole_where_the_log_cannot_say(store):
+    """Today's minutes come back from its write log while the cache is at most LOG_KEEP writes behind,
+    a signal first written today included; further behind, or a day written before the log existed,
+    is read whole; either way the answer is the store's.  Retention and delete drop the logs."""
+    from warmcast.store import LOG_KEEP
+
+    store.upsert_frame("d", minutes("2025-05-01", 1440 + 600))
+    cache = HistoryCache(store)
+    same(cache, store, "d")
+    assert cache.days_read == 2
+    one = minutes("2025-05-02 10:00", 2, seed=3).assign(output_tokens=[7.0, 8.0])   # a new signal
+    store.upsert_frame("d", one)
+    same(cache, store, "d")
+    assert cache.days_read == 2 and cache.minutes_read == 2
+    for i in range(LOG_KEEP + 1):   # more writes than the log keeps: today read whole
+        store.upsert_frame("d", minutes(str(pd.Timestamp("2025-05-02 11:00") + pd.Timedelta(minutes=i)), 1, seed=i))
+    same(cache, store, "d")
+    assert cache.days_read == 3
+    store.upsert_frame("d", minutes("2025-05-02 12:59", 1, seed=4))
+    store.r.delete(store._log_key("d", 20210))   # that write as if made before the log existed
+    store.upsert_frame("d", minutes("2025-05-02 13:00", 1, seed=5))
+    same(cache, store, "d")
+    assert cache.days_read == 4 and cache.minutes_read == 2
+    logs = lambda: store.r.keys(f"{store.prefix}:load:d:log:*")  # noqa: E731
+    assert len(logs()) == 2
+    store.delete("d")
+    assert logs() == []
 
 
 def test_retention_a_coarse_series_and_an_unknown_deployment(redis_client, key_prefix):
