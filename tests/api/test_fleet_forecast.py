@@ -36,9 +36,13 @@ def cli(settings, *args: str) -> str:
 
 
 def live_log(tmp_path: Path) -> Path:
-    """Eight days of two deployments' clients in 10-minute counts, ending with the bin before now (the
-    workers forecast only a live series), as a count file with model and client columns."""
-    end = pd.Timestamp.now(tz="UTC").tz_localize(None).floor("10min")
+    """Eight days of two deployments' clients in 10-minute counts, ending at this week's Monday 00:00
+    (the workers forecast only a series whose newest bin is within the history window: a week), as a
+    count file with model and client columns.  Pinned to a Monday because a start at any 10 minutes
+    of the day makes another panel, and on some the fleet model's lead over last day's bins shrank to
+    1-5% (a verdict that can flip)."""
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None)
+    end = now.floor("D") - pd.Timedelta(days=now.dayofweek)
     panel = noisy_panel(seed=0, start=str(end - pd.Timedelta(days=8)))
     path = tmp_path / "clients.csv"
     long_frame(panel).to_csv(path, index=False)
