@@ -126,12 +126,14 @@ def run_shard(ctx: Ctx, kind: str, shard: int, shards: int, tick: str, run_id: s
         raise ValueError(f"no shard runner for kind {kind!r}; known: {sorted(RUNNERS)}")
     names = list(only) if only else [d.name for d in members(ctx.deployments(), shard, shards)]
     out, until = ShardResult(kind, shard), deadline(ctx, kind, tick)
+    cpu, t_cpu = metrics.STEP_CPU.labels(kind), time.thread_time()
     if kind in PRIMERS:
         try:
             PRIMERS[kind](ctx, names)
         except Exception:  # noqa: BLE001 - an optimisation: each deployment's own step still runs
             log.warning("shard %d: %s primer failed; each deployment runs on its own", shard, kind, exc_info=True)
     for i, name in enumerate(names):
+        t_cpu = _count(cpu, t_cpu)   # counted as it goes: a shard's task runs long, a window sees its part
         if until is not None and time.time() > until:
             out.late = names[i:]
             dropped.note(ctx, dropped.SHARD, {"kind": kind, "shard": shard, "shards": shards, "tick": tick,
@@ -148,4 +150,12 @@ def run_shard(ctx: Ctx, kind: str, shard: int, shards: int, tick: str, run_id: s
             out.failed[name] = repr(err)[:300]
             log.error("shard %d: %s of %s failed", shard, kind, name, exc_info=True,
                       extra={"event": {"task": task, "deployment": name, "shard": shard, "error": repr(err)}})
+    _count(cpu, t_cpu)
     return out
+
+
+def _count(cpu: Any, since: float) -> float:
+    """Add this thread's CPU since ``since`` to the kind's counter; the new mark."""
+    now = time.thread_time()
+    cpu.inc(max(0.0, now - since))
+    return now
