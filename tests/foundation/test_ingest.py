@@ -34,6 +34,13 @@ def test_reingest_leaves_store_unchanged(store, snap, tmp_path):
     # counter moved: a second write is a write, whatever it wrote)
     rev = f"{store.prefix}:load:d:rev".encode()
     assert {d: int(v) for d, v in after.pop(rev).items()} == {d: int(v) + 1 for d, v in before.pop(rev).items()}
+    # and each day's write log holds the second write too: the same minutes as the first
+    logs = [k for k in after if b":load:d:log:" in k]
+    assert logs and sorted(logs) == sorted(k for k in before if b":load:d:log:" in k)
+    for k in logs:
+        before.pop(k), after.pop(k)
+        first, second = store.r.lrange(k, -2, -1)
+        assert first == second and store.r.llen(k) == 2
     assert after == before and len(before) > 3
 
 
