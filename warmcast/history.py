@@ -7,9 +7,9 @@ time, that was 80% of the step (64 hash reads and their parsing for one new minu
 trip, for the days it holds and their revisions: it re-reads only the days whose revision moved (in a
 live loop, today's) and the days it has never seen; the newest day it holds, while at most
 ``LOG_KEEP`` writes behind, only in the minutes those writes touched (the day's write log, read in
-the same round trip; today re-read whole was 1,440 minutes of every signal each minute by evening).  Its answer is exactly
-:meth:`warmcast.store.LoadStore.frame`'s: a write to any day, an older one included, moves that
-day's revision, and a day retention dropped leaves it.  A day read while a write landed keeps the
+the same round trip; today re-read whole was 1,440 minutes of every signal each minute by
+evening).  Its answer is exactly :meth:`warmcast.store.LoadStore.frame`'s: a write to any day, an
+older one included, moves that day's revision, and a day retention dropped leaves it.  A day read while a write landed keeps the
 revision read before it, so it is read again next time.
 """
 from __future__ import annotations

@@ -69,15 +69,9 @@ def _clean(obj: Any) -> Any:
 
 
 def _plain(obj: Any) -> Any:
-    """What :func:`_clean` makes of a value json cannot encode by itself (numpy, timestamps; else its text)."""
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, pd.Timestamp):
-        return obj.strftime("%Y-%m-%d %H:%M:%S")
+    """json's ``default``: what :func:`_clean` makes of numpy values and timestamps, else the text."""
+    if isinstance(obj, (np.ndarray, np.integer, np.floating, pd.Timestamp)):
+        return _clean(obj)
     return str(obj)
 
 

@@ -114,7 +114,7 @@ def run_policy(policy: str, members: Sequence[NodeMember], inp: Inputs, p: NodeP
     the core's ``quantile`` and ``reactive_guard``; ``warmup.sim.nodes_tune``), else the defaults
     (80%, the deployment's quantile, no guard); ``pool_quantile``: the level of the pooled demand
     warmcast's warm GPUs cover."""
-    ms, forecast_at, held_at, knobs = [], {}, {}, knobs or {}
+    ms, forecast_at, utilisation, knobs = [], {}, {}, knobs or {}
     for m in members:
         lead = int(math.ceil(m.instance_lead_min - 1e-9))
         own = knobs.get(m.name) or {}
@@ -124,7 +124,7 @@ def run_policy(policy: str, members: Sequence[NodeMember], inp: Inputs, p: NodeP
             pol = inp.cores[m.name](m.instance_lead_min + (p.node_lead_min if policy == "per_deployment_warmcast"
                                                            else 0.0), own)
             forecast_at[m.name] = pol.forecast_at
-            held_at[m.name] = holding_utilisation(pol.cfg.scaling.reactive_guard, pol.cfg.scaling.target_utilisation)
+            utilisation[m.name] = holding_utilisation(pol.cfg.scaling.reactive_guard, pol.cfg.scaling.target_utilisation)
         first = max(m.min_replicas, math.ceil(max(inp.before[m.name], 0.0) / m.capacity_rpm))
         ms.append(Member(m.name, pol, inp.arrivals[m.name], m.capacity_rpm, m.gpus, lead, first, inp.before[m.name],
                          m.wait_s))
@@ -132,7 +132,7 @@ def run_policy(policy: str, members: Sequence[NodeMember], inp: Inputs, p: NodeP
     if policy == "hpa_balloons":
         rule = FixedBalloons(balloons)
     elif policy == "warmcast":
-        rule = FleetDecision(_pool_cfg(p, pool_quantile), lambda t: inp.times[t], forecast_at, held_at)
+        rule = FleetDecision(_pool_cfg(p, pool_quantile), lambda t: inp.times[t], forecast_at, utilisation)
     return run_nodes(ms, p, rule, fill=fill)
 
 
