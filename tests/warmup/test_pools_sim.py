@@ -13,20 +13,24 @@ CFG = PoolSimConfig(hot=PoolShape(60, 1.0, 1.0, 10), cold=PoolShape(60, 1.0, 1.0
 
 def test_hot_queue_and_cold_deadline_by_hand():
     hot = np.zeros(120)
-    hot[0] = 12  # a burst in one second sees the queue as it was before the burst (empty): on time
+    # a burst of 12 in one second at 1 request/s: arriving at x s into the second, a request waits 11x s
+    # (the fleet model's fluid FIFO), late after x = 5/11: 12 * 6/11 are late
+    hot[0] = 12
     cold = np.zeros(120)
     cold[0] = 120  # one cold instance serves 60 per minute: the second 60 finish after the 1-min deadline
     run = replay(hot, cold, CFG, lambda obs: (1, 1), "fixed")
-    assert run.hot_requests == 12 and run.hot_late == 0
+    assert run.hot_requests == 12 and run.hot_late == pytest.approx(12 * 6 / 11)
     assert run.cold_missed == pytest.approx(60, abs=1)
     assert run.hot_gpu_hours == pytest.approx((120 + 180) / 3600)  # one instance over the log and the drain
 
 
 def test_hot_requests_behind_a_long_queue_are_late():
     hot = np.zeros(60)
-    hot[0], hot[1], hot[8] = 20, 3, 4  # at t=1 the queue ahead is 19 s of work: late; at t=8 it is 12 s: late
+    # second 0: a request x s in waits 19x s, late after x = 5/19 (20 * 14/19); at t=1 the queue ahead is
+    # 19 s of work (all 3 late); at t=8 it is 15 s (all 4 late)
+    hot[0], hot[1], hot[8] = 20, 3, 4
     run = replay(hot, np.zeros(60), CFG, lambda obs: (1, 0), "fixed")
-    assert run.hot_late == 7 and run.cold_missed == 0
+    assert run.hot_late == pytest.approx(20 * 14 / 19 + 3 + 4) and run.cold_missed == 0
 
 
 def test_instances_start_after_the_cold_start_and_are_paid_from_launch():

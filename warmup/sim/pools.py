@@ -1,7 +1,7 @@
 """Replay a log with a pool label through hot and cold pools under three policies.
 
-Per second: hot is a FIFO fluid queue (a request is late when the queue ahead of it
-takes more than ``late_wait_s`` to clear); cold is a FIFO of requests by arrival second
+Per second, on the fleet model's own pools and queue (``warmup.sim.fleet``): hot is its fluid FIFO
+(a request is late when it waits more than ``late_wait_s``); cold is a FIFO of requests by arrival second
 (a request misses when it is served more than ``deadline_min`` after it arrived, or not
 at all). Instances take ``cold_start_s`` from launch to ready and are paid from launch.
 Decisions are made every minute from what has been observed so far:
@@ -25,6 +25,7 @@ import numpy as np
 
 from warmup.core.prescale import replicas_for
 from warmup.planning.pools import ColdWork, JointInput, PoolShape, SharedLimits, plan_joint
+from warmup.sim.fleet import Pool, serve_step
 
 
 @dataclass(frozen=True)
@@ -61,33 +62,6 @@ class PoolRun:
     @property
     def gpu_hours(self) -> float:
         return self.hot_gpu_hours + self.cold_gpu_hours
-
-
-class _Pool:
-    """Instances of one pool: ready ones and launches that become ready later."""
-
-    def __init__(self, n: int) -> None:
-        self.ready = n
-        self.starting: deque[int] = deque()
-
-    def step(self, t: int) -> None:
-        while self.starting and self.starting[0] <= t:
-            self.starting.popleft()
-            self.ready += 1
-
-    def scale(self, target: int, t: int, cold_start_s: int) -> None:
-        have = self.ready + len(self.starting)
-        for _ in range(max(target - have, 0)):
-            self.starting.append(t + cold_start_s)
-        for _ in range(max(have - target, 0)):  # cancel launches first, then stop ready instances
-            if self.starting:
-                self.starting.pop()
-            else:
-                self.ready -= 1
-
-    @property
-    def paid(self) -> int:
-        return self.ready + len(self.starting)
 
 
 @dataclass
@@ -127,7 +101,8 @@ def replay(hot_per_s: np.ndarray, cold_per_s: np.ndarray, cfg: PoolSimConfig, po
     cold_a = np.r_[cold_per_s, np.zeros(cfg.drain_min * 60)]
     obs = Observed(0, [], [], deque(), 0.0)
     first = policy(obs)
-    hot, cold = _Pool(first[0]), _Pool(first[1])
+    # the fleet model's pools, on a clock of seconds: a launch is ready ``cold_start_s`` after it
+    hot, cold = Pool(ready=first[0]), Pool(ready=first[1])
     backlog = late = missed = hot_gs = cold_gs = peak = 0.0
     over = 0
     minutes: dict[str, list[float]] = {"hot": [], "cold": [], "cold_backlog": []}
@@ -139,27 +114,26 @@ def replay(hot_per_s: np.ndarray, cold_per_s: np.ndarray, cfg: PoolSimConfig, po
             obs.cold_rpm.append(float(cold_a[t - 60:t].sum()))
             obs.cold_backlog = float(sum(i[1] for i in obs.cold_queue))
             h, c = policy(obs)
-            hot.scale(h, t, cfg.cold_start_s)
-            cold.scale(c, t, cfg.cold_start_s)
-        hot.step(t)
-        cold.step(t)
-        cap_h = hot.ready * cfg.hot.capacity_rpm / 60.0
-        wait = backlog / cap_h if cap_h > 0 else (math.inf if backlog + hot_a[t] > 0 else 0.0)
-        if wait > cfg.late_wait_s:
-            late += hot_a[t]
-        backlog = max(backlog + hot_a[t] - cap_h, 0.0)
+            hot.resize(h, t, cfg.cold_start_s)
+            cold.resize(c, t, cfg.cold_start_s)
+        hot.advance(t)
+        cold.advance(t)
+        # hot: the fleet model's fluid FIFO, one second a step
+        backlog, late_s, _ = serve_step(backlog, float(hot_a[t]), hot.ready * cfg.hot.capacity_rpm / 60.0, 1.0,
+                                        cfg.late_wait_s)
+        late += late_s
         if cold_a[t] > 0:
             obs.cold_queue.append([t, float(cold_a[t])])
         missed += _serve_cold(obs.cold_queue, cold.ready * cfg.cold.capacity_rpm / 60.0, t, cfg.deadline_min * 60)[1]
-        gh, gc = hot.paid * cfg.hot.gpu_request, cold.paid * cfg.cold.gpu_request
+        gh, gc = hot.provisioned * cfg.hot.gpu_request, cold.provisioned * cfg.cold.gpu_request
         hot_gs += gh
         cold_gs += gc
         peak = max(peak, gh + gc)
-        mem = hot.paid * cfg.hot.memory_gb + cold.paid * cfg.cold.memory_gb
+        mem = hot.provisioned * cfg.hot.memory_gb + cold.provisioned * cfg.cold.memory_gb
         over += int(gh + gc > cfg.limits.physical_gpus + 1e-9 or mem > cfg.limits.memory_budget_gb + 1e-9)
         if t % 60 == 59:
-            minutes["hot"].append(hot.paid)
-            minutes["cold"].append(cold.paid)
+            minutes["hot"].append(hot.provisioned)
+            minutes["cold"].append(cold.provisioned)
             minutes["cold_backlog"].append(float(sum(i[1] for i in obs.cold_queue)))
     missed += sum(i[1] for i in obs.cold_queue)  # never served
     return PoolRun(name, float(hot_per_s.sum()), float(late), float(cold_per_s.sum()), float(missed),
