@@ -163,16 +163,16 @@ def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, pre
            "observed_rpm": sum(rate.values()) if prev else float("nan"), "p99_s": p99,
            "instances": insts, "ready": len(answered), "provisioned": len(insts),
            "errors": {r.url: r.error for r in readings if r.error}, "requests_total": sum(r.done for r in answered),
-           "arrivals": _arrivals_doc(counted, None if prev is None else float(prev["ts"]), now)}
+           "arrivals": arrivals_doc(counted, None if prev is None else float(prev["ts"]), now)}
     mix_cfg = dep.schedule.mix_trigger
     doc["mix"], prompt_carry = round_mix((prev or {}).get("prompts"), prompts or {},
                                          mix_cfg.long_tokens if mix_cfg else DEFAULT_LONG_TOKENS, now)
     return doc, {"ts": now, "carry": {u: asdict(v) for u, v in counted.carry.items()}, "prompts": prompt_carry}
 
 
-def _arrivals_doc(counted: arrivals.Count, prev_ts: float | None, now: float) -> dict[str, Any]:
+def arrivals_doc(counted: arrivals.Count, prev_ts: float | None, now: float) -> dict[str, Any]:
     """What the signals step records for ingest: arrivals spread over the minutes they cover, the
     round's coverage, and from when held instances may still add arrivals."""
     return {"by_minute": {str(m): v for m, v in arrivals.by_minute(counted.spans, prev_ts or now).items()},
-            "minute": int(now // 60), "expected": counted.expected, "missed": counted.missed,
+            "minute": int(now // 60), "until": now, "expected": counted.expected, "missed": counted.missed,
             "coverage": counted.coverage, "held_since": counted.held_since, "uncounted": dict(counted.uncounted)}

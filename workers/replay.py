@@ -27,6 +27,7 @@ import pandas as pd
 from warmcast.config.settings import Settings
 from warmup.core import CoreConfig
 from warmup.sim.fleet import Observation
+from warmup.sim.meter import Meter
 from warmup.sim.switches import profile_targets
 from warmup.sim.policies import fleet_capacity
 from warmup.sim.warmups import WarmupCharges
@@ -124,6 +125,11 @@ class ReplayPolicy:
     def capacity_of(self, profile: str) -> float:
         return self.cfg.switch.capacity_of(profile, self.cfg.scaling.capacity_rpm)
 
+    def observe_minute(self, trace: Any) -> None:
+        """The minute just served (``warmup.sim.meter.MinuteTrace``): with ``--scrape-rounds`` the
+        fleet's instances show it to the scrapes of the next tick."""
+        self.ctx.fleet.meter_minute(trace, self.times[trace.t].timestamp())
+
     # ------------------------------------------------------------ one minute
     def _tick(self, obs: Observation, pools: Optional[dict]) -> dict[str, Any]:
         now = self.times[obs.t]
@@ -173,7 +179,8 @@ class ReplayPolicy:
         elif s["action"] == "rollback":
             self.rollbacks += 1
             self.events.append((t, "rollback", s["reason"]["text"]))
-        self.decisions.append({"t": t, "current": d["current"], "desired": d["desired"], "ready": d["ready"],
+        load = {"load": j["inputs"]["observed_rpm"], "load_source": j["inputs"]["load_source"]}
+        self.decisions.append({"t": t, **load, "current": d["current"], "desired": d["desired"], "ready": d["ready"],
                                "reactive": d["reactive_replicas"], "forecast": d["forecast_replicas"],
                                "reason": d["reason"]["code"], "text": d["reason"]["text"], "buffer": d["buffer"],
                                "asleep": d["asleep"], "wake": len(d["wake"]), "warmup": w["action"],
@@ -222,11 +229,13 @@ Driver = Callable[[ReplayCtx, str, pd.DataFrame], ContextManager[Callable[..., R
 
 
 def run_replay(settings: Settings, deployment: str, data: Any, ts: pd.Timestamp, te: Optional[pd.Timestamp],
-               forecaster: str, client: Any = None, driver: Optional[Driver] = None) -> Any:
+               forecaster: str, client: Any = None, driver: Optional[Driver] = None,
+               scrape_rounds: bool = False) -> Any:
     """Replay ``data`` through the workers' tick for ``deployment``; a FleetResult like the backtest's.
     ``driver``: where each minute's tick runs, given the replay's context, the deployment and the load
     before the replay (a context manager yielding the policy class; workers/replay_worker.py runs it in a
-    Celery worker); None: here."""
+    Celery worker); None: here.  ``scrape_rounds``: the signals step counts the arrivals from the fleet's
+    per-instance readings every 10 s, as live (``warmup.sim.meter``), and the tick reads that count."""
     from warmup.sim.backtest import (compute_forecasts, forecast_levels, make_split, oracle_row,
                                      predictive_policy, run_online_policy)
 
@@ -237,7 +246,7 @@ def run_replay(settings: Settings, deployment: str, data: Any, ts: pd.Timestamp,
     split = make_split(data, cfg.test_start, cfg.test_end)   # a log ending before the test start: refused
     bundle = compute_forecasts(data, cfg, forecast_levels(cfg), progress=True)
     sim_policy, info = predictive_policy(split, cfg, bundle)
-    ctx = ReplayCtx(settings, ReplayFleet(cfg.capacity_rpm), probe.r, live)
+    ctx = ReplayCtx(settings, ReplayFleet(cfg.capacity_rpm, meter=Meter() if scrape_rounds else None), probe.r, live)
     try:
         t0 = time.perf_counter()
         history = data.frame()[data.frame().index < split.times[0]] if driver is not None else None

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Optional
 
 from warmcast.errors import InputError
 from warmup.sim.fleet import Observation
+from warmup.sim.meter import Meter, MinuteTrace, ready_ids
 
 PUBLISHED = "replayed-fleet"   # the state kind a replay through Celery publishes its fleet under
 TARGETS = "replayed-targets"   # what a worker's tick set on it this minute (an acting replay)
@@ -41,6 +42,21 @@ class ReplayFleet:
     woken: tuple[str, ...] = ()
     warmed: int = 0
     calls: list[str] = field(default_factory=list)
+    meter: Optional[Meter] = None                  # count arrivals by scrape rounds (``--scrape-rounds``)
+    pending: list = field(default_factory=list)    # the meter's rounds no scrape has read yet
+
+    def meter_minute(self, trace: MinuteTrace, start_s: float) -> None:
+        """The instances' readings through the minute just served, for the scrapes to come."""
+        if self.meter is not None:
+            self.pending += self.meter.rounds(trace, start_s)
+
+    def due_rounds(self, now_s: float) -> list:
+        """The rounds a scrape has read by ``now_s``: those before it.  The round at the minute's own
+        instant is read after that minute's tick (beat sends both in one slot and the tick may run
+        first: the worst case, which the tick's reading of a partly counted minute must survive)."""
+        due = [r for r in self.pending if r[0] < now_s - 1e-6]
+        self.pending = self.pending[len(due):]
+        return due
 
     def observe(self, obs: Observation, now: datetime, pools: Optional[Mapping[str, Any]] = None,
                 active: Optional[str] = None) -> None:
@@ -94,11 +110,15 @@ class ReplayFleet:
         """The signals document the workers store, from what the simulator shows this minute."""
         obs = self.obs
         insts = self._instances()
-        return {"ts": self.now.timestamp() if now is None else now, "source": "replay",
-                "queue_depth": obs.queue_depth, "observed_rpm": obs.last_minute_rpm, "p99_s": obs.p99_s,
-                "p99_by_profile": dict(obs.p99_by_profile),
-                "running": None, "instances": insts, "ready": obs.ready, "provisioned": obs.provisioned,
-                "warmups": self.warmed, "errors": {}}
+        ts = self.now.timestamp() if now is None else now
+        doc = {"ts": ts, "source": "replay",
+               "queue_depth": obs.queue_depth, "observed_rpm": obs.last_minute_rpm, "p99_s": obs.p99_s,
+               "p99_by_profile": dict(obs.p99_by_profile),
+               "running": None, "instances": insts, "ready": obs.ready, "provisioned": obs.provisioned,
+               "warmups": self.warmed, "errors": {}}
+        if self.meter is not None:   # the signals step counts these as the live scrape counts its rounds
+            doc["rounds"] = self.due_rounds(ts)
+        return doc
 
     def _instances(self) -> list[dict[str, Any]]:
         def one(iid: str, state: str, profile: str) -> dict[str, Any]:
@@ -108,11 +128,11 @@ class ReplayFleet:
         if self.pools is not None:
             out = []
             for p, pool in self.pools.items():
-                out += [one(f"{p}-r{i}", "ready_busy", p) for i in range(pool.ready)]
+                out += [one(i, "ready_busy", p) for i in ready_ids(((p, pool.ready),))]
                 out += [one(f"{p}-b{i}", "booting", p) for i in range(len(pool.booting))]
             return out + [one(f"{self.active}-s{i}", "asleep", self.active) for i in range(self.obs.asleep)]
         o = self.obs
-        return ([one(f"r{i}", "ready_busy", self.profile) for i in range(o.ready)]
+        return ([one(i, "ready_busy", self.profile) for i in ready_ids((("", o.ready),))]
                 + [one(f"b{i}", "booting", self.profile) for i in range(o.booting)]
                 + [one(f"s{i}", "asleep", self.profile) for i in range(o.asleep)])
 

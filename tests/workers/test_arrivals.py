@@ -98,3 +98,47 @@ def test_ingest_stores_counts_with_coverage_and_the_forecaster_skips_incomplete_
     assert list(frame["requests"].iloc[1:]) == [12.0, 11.0, 11.0]
     assert list(frame["coverage"].iloc[1:]) == [1.0, 0.5, 1.0]
     assert target_series(frame).isna().tolist() == [True, False, True, False]
+
+
+def test_the_tick_scales_a_minute_its_scrape_rounds_counted_only_in_part(ctx):
+    """Beat sends a slot's scrape and tick together and the tick may run first: it then finds the last
+    minute counted up to its last round.  Read as it stood, that minute was a sixth short at 10 s rounds;
+    the tick scales it to the minute and says so, reads a minute counted to its end as it is, and reads
+    one counted for less than MIN_COUNTED_S as it stands, saying why."""
+    from datetime import datetime, timezone
+
+    from workers.steps.signals import record_arrivals
+    from workers.steps.tick_inputs import MIN_COUNTED_S, last_minute_load
+
+    m = 29_000_000   # an epoch minute
+    now = datetime.fromtimestamp((m + 1) * 60 + 0.2, timezone.utc)   # the tick just after the boundary
+    record_arrivals(ctx, "simdep", {"by_minute": {str(m): 250.0}, "minute": m, "until": m * 60 + 50.0,
+                                    "expected": 2, "missed": 0, "held_since": None})
+    load, source = last_minute_load(ctx, "simdep", now, float("nan"), None, "scrape")
+    assert load == pytest.approx(300.0) and "first 50 s, scaled to the minute" in source
+    record_arrivals(ctx, "simdep", {"by_minute": {str(m): 45.0}, "minute": m + 1, "until": (m + 1) * 60.0,
+                                    "expected": 2, "missed": 0, "held_since": None})
+    load, source = last_minute_load(ctx, "simdep", now, float("nan"), None, "scrape")
+    assert load == pytest.approx(295.0) and source == "arrivals counted for the last whole minute"
+    short = m + 5
+    record_arrivals(ctx, "simdep", {"by_minute": {str(short): 40.0}, "minute": short,
+                                    "until": short * 60 + MIN_COUNTED_S - 10.0, "expected": 2, "missed": 0,
+                                    "held_since": None})
+    load, source = last_minute_load(ctx, "simdep", datetime.fromtimestamp((short + 1) * 60, timezone.utc),
+                                    float("nan"), None, "scrape")
+    assert load == 40.0 and "first 10 s (too little to scale)" in source
+
+
+def test_a_scrape_round_records_the_instant_it_counted_up_to(ctx, redis_client, key_prefix):
+    """The live scrape's arrivals document carries its round's instant; recording it is what lets the
+    tick know how much of the last minute is counted."""
+    from warmup.actuators.arrivals import Count
+    from workers.live_signals import arrivals_doc
+    from workers.steps.signals import record_arrivals
+
+    doc = arrivals_doc(Count((), {}, 0), 1000.0, 1234.5)
+    assert doc["until"] == 1234.5 and doc["minute"] == 20
+
+    record_arrivals(ctx, "d", doc)
+    assert float(redis_client.get(f"{key_prefix}:arrivals-until:d")) == 1234.5
+    assert 0 < redis_client.ttl(f"{key_prefix}:arrivals-until:d") <= 3600

@@ -29,6 +29,9 @@ def replay(
     forecast_step: bool = typer.Option(False, "--forecast-step", help="With --through-worker: the worker's own "
                                        "forecast step makes the forecasts (the resolver's model, on its schedule, "
                                        "from the log's history before --test-start) instead of --forecaster's."),
+    scrape_rounds: bool = typer.Option(False, "--scrape-rounds", help="Count each minute's arrivals as the live "
+                                       "scrape does: the simulated instances' readings every 10 s, counted per "
+                                       "instance; each tick reads the minute before as counted so far."),
     config: Optional[Path] = ConfigOpt,
     *,
     reading: LogReading,
@@ -58,7 +61,7 @@ def replay(
         driver = WorkerDriver(redis_url(settings), forecast_step=forecast_step)
     elif forecast_step:
         raise InputError("--forecast-step needs --through-worker (the forecast step runs in the worker)")
-    result = run_replay(settings, deployment, data, ts, te, forecaster, driver=driver)
+    result = run_replay(settings, deployment, data, ts, te, forecaster, driver=driver, scrape_rounds=scrape_rounds)
     paths = write_outputs(result, out, plot=not no_plot)
     _echo_report(result)
     typer.echo("wrote " + ", ".join(str(p) for p in paths))

@@ -93,13 +93,17 @@ def serve_step(q: float, a: float, mu: float, dt: float, w: float) -> tuple[floa
     return (end if end > 0.0 else 0.0), late, q / mu
 
 
-def serve_minute(q: float, steps: list, mu: float, dt: float, w: float) -> tuple[float, float, float]:
-    """Serve one minute of sub-minute arrival steps: (backlog after, late arrivals, longest wait)."""
+def serve_minute(q: float, steps: list, mu: float, dt: float, w: float,
+                 trail: Optional[list] = None) -> tuple[float, float, float]:
+    """Serve one minute of sub-minute arrival steps: (backlog after, late arrivals, longest wait);
+    ``trail`` gets the backlog after each step (the replay's meter reads it: ``warmup.sim.meter``)."""
     late = longest = 0.0
     for a in steps:
         q, lt, m = serve_step(q, a, mu, dt, w)
         late += lt
         longest = max(longest, m)
+        if trail is not None:
+            trail.append(q)
     return q, late, longest
 
 

@@ -30,6 +30,7 @@ import numpy as np
 from warmup.core.switch_capacity import request_shares
 from warmup.sim.fleet import FleetParams, FleetRun, Observation, Policy, Pool, resize, serve_minute
 from warmup.sim.latency import LatencyCurve
+from warmup.sim.meter import MinuteTrace
 from warmup.sim.mixed_latency import NONE, MinuteLatency, minute_latency
 from warmup.sim.sleep import SleepPool
 from warmup.sim.switches import canary_share, switch_state, uses_profiles
@@ -48,6 +49,7 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
     pools = _pools(policy, initial_ready)
     sleep = make_pool(policy, params)
     q, last, last_wait, lat = 0.0, minute_before, 0.0, NONE
+    metered = hasattr(policy, "observe_minute")   # a policy that reads the instances' meters (the replay)
     rows, sums = arrivals.tolist(), arrivals.sum(axis=1).tolist()
     for t in range(T):
         for pool in pools.values():
@@ -64,9 +66,12 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
         rpm = sum(p.ready * caps[n] for n, p in pools.items())
         warm = _warmup_load(policy, t, pools)
         woke_rpm = woke * caps[_active(policy)]
-        q0 = q
-        served = _serve(q, rows[t], rpm, woke_rpm, k_wake, warm, 60.0 / k, params.wait_threshold_s)
+        q0, trail = q, ([] if metered else None)
+        served = _serve(q, rows[t], rpm, woke_rpm, k_wake, warm, 60.0 / k, params.wait_threshold_s, trail)
         q, late, wait = served
+        if metered:
+            policy.observe_minute(MinuteTrace(t, q0, tuple(rows[t]), tuple(trail),
+                                              tuple((n, p.ready) for n, p in pools.items())))
         lat = _latency(policy, curves, pools, sums[t], late, wait, params.wait_threshold_s)
         rec.minute(t, pools, rpm / ready if ready else caps[_active(policy)], q0, served, warm, planner, switching,
                    lat, policy)
@@ -172,14 +177,14 @@ def _warmup_load(policy: Any, t: int, pools: dict[str, Pool]) -> float:
 
 
 def _serve(q: float, steps: list, rpm: float, woke_rpm: float, k_wake: int, warm: float, dt: float,
-           w: float) -> tuple[float, float, float]:
+           w: float, trail: Optional[list] = None) -> tuple[float, float, float]:
     """One minute served by the ready instances, less the capacity warmup requests take; those woken
     this minute (``woke_rpm`` of the total) serve from step ``k_wake``."""
     mu = max(0.0, rpm - warm) / 60.0
     if woke_rpm <= 0.0:
-        return serve_minute(q, steps, mu, dt, w)
-    q, late0, wait0 = serve_minute(q, steps[:k_wake], max(0.0, rpm - woke_rpm - warm) / 60.0, dt, w)
-    q, late, wait = serve_minute(q, steps[k_wake:], mu, dt, w)
+        return serve_minute(q, steps, mu, dt, w, trail)
+    q, late0, wait0 = serve_minute(q, steps[:k_wake], max(0.0, rpm - woke_rpm - warm) / 60.0, dt, w, trail)
+    q, late, wait = serve_minute(q, steps[k_wake:], mu, dt, w, trail)
     return q, late + late0, max(wait, wait0)
 
 

@@ -30,6 +30,9 @@ class SignalsOutcome(Outcome):
 def step(ctx: Ctx, deployment: str) -> SignalsOutcome:
     """Read the deployment's live signals and store them (``<prefix>:signals:<deployment>``)."""
     doc = ctx.sim(deployment).signals() if ctx.simulate else _read_live(ctx, deployment)
+    rounds = doc.pop("rounds", None)
+    if rounds is not None:   # a replay's fleet shows its instances' readings (``--scrape-rounds``)
+        count_rounds(ctx, deployment, rounds)
     lead.observe(ctx, deployment, doc.get("instances", []), float(doc["ts"]))
     ctx.state.put("signals", deployment, doc, ttl_s=3600)
     for name in ("queue_depth", "ready", "provisioned"):
@@ -74,6 +77,24 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
     return doc
 
 
+def count_rounds(ctx: Ctx, dep: str, rounds: list) -> None:
+    """Count a replayed fleet's scrape rounds (``[(ts, {id: {finished, running, waiting}})]``, oldest
+    first) as the live scrape counts its own: per instance between two of its readings, by the same
+    code, recorded for the tick and ingest as the live rounds are."""
+    from warmup.actuators.arrivals import InstanceReading, count
+    from workers.live_signals import arrivals_doc
+
+    prev_ts, carry = ctx.cache.get(("rounds", dep), (None, None))
+    for ts, readings in rounds:
+        if prev_ts is not None and ts <= prev_ts:
+            continue   # read already
+        counted = count(carry, {i: InstanceReading(ts, r["finished"], r["running"], r["waiting"])
+                                for i, r in readings.items()})
+        record_arrivals(ctx, dep, arrivals_doc(counted, prev_ts, ts))
+        prev_ts, carry = ts, dict(counted.carry)
+    ctx.cache[("rounds", dep)] = (prev_ts, carry)
+
+
 PRIMED_S = 5.0   # a shard's reading is this deployment's only within this long (a scrape round is 10 s)
 
 
@@ -109,16 +130,22 @@ def record_mix(ctx: Ctx, dep: str, mix: dict[str, Any] | None) -> None:
     pipe.execute()
 
 
+ARRIVALS_UNTIL_TTL_S = 3600
+
+
 def record_arrivals(ctx: Ctx, dep: str, arr: dict[str, Any]) -> None:
     """Add a round's arrivals to their minutes and its coverage to its own minute, for ingest
     (``<prefix>:arrivals:<dep>``: minute -> arrivals, ``...:rounds:<dep>``: minute:expected and
-    minute:missed, ``...:arrivals-held:<dep>``: the oldest minute a held instance may still add to)."""
+    minute:missed, ``...:arrivals-held:<dep>``: the oldest minute a held instance may still add to,
+    ``...:arrivals-until:<dep>``: the instant the last round counted up to)."""
     pipe = ctx.r.pipeline(transaction=True)
     for minute, n in arr["by_minute"].items():
         pipe.hincrbyfloat(f"{ctx.prefix}:arrivals:{dep}", minute, n)
     rounds = f"{ctx.prefix}:rounds:{dep}"
     pipe.hincrby(rounds, f"{arr['minute']}:expected", int(arr["expected"]))
     pipe.hincrby(rounds, f"{arr['minute']}:missed", int(arr["missed"]))
+    if "until" in arr:   # the tick scales a minute counted only in part by this (tick_inputs)
+        pipe.set(f"{ctx.prefix}:arrivals-until:{dep}", repr(float(arr["until"])), ex=ARRIVALS_UNTIL_TTL_S)
     held = arr.get("held_since")
     if held is None:
         pipe.delete(f"{ctx.prefix}:arrivals-held:{dep}")

@@ -3,8 +3,9 @@ into a :class:`warmup.core.TickInput`.
 
 - signals: the stored live signals (instances with state and profile, queue, P99), read again
   when older than ``signals_max_age_s`` at the tick's ``now``;
-- load: the recorded arrivals of the last whole minute (the load store, as ingest or the replay
-  wrote them), else the signals' rate, and which of the two it was;
+- load: the arrivals of the last whole minute: the signals' own count of it, else what the scrape
+  rounds counted for it (scaled to the minute when its last round is not counted yet), else the load
+  store (ingest, or the replay), else the signals' rate, and which it was;
 - forecast: the stored forecast document, and its planned-quantile values at the buffer's lead
   recorded by the minute they are for (``<prefix>:fc-lead:<dep>``), so that later ticks can score it;
 - recent errors: that record against the recorded arrivals, by the core's rule
@@ -27,6 +28,8 @@ from warmup.core.mix_trigger import MixAsk
 from warmcast.errors import NotFoundError
 from workers.context import Ctx
 from workers.steps import forecast, signals
+
+MIN_COUNTED_S = 20.0   # a minute counted for less than this is read as it stands, not scaled up
 
 
 @dataclass(frozen=True)
@@ -84,9 +87,12 @@ def last_minute_load(ctx: Ctx, dep: str, now: datetime, rate: float, minute: Opt
     last = minute_key(now) - 1
     if minute == last:
         return rate, "the signals' count of the last whole minute"
-    counted = ctx.r.hget(f"{ctx.prefix}:arrivals:{dep}", str(last))
+    pipe = ctx.r.pipeline(transaction=False)
+    pipe.hget(f"{ctx.prefix}:arrivals:{dep}", str(last))
+    pipe.get(f"{ctx.prefix}:arrivals-until:{dep}")
+    counted, until = pipe.execute()
     if counted is not None:
-        return float(counted), "arrivals counted for the last whole minute"
+        return counted_load(float(counted), last, None if until is None else float(until))
     t = _naive(now).replace(second=0, microsecond=0) - timedelta(minutes=1)
     try:
         s = ctx.store.series(dep, "requests", start=t, end=t + timedelta(minutes=1))
@@ -95,6 +101,19 @@ def last_minute_load(ctx: Ctx, dep: str, now: datetime, rate: float, minute: Opt
     if s is not None and len(s) and math.isfinite(float(s.iloc[0])):
         return float(s.iloc[0]), "recorded arrivals of the last whole minute"
     return rate, f"live signals' rate ({source})"
+
+
+def counted_load(counted: float, minute: int, until: Optional[float]) -> tuple[float, str]:
+    """The arrivals the scrape rounds counted for ``minute`` (epoch minutes), scaled to the whole minute
+    when its last round has not been counted yet (``until``: the instant the rounds counted up to).
+    The slot's tick and its scrape are sent together and the tick may run first; read as it stands, the
+    minute would then be short by the part after the last round (a sixth at 10 s rounds)."""
+    seen = 60.0 if until is None else min(60.0, until - 60.0 * minute)
+    if seen >= 60.0 - 1e-6:
+        return counted, "arrivals counted for the last whole minute"
+    if seen < MIN_COUNTED_S:
+        return counted, f"arrivals counted for the last minute's first {max(seen, 0.0):.0f} s (too little to scale)"
+    return counted * 60.0 / seen, f"arrivals counted for the last minute's first {seen:.0f} s, scaled to the minute"
 
 
 def recent_errors(ctx: Ctx, dep: str, cfg: CoreConfig, now: datetime) -> tuple[tuple[int, ...], tuple[float, ...]]:
