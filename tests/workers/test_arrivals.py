@@ -78,7 +78,7 @@ def test_ingest_stores_counts_with_coverage_and_the_forecaster_skips_incomplete_
     from workers.context import Ctx
     from workers.options import WorkerOptions
     from workers.steps import ingest
-    from workers.steps.signals import record_arrivals
+    from workers.counting import record_round
 
     deps = tmp_path / "deployments.yaml"
     deps.write_text(SIM_DEPLOYMENTS.format(cold=0.5))
@@ -91,7 +91,7 @@ def test_ingest_stores_counts_with_coverage_and_the_forecaster_skips_incomplete_
               {"by_minute": {str(m + 2): 6.0, str(m + 3): 11.0}, "minute": m + 3, "expected": 2, "missed": 0,
                "held_since": None}]
     for r in rounds:
-        record_arrivals(ctx, "simdep", r)
+        record_round(ctx, "simdep", r)
     assert ingest.step(ctx, "simdep").minutes == 4
     frame = ctx.store.frame("simdep")
     assert math.isnan(frame["requests"].iloc[0]) and frame["coverage"].iloc[0] == 0  # not a zero
@@ -107,21 +107,21 @@ def test_the_tick_scales_a_minute_its_scrape_rounds_counted_only_in_part(ctx):
     one counted for less than MIN_COUNTED_S as it stands, saying why."""
     from datetime import datetime, timezone
 
-    from workers.steps.signals import record_arrivals
+    from workers.counting import record_round
     from workers.steps.tick_inputs import MIN_COUNTED_S, last_minute_load
 
     m = 29_000_000   # an epoch minute
     now = datetime.fromtimestamp((m + 1) * 60 + 0.2, timezone.utc)   # the tick just after the boundary
-    record_arrivals(ctx, "simdep", {"by_minute": {str(m): 250.0}, "minute": m, "until": m * 60 + 50.0,
+    record_round(ctx, "simdep", {"by_minute": {str(m): 250.0}, "minute": m, "until": m * 60 + 50.0,
                                     "expected": 2, "missed": 0, "held_since": None})
     load, source = last_minute_load(ctx, "simdep", now, float("nan"), None, "scrape")
     assert load == pytest.approx(300.0) and "first 50 s, scaled to the minute" in source
-    record_arrivals(ctx, "simdep", {"by_minute": {str(m): 45.0}, "minute": m + 1, "until": (m + 1) * 60.0,
+    record_round(ctx, "simdep", {"by_minute": {str(m): 45.0}, "minute": m + 1, "until": (m + 1) * 60.0,
                                     "expected": 2, "missed": 0, "held_since": None})
     load, source = last_minute_load(ctx, "simdep", now, float("nan"), None, "scrape")
     assert load == pytest.approx(295.0) and source == "arrivals counted for the last whole minute"
     short = m + 5
-    record_arrivals(ctx, "simdep", {"by_minute": {str(short): 40.0}, "minute": short,
+    record_round(ctx, "simdep", {"by_minute": {str(short): 40.0}, "minute": short,
                                     "until": short * 60 + MIN_COUNTED_S - 10.0, "expected": 2, "missed": 0,
                                     "held_since": None})
     load, source = last_minute_load(ctx, "simdep", datetime.fromtimestamp((short + 1) * 60, timezone.utc),
@@ -134,11 +134,11 @@ def test_a_scrape_round_records_the_instant_it_counted_up_to(ctx, redis_client, 
     tick know how much of the last minute is counted."""
     from warmup.actuators.arrivals import Count
     from workers.live_signals import arrivals_doc
-    from workers.steps.signals import record_arrivals
+    from workers.counting import record_round
 
     doc = arrivals_doc(Count((), {}, 0), 1000.0, 1234.5)
     assert doc["until"] == 1234.5 and doc["minute"] == 20
 
-    record_arrivals(ctx, "d", doc)
+    record_round(ctx, "d", doc)
     assert float(redis_client.get(f"{key_prefix}:arrivals-until:d")) == 1234.5
     assert 0 < redis_client.ttl(f"{key_prefix}:arrivals-until:d") <= 3600

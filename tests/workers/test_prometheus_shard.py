@@ -104,7 +104,7 @@ def comparable(doc: dict) -> str:
     import json
 
     doc = {k: v for k, v in doc.items() if k != "ts"}
-    doc["arrivals"] = {k: v for k, v in doc["arrivals"].items() if k not in ("start", "end", "now", "held_since")}
+    doc["arrivals"] = {k: v for k, v in doc["arrivals"].items() if k not in ("start", "end", "now", "held_since", "until")}
     return json.dumps(doc, sort_keys=True, default=str)
 
 

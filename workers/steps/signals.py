@@ -5,14 +5,14 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from warmup.core import Instance, InstanceState
 from workers import lead, metrics
 from workers.context import Ctx
-from workers import drift
+from workers import counting, drift
 from workers.steps.outcome import DOC_ONLY, Outcome
 
 log = logging.getLogger("warmcast.workers.signals")
@@ -49,11 +49,15 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
     d = ctx.dep(dep)
     scaler = ctx.scaler(dep)
     urls = instance_urls(scaler.inner, d)
-    warmed = {m.decode() for m in ctx.r.smembers(f"{ctx.prefix}:warmed:{dep}")}
-    warming = {m.decode() for m in ctx.r.smembers(f"{ctx.prefix}:warming:{dep}")}
+    read_state = ctx.r.pipeline(transaction=False)
+    read_state.smembers(f"{ctx.prefix}:warmed:{dep}")
+    read_state.smembers(f"{ctx.prefix}:warming:{dep}")
     # read after ``warming``: a run records its completed warmups before it leaves that set
-    ours = {k.decode(): float(v) for k, v in ctx.r.hgetall(f"{ctx.prefix}:warmup-done:{dep}").items()}
-    prev = ctx.cache.get(("scrape", dep))
+    read_state.hgetall(f"{ctx.prefix}:warmup-done:{dep}")
+    raw_warmed, raw_warming, raw_done = read_state.execute()
+    warmed, warming = {m.decode() for m in raw_warmed}, {m.decode() for m in raw_warming}
+    ours = {k.decode(): float(v) for k, v in raw_done.items()}
+    token, prev = counting.load_carry(ctx, dep)   # the round before, whichever worker recorded it
     profile_of = getattr(scaler.inner, "profile_of", None)
     profiles = profile_of() if profile_of else None
     if d.signals.source == "prometheus":
@@ -61,7 +65,6 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
         doc, snap = prometheus_live(d, urls, prev, warmed, warming, profiles, warmup_done=ours, read=read)
     else:
         doc, snap = scrape_live(d, urls, prev, ctx.token(dep), warmed, warming, profiles=profiles, warmup_done=ours)
-    ctx.cache[("scrape", dep)] = snap
     launches = getattr(scaler.inner, "observe_launches", None)
     if launches is not None:  # Kubernetes: its own launches, seen ready by readyReplicas
         try:
@@ -72,27 +75,29 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
     launched = launch_times() if launch_times else {}
     for i in doc["instances"]:  # the launch time, where the scaler knows it: launch-to-ready from it
         i.setdefault("launched_at", launched.get(i["url"]))
-    record_arrivals(ctx, dep, doc["arrivals"])
-    record_mix(ctx, dep, doc.get("mix"))
+    if not counting.record_round(ctx, dep, doc["arrivals"], doc.get("mix"), claim=(token, snap)):
+        log.info("%s: another scrape recorded a round since this one's carry: this round is dropped, the "
+                 "next counts the interval", dep)
     return doc
 
 
 def count_rounds(ctx: Ctx, dep: str, rounds: list) -> None:
     """Count a replayed fleet's scrape rounds (``[(ts, {id: {finished, running, waiting}})]``, oldest
     first) as the live scrape counts its own: per instance between two of its readings, by the same
-    code, recorded for the tick and ingest as the live rounds are."""
+    code, recorded with the same claim on the round before."""
     from warmup.actuators.arrivals import InstanceReading, count
     from workers.live_signals import arrivals_doc
 
-    prev_ts, carry = ctx.cache.get(("rounds", dep), (None, None))
     for ts, readings in rounds:
-        if prev_ts is not None and ts <= prev_ts:
+        token, prev = counting.load_carry(ctx, dep)
+        if prev is not None and ts <= float(prev["ts"]):
             continue   # read already
+        carry = None if prev is None else {i: InstanceReading(**v) for i, v in prev["carry"].items()}
         counted = count(carry, {i: InstanceReading(ts, r["finished"], r["running"], r["waiting"])
                                 for i, r in readings.items()})
-        record_arrivals(ctx, dep, arrivals_doc(counted, prev_ts, ts))
-        prev_ts, carry = ts, dict(counted.carry)
-    ctx.cache[("rounds", dep)] = (prev_ts, carry)
+        snap = {"ts": ts, "carry": {i: asdict(v) for i, v in counted.carry.items()}}
+        counting.record_round(ctx, dep, arrivals_doc(counted, None if prev is None else float(prev["ts"]), ts),
+                              claim=(token, snap))
 
 
 PRIMED_S = 5.0   # a shard's reading is this deployment's only within this long (a scrape round is 10 s)
@@ -117,41 +122,6 @@ def _primed(ctx: Ctx, dep: str) -> tuple | None:
     """This round's shard reading of ``dep``, once (a stale one is dropped: the step reads afresh)."""
     hit = ctx.cache.pop(("prom-read", dep), None)
     return hit[1] if hit is not None and time.monotonic() - hit[0] < PRIMED_S else None
-
-
-def record_mix(ctx: Ctx, dep: str, mix: dict[str, Any] | None) -> None:
-    """Add a round's long and all prompts to its minute (``<prefix>:mix:<dep>``: minute:long,
-    minute:total), for ingest to store as ``long_share``."""
-    if not mix or not mix.get("total"):
-        return
-    pipe = ctx.r.pipeline(transaction=True)
-    pipe.hincrbyfloat(f"{ctx.prefix}:mix:{dep}", f"{mix['minute']}:long", float(mix["long"]))
-    pipe.hincrbyfloat(f"{ctx.prefix}:mix:{dep}", f"{mix['minute']}:total", float(mix["total"]))
-    pipe.execute()
-
-
-ARRIVALS_UNTIL_TTL_S = 3600
-
-
-def record_arrivals(ctx: Ctx, dep: str, arr: dict[str, Any]) -> None:
-    """Add a round's arrivals to their minutes and its coverage to its own minute, for ingest
-    (``<prefix>:arrivals:<dep>``: minute -> arrivals, ``...:rounds:<dep>``: minute:expected and
-    minute:missed, ``...:arrivals-held:<dep>``: the oldest minute a held instance may still add to,
-    ``...:arrivals-until:<dep>``: the instant the last round counted up to)."""
-    pipe = ctx.r.pipeline(transaction=True)
-    for minute, n in arr["by_minute"].items():
-        pipe.hincrbyfloat(f"{ctx.prefix}:arrivals:{dep}", minute, n)
-    rounds = f"{ctx.prefix}:rounds:{dep}"
-    pipe.hincrby(rounds, f"{arr['minute']}:expected", int(arr["expected"]))
-    pipe.hincrby(rounds, f"{arr['minute']}:missed", int(arr["missed"]))
-    if "until" in arr:   # the tick scales a minute counted only in part by this (tick_inputs)
-        pipe.set(f"{ctx.prefix}:arrivals-until:{dep}", repr(float(arr["until"])), ex=ARRIVALS_UNTIL_TTL_S)
-    held = arr.get("held_since")
-    if held is None:
-        pipe.delete(f"{ctx.prefix}:arrivals-held:{dep}")
-    else:
-        pipe.set(f"{ctx.prefix}:arrivals-held:{dep}", int(held // 60))
-    pipe.execute()
 
 
 def latest(ctx: Ctx, dep: str, now: float | None = None) -> dict[str, Any]:
