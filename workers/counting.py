@@ -18,7 +18,7 @@ from workers.context import Ctx
 CARRY_TTL_S = 3600          # a carry older than this is a first round again (baseline only)
 UNTIL_TTL_S = 3600          # how long the tick may read the instant the rounds counted up to
 
-# KEYS: carry, arrivals, rounds, held, until, mix.  ARGV[1]: the round as JSON (numbers as strings,
+# KEYS: carry, arrivals, rounds, held, until, mix, since.  ARGV[1]: the round as JSON (numbers as strings,
 # so nothing is rounded by Lua's number formatting).
 _RECORD = """
 local a = cjson.decode(ARGV[1])
@@ -27,6 +27,7 @@ if a.claim then
   if ts ~= a.claim.expected then return 0 end
   redis.call('HSET', KEYS[1], 'ts', a.claim.ts, 'doc', a.claim.doc)
   redis.call('EXPIRE', KEYS[1], a.claim.ttl)
+  if ts == '' then redis.call('SET', KEYS[7], a.claim.ts, 'EX', a.claim.ttl) end
 end
 for _, mn in ipairs(a.by_minute) do redis.call('HINCRBYFLOAT', KEYS[2], mn[1], mn[2]) end
 redis.call('HINCRBY', KEYS[3], a.minute .. ':expected', a.expected)
@@ -44,7 +45,7 @@ return 1
 def _keys(ctx: Ctx, dep: str) -> list[str]:
     p = ctx.prefix
     return [f"{p}:scrape-carry:{dep}", f"{p}:arrivals:{dep}", f"{p}:rounds:{dep}", f"{p}:arrivals-held:{dep}",
-            f"{p}:arrivals-until:{dep}", f"{p}:mix:{dep}"]
+            f"{p}:arrivals-until:{dep}", f"{p}:mix:{dep}", f"{p}:arrivals-since:{dep}"]
 
 
 def load_carry(ctx: Ctx, dep: str) -> tuple[str, Optional[dict[str, Any]]]:
@@ -59,7 +60,8 @@ def record_round(ctx: Ctx, dep: str, arr: dict[str, Any], mix: Optional[dict[str
                  claim: Optional[tuple[str, dict[str, Any]]] = None) -> bool:
     """Record a round's arrivals (``<prefix>:arrivals:<dep>``: minute -> arrivals; ``...:rounds:<dep>``:
     minute:expected and minute:missed; ``...:arrivals-held:<dep>``: the oldest minute a held instance
-    may still add to; ``...:arrivals-until:<dep>``: the instant the round counted up to) and its prompt
+    may still add to; ``...:arrivals-until:<dep>``: the instant the round counted up to;
+    ``...:arrivals-since:<dep>``: the first round's, from which rounds count) and its prompt
     mix (``...:mix:<dep>``: minute:long, minute:total), atomically.  ``claim``: (the token the round
     counted from, its own snapshot): recorded only if no other round was since; whether it was."""
     held = arr.get("held_since")
@@ -74,4 +76,4 @@ def record_round(ctx: Ctx, dep: str, arr: dict[str, Any], mix: Optional[dict[str
         token, snap = claim
         doc["claim"] = {"expected": token, "ts": repr(float(snap["ts"])), "doc": json.dumps(snap),
                         "ttl": CARRY_TTL_S}
-    return bool(ctx.r.eval(_RECORD, 6, *_keys(ctx, dep), json.dumps(doc)))
+    return bool(ctx.r.eval(_RECORD, 7, *_keys(ctx, dep), json.dumps(doc)))

@@ -4,7 +4,9 @@ the loop benchmark and tests that need a fleet without vLLM.
 Traffic is a replayed per-minute series (the synthetic generator's) stored in
 Redis; instances have a launch time and are ready ``cold_start_min`` after it;
 the queue is the fleet simulator's fluid FIFO (:func:`warmup.sim.fleet.serve_step`)
-advanced in wall-clock time whenever signals are read or the fleet changes.
+advanced in wall-clock time whenever signals are read or the fleet changes.  Each ready instance
+keeps the counters a vLLM shows (:class:`warmup.sim.meter.Meter`), and the signals step counts the
+arrivals from them as it counts a live scrape's.
 It speaks the scaler interface (``current()``, ``scale_to(n, reason)``) and
 gives the same signals document as scraping real instances.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import asdict
 from typing import Any, Mapping
 
 import pandas as pd
@@ -29,6 +32,7 @@ import redis
 from warmcast.errors import WarmcastError
 from warmup.sim.fleet import serve_step
 from warmup.sim.latency import LatencyCurve, with_default_curves
+from warmup.sim.meter import Meter
 from warmup.sim.mixed_latency import minute_latency
 
 STEP_S = 10.0          # the fluid queue advances in steps of at most this
@@ -57,11 +61,22 @@ class SimFleet:
 
     # ------------------------------------------------------------ set-up
     def reset(self, replicas: int, now: float | None = None) -> None:
-        """Start with ``replicas`` instances that are already ready and an empty queue."""
+        """Start with ``replicas`` instances that are already ready and an empty queue, as a fleet that
+        has served since the minute before began and that a scrape read then and as that minute ended:
+        the first signals carry those two rounds, so the first tick reads the minute before counted,
+        as a loop that had been running would (the traffic is loaded first)."""
         now = time.time() if now is None else now
         ready_since = now - self.cold_start_s - 60
         st = {"instances": [self._new(i + 1, ready_since) for i in range(replicas)], "next_id": replicas + 1,
               "queue": 0.0, "updated": now, "warmups": 0}
+        ids, start = [i["id"] for i in st["instances"]], 60.0 * (int(now // 60) - 1)
+        meter = Meter()
+        meter.serve(ids, 0.0, 0.0)
+        rounds = [(start, meter.readings())]
+        meter.serve(ids, self.rpm_at(int(start // 60)), 0.0)
+        rounds.append((start + 60.0, meter.readings()))
+        meter.serve(ids, self.rpm_at(int(now // 60)) * (now - start - 60.0) / 60.0, 0.0)
+        st["meter"], st["rounds"] = asdict(meter), rounds
         self.r.set(self.key, json.dumps(st))
 
     def _new(self, n: int, launched: float, profile: str | None = None) -> dict[str, Any]:
@@ -72,6 +87,7 @@ class SimFleet:
         s = series.dropna()
         mins = (s.index.as_unit("ns").asi8 // 60_000_000_000).tolist()
         mapping = {str(m): float(v) for m, v in zip(mins, s.to_numpy(float))}
+        self._cache.clear()   # minutes read before are replaced
         for i in range(0, len(mapping), 5000):
             chunk = dict(list(mapping.items())[i:i + 5000])
             self.r.hset(self.traffic_key, mapping=chunk)
@@ -122,12 +138,15 @@ class SimFleet:
     def _advance(self, st: dict[str, Any], now: float) -> None:
         t = float(st["updated"])
         q = float(st["queue"])
+        meter = Meter(**st.get("meter", {}))   # each ready instance's counters (reset's, then served)
         while t < now - 1e-6:
             dt = min(STEP_S, now - t, 60.0 - (t % 60.0))
             rate = self.rpm_at(int(t // 60)) / 60.0
             q, _, _ = serve_step(q, rate * dt, self._serving_rpm(st, t) / 60.0, dt, LATE_WAIT_S)
+            meter.serve([i["id"] for i in st["instances"] if self._is_ready(i, t)], rate * dt, q)
             t += dt
         st["queue"], st["updated"] = q, max(now, float(st["updated"]))
+        st["meter"] = asdict(meter)
         done = str(int(now // 60) - 2)   # charges of minutes served are kept a minute, then dropped
         st["warm_load"] = {m: v for m, v in st.get("warm_load", {}).items() if int(m) >= int(done)}
 
@@ -272,8 +291,11 @@ class SimFleet:
                 insts.append({"id": i["id"], "url": None, "state": state, "profile": i["profile"],
                               "load_rpm": per_ready if is_ready else 0.0, "warmed": i["warmed"],
                               "launched_at": i["launched_at"], "waiting": None, "running": None})
+            # the arrivals are the instances' readings, counted by the live scrape's code (signals.step);
+            # reset's two rounds stay: a round counted already is skipped, so a look at the signals
+            # outside the loop loses none
             return {"ts": now, "source": "simulated", "queue_depth": q, "observed_rpm": last_rpm,
-                    "observed_minute": minute - 1,  # observed_rpm is that whole minute's count
+                    "rounds": [*st.get("rounds", []), (now, Meter(**st.get("meter", {})).readings())],
                     "p99_s": lat.fleet_p99_s, "p99_by_profile": dict(lat.p99_by_profile),
                     "running": None, "instances": insts, "ready": ready, "provisioned": len(self._awake(st)),
                     "warmups": st["warmups"], "errors": {}}

@@ -115,7 +115,7 @@ def test_the_tick_scales_a_minute_its_scrape_rounds_counted_only_in_part(ctx):
     record_round(ctx, "simdep", {"by_minute": {str(m): 250.0}, "minute": m, "until": m * 60 + 50.0,
                                     "expected": 2, "missed": 0, "held_since": None})
     load, source = last_minute_load(ctx, "simdep", now, float("nan"), None, "scrape")
-    assert load == pytest.approx(300.0) and "first 50 s, scaled to the minute" in source
+    assert load == pytest.approx(300.0) and "counted for 50 s of the last minute, scaled to the minute" in source
     record_round(ctx, "simdep", {"by_minute": {str(m): 45.0}, "minute": m + 1, "until": (m + 1) * 60.0,
                                     "expected": 2, "missed": 0, "held_since": None})
     load, source = last_minute_load(ctx, "simdep", now, float("nan"), None, "scrape")
@@ -126,7 +126,18 @@ def test_the_tick_scales_a_minute_its_scrape_rounds_counted_only_in_part(ctx):
                                     "held_since": None})
     load, source = last_minute_load(ctx, "simdep", datetime.fromtimestamp((short + 1) * 60, timezone.utc),
                                     float("nan"), None, "scrape")
-    assert load == 40.0 and "first 10 s (too little to scale)" in source
+    assert load == 40.0 and "counted for 10 s of the last minute (too little to scale)" in source
+
+
+def test_a_minute_its_first_round_ever_fell_inside_is_scaled_from_there():
+    """A loop that starts mid-minute counts that minute from its first round only (a baseline): the
+    tick reads it scaled from there, not as a whole minute a third short."""
+    from workers.steps.tick_inputs import counted_load
+
+    m = 29_000_000
+    load, source = counted_load(80.0, m, until=(m + 1) * 60.0, since=m * 60 + 20.0)
+    assert load == pytest.approx(120.0) and "counted for 40 s of the last minute, scaled" in source
+    assert counted_load(80.0, m, until=(m + 1) * 60.0, since=m * 60 - 5.0)[0] == 80.0
 
 
 def test_a_scrape_round_records_the_instant_it_counted_up_to(ctx, redis_client, key_prefix):

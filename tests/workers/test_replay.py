@@ -286,7 +286,7 @@ def _bound_counted_loads(ticks: pd.DataFrame, split, sim, cfg, ticker, times, ou
 
     true = np.r_[split.minute_before, split.demand[:-1]]
     err = np.abs(ticks["load"].to_numpy(float) / np.maximum(true, 1.0) - 1.0)
-    assert (ticks["load_source"].iloc[1:].str.contains("first 50 s, scaled to the minute")).all()
+    assert (ticks["load_source"].iloc[1:].str.contains("counted for 50 s of the last minute, scaled to the minute")).all()
     exact, _ = predictive_policy(split, cfg, used_bundle(ticker, times))
     ref = run_online_policy(exact, exact, split, cfg)
     gpu, late = float(ref.provisioned.sum()) / 60.0, float(ref.late.sum()) / ours["requests"]

@@ -74,3 +74,35 @@ def test_a_calibrated_curve_replaces_the_default_and_an_idle_minute_reads_no_p99
     assert f.signals(now=T0 + 30)["p99_s"] == pytest.approx(0.9, abs=0.05)
     quiet = fleet(redis_client, key_prefix + ":q", rpm=0.0)
     assert quiet.signals(now=T0 + 30)["p99_s"] is None                  # nothing served: nothing measured
+
+
+def test_its_arrivals_are_the_instances_readings_counted_by_the_live_scrapes_code(ctx, redis_client):
+    """``run --simulate`` reads its arrivals as a live scrape does (issue 42): each ready instance shows
+    vLLM's counters, the signals step counts them between rounds, and the tick reads that count (a
+    minute counted to its last round scaled to the minute).  Through a backlog, a launch joining and
+    an instance removed, every whole minute counts exactly its traffic."""
+    from warmup.sim.meter import SCRAPE_EVERY_S
+    from workers.steps.signals import count_rounds
+    from workers.steps.tick_inputs import last_minute_load
+
+    f = SimFleet(redis_client, ctx.prefix, "simdep", 100.0, 1.0, "day")
+    rpm = [250.0, 310.0, 120.0, 400.0]
+    f.load_traffic(pd.Series(rpm, index=pd.date_range(pd.Timestamp(T0, unit="s"), periods=4, freq="min")))
+    f.reset(2, now=T0)                          # 2 x 100 req/min: a backlog grows in the first minutes
+    rounds = 0
+    for k in range(int(4 * 60 / SCRAPE_EVERY_S) + 1):
+        now = T0 + k * SCRAPE_EVERY_S
+        if k == 6:
+            f.scale_to(4, now=now)              # two launches, ready a minute later
+        if k == 18:
+            f.scale_to(3, now=now)              # one removed, with requests waiting
+        doc = f.signals(now=now)
+        assert "observed_minute" not in doc     # no shortcut past the counting
+        count_rounds(ctx, "simdep", doc["rounds"])
+        rounds += 1
+    counted = {int(m): float(v) for m, v in redis_client.hgetall(f"{ctx.prefix}:arrivals:simdep").items()}
+    minute = int(T0 // 60)
+    assert [counted[minute + j] for j in range(4)] == pytest.approx(rpm)
+    load, source = last_minute_load(ctx, "simdep", pd.Timestamp(T0 + 240.5, unit="s", tz="UTC").to_pydatetime(),
+                                    float("nan"), None, "simulated")
+    assert load == pytest.approx(rpm[-1]) and source == "arrivals counted for the last whole minute"

@@ -59,8 +59,8 @@ def test_prewarm_starts_the_canary_with_the_measured_lead_and_the_planner_waits(
 
 def test_the_switch_follows_the_planners_need_in_the_same_tick(ctx, tmp_path):
     c = _ctx(ctx, tmp_path)
-    c.sim("simdep").reset(2)
     _demand(c, 400.0)                                    # demand is 400 req/min
+    c.sim("simdep").reset(2)                             # two replicas that served it the minute before
     c.state.request_profile("simdep", "night", by="test")
     first = tick.step(c, "simdep", tick="T1", run_id="r1")
     day, night = _split(first.switch_outcome)

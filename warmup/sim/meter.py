@@ -16,6 +16,7 @@ minute (:class:`MinuteTrace`):
 An instance's finished counter and waiting gauge then always add up to what it was routed, so a
 round counts exactly the arrivals between two rounds, as a scrape of instances that never fail
 would; the one thing left for the replay to show is *when* a round is counted against the tick.
+Requests that arrive while no instance is ready reach no instance's counters, as live.
 Within a step of the log, arrivals and the backlog move linearly (the fluid model's own rule).
 """
 from __future__ import annotations
@@ -58,10 +59,12 @@ def _at(trace: MinuteTrace, offset_s: float) -> tuple[float, float]:
 
 @dataclass
 class Meter:
-    """Each ready instance's counters across minutes: requests routed to it, its finished counter."""
+    """Each ready instance's counters across minutes: requests routed to it, its finished counter and
+    what it shows waiting."""
 
     routed: dict[str, float] = field(default_factory=dict)
     finished: dict[str, float] = field(default_factory=dict)
+    waiting: dict[str, float] = field(default_factory=dict)
     read: bool = False   # whether a round was read yet
 
     def rounds(self, trace: MinuteTrace, start_s: float,
@@ -70,9 +73,6 @@ class Meter:
         seconds), its last round at the minute's end: ``[(ts, {id: {finished, running, waiting}})]``;
         the first minute metered has one more at its start."""
         ids = ready_ids(trace.ready)
-        for gone in [i for i in self.routed if i not in ids]:
-            del self.routed[gone]
-            self.finished.pop(gone, None)
         out, seen = [], 0.0
         n_rounds = max(1, int(round(60.0 / every_s)))
         # the first minute metered opens with a round at its start: the live scrape's first round only
@@ -81,20 +81,27 @@ class Meter:
         self.read = True
         for offset in first + [60.0 * r / n_rounds for r in range(1, n_rounds + 1)]:
             cum, q = _at(trace, offset)
-            out.append((start_s + offset, self._read(ids, cum - seen, q)))
+            self.serve(ids, cum - seen, q)
+            out.append((start_s + offset, self.readings()))
             seen = cum
         return out
 
-    def _read(self, ids: list[str], arrived: float, q: float) -> dict[str, dict[str, float]]:
-        for i in ids:
+    def serve(self, ids: list[str], arrived: float, q: float) -> None:
+        """One interval: ``arrived`` requests routed to the ready instances ``ids`` (the others have
+        left: their counters go), ``q`` the fleet's backlog at its end."""
+        for gone in [i for i in self.routed if i not in ids]:
+            del self.routed[gone]
+            self.finished.pop(gone, None)
+            self.waiting.pop(gone, None)
+        for i in ids:   # with none ready, the interval's arrivals reach no counter
             self.routed[i] = self.routed.get(i, 0.0) + arrived / len(ids)
-        unfinished = {i: self.routed[i] - self.finished.get(i, 0.0) for i in ids}
-        waiting = fill(q, unfinished)
-        out = {}
+        self.waiting = fill(q, {i: self.routed[i] - self.finished.get(i, 0.0) for i in ids})
         for i in ids:
-            self.finished[i] = self.routed[i] - waiting[i]
-            out[i] = {"finished": self.finished[i], "running": 0.0, "waiting": waiting[i]}
-        return out
+            self.finished[i] = self.routed[i] - self.waiting[i]
+
+    def readings(self) -> dict[str, dict[str, float]]:
+        """What each ready instance's /metrics shows now."""
+        return {i: {"finished": self.finished[i], "running": 0.0, "waiting": self.waiting[i]} for i in self.routed}
 
 
 def fill(q: float, caps: dict[str, float]) -> dict[str, float]:

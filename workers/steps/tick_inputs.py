@@ -90,9 +90,11 @@ def last_minute_load(ctx: Ctx, dep: str, now: datetime, rate: float, minute: Opt
     pipe = ctx.r.pipeline(transaction=False)
     pipe.hget(f"{ctx.prefix}:arrivals:{dep}", str(last))
     pipe.get(f"{ctx.prefix}:arrivals-until:{dep}")
-    counted, until = pipe.execute()
+    pipe.get(f"{ctx.prefix}:arrivals-since:{dep}")
+    counted, until, since = pipe.execute()
     if counted is not None:
-        return counted_load(float(counted), last, None if until is None else float(until))
+        return counted_load(float(counted), last, None if until is None else float(until),
+                            None if since is None else float(since))
     t = _naive(now).replace(second=0, microsecond=0) - timedelta(minutes=1)
     try:
         s = ctx.store.series(dep, "requests", start=t, end=t + timedelta(minutes=1))
@@ -103,17 +105,21 @@ def last_minute_load(ctx: Ctx, dep: str, now: datetime, rate: float, minute: Opt
     return rate, f"live signals' rate ({source})"
 
 
-def counted_load(counted: float, minute: int, until: Optional[float]) -> tuple[float, str]:
+def counted_load(counted: float, minute: int, until: Optional[float],
+                 since: Optional[float] = None) -> tuple[float, str]:
     """The arrivals the scrape rounds counted for ``minute`` (epoch minutes), scaled to the whole minute
-    when its last round has not been counted yet (``until``: the instant the rounds counted up to).
-    The slot's tick and its scrape are sent together and the tick may run first; read as it stands, the
-    minute would then be short by the part after the last round (a sixth at 10 s rounds)."""
-    seen = 60.0 if until is None else min(60.0, until - 60.0 * minute)
+    when they cover only part of it: its last round not counted yet (``until``: the instant the rounds
+    counted up to), or its first round ever inside it (``since``: counting began there).  The slot's
+    tick and its scrape are sent together and the tick may run first; read as it stands, the minute
+    would then be short by the part after the last round (a sixth at 10 s rounds)."""
+    start = 60.0 * minute
+    end = start + 60.0 if until is None else min(start + 60.0, until)
+    seen = end - max(start, since if since is not None else start)
     if seen >= 60.0 - 1e-6:
         return counted, "arrivals counted for the last whole minute"
     if seen < MIN_COUNTED_S:
-        return counted, f"arrivals counted for the last minute's first {max(seen, 0.0):.0f} s (too little to scale)"
-    return counted * 60.0 / seen, f"arrivals counted for the last minute's first {seen:.0f} s, scaled to the minute"
+        return counted, f"arrivals counted for {max(seen, 0.0):.0f} s of the last minute (too little to scale)"
+    return counted * 60.0 / seen, f"arrivals counted for {seen:.0f} s of the last minute, scaled to the minute"
 
 
 def recent_errors(ctx: Ctx, dep: str, cfg: CoreConfig, now: datetime) -> tuple[tuple[int, ...], tuple[float, ...]]:
