@@ -6,14 +6,13 @@ between the two reads being compared; here the TTFT buckets grow at a constant r
 Prometheus computes is the same whenever it is asked)."""
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from promserver import NEEDS_PROMETHEUS, Prometheus
-from warmcast.runtime import free_loopback_port, wait_until
+from vllmmetrics import serve_metrics
+from warmcast.runtime import wait_until
 
 pytestmark = NEEDS_PROMETHEUS
 EDGES = (0.1, 0.5, 1.0, 2.5)
@@ -34,22 +33,8 @@ def metrics_text(model: str, k: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def serve(model: str, k: int) -> tuple[ThreadingHTTPServer, str]:
-    class H(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server name
-            body = metrics_text(model, k).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", free_loopback_port()), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+def serve(model: str, k: int) -> tuple:
+    return serve_metrics(lambda: metrics_text(model, k))
 
 
 @pytest.fixture

@@ -10,11 +10,8 @@ instance finished and queued.  A round counted from a carry another round has re
 dropped whole, and the next round counts its interval: nothing lost, nothing twice."""
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
+from vllmmetrics import serve_metrics
 from warmcast.config.settings import load_settings
-from warmcast.runtime import free_loopback_port
 from workers import counting
 from workers.context import Ctx
 from workers.options import WorkerOptions
@@ -35,29 +32,16 @@ class Instance:
 
     def __init__(self) -> None:
         self.finished, self.waiting = 0.0, 0.0
-        inst = self
+        self.srv, self.url = serve_metrics(self.text)
 
-        class H(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the http.server name
-                lab = 'model_name="dummy"'
-                body = ("# TYPE vllm:num_requests_waiting gauge\n"
-                        f"vllm:num_requests_waiting{{{lab}}} {inst.waiting}\n"
-                        "# TYPE vllm:num_requests_running gauge\n"
-                        f"vllm:num_requests_running{{{lab}}} 0.0\n"
-                        "# TYPE vllm:request_success_total counter\n"
-                        f'vllm:request_success_total{{{lab},finished_reason="stop"}} {inst.finished}\n').encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.srv = ThreadingHTTPServer(("127.0.0.1", free_loopback_port()), H)
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
+    def text(self) -> str:
+        lab = 'model_name="dummy"'
+        return ("# TYPE vllm:num_requests_waiting gauge\n"
+                f"vllm:num_requests_waiting{{{lab}}} {self.waiting}\n"
+                "# TYPE vllm:num_requests_running gauge\n"
+                f"vllm:num_requests_running{{{lab}}} 0.0\n"
+                "# TYPE vllm:request_success_total counter\n"
+                f'vllm:request_success_total{{{lab},finished_reason="stop"}} {self.finished}\n')
 
 
 def _counted(ctx: Ctx) -> float:
