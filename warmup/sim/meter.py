@@ -3,8 +3,9 @@
 Live, arrivals are never read from a log: the scrape reads each vLLM instance's cumulative
 finished-requests counter and its waiting and running gauges every round (10 s) and counts the
 arrivals between two of an instance's own readings (``warmup.actuators.arrivals``).  The replay
-counts them the same way (issue 42) from readings this module derives from the fluid model's
-minute (:class:`MinuteTrace`):
+(``--scrape-rounds``) and ``run --simulate``'s fleet count them the same way (issue 42), from the
+readings this module keeps for the fluid model's instances (the replay's from each served minute,
+:class:`MinuteTrace`; the simulated fleet's step by step):
 
 - the minute's arrivals reach its ready instances in equal shares (round robin);
 - the fleet's FIFO backlog is shown as waiting, in equal shares where it can be, on the instances
