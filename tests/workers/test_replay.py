@@ -308,3 +308,25 @@ def test_replay_bad_input_is_refused_and_writes_nothing(env, tmp_path, redis_cli
     assert unknown.returncode == 2 and "unknown deployment 'nope'" in unknown.stderr, unknown.stderr
     assert list(redis_client.scan_iter(f"{key_prefix}:*")) == []
     assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
+
+
+def test_replay_with_scrape_rounds_from_the_command_line(tmp_path, redis_server_url, key_prefix, redis_client,
+                                                         shared_data):
+    """``warmcast replay --scrape-rounds``: each tick after the first reads the minute before as the
+    scrape rounds counted it (50 s of it, scaled: the slot's own round comes after its tick), within a
+    few percent of the minute's true count, and the replay leaves no key behind."""
+    env = cli_env(tmp_path, PLAIN, redis_server_url, key_prefix)
+    trace = shared_data / "azure2024_conversation_10s.csv"
+    run = cli(env, "replay", "-d", "plain", "--log", str(trace), "--test-start", "2024-05-15 00:00",
+              "--test-end", "2024-05-15 00:30", "--forecaster", "seasonal_naive", "--no-plot", "--scrape-rounds",
+              "--out", str(tmp_path / "r"))
+    assert run.returncode == 0, run.stderr[-2000:]
+    d = pd.read_csv(tmp_path / "r" / "decisions_predictive.csv")
+    assert len(d) == 30 and d["load_source"].iloc[1:].str.contains("counted for 50 s of the last minute").all()
+    from warmup.sim import load_log
+    from warmup.sim.backtest import make_split
+
+    split = make_split(load_log(trace), pd.Timestamp("2024-05-15 00:00"), pd.Timestamp("2024-05-15 00:30"))
+    true = np.r_[split.minute_before, split.demand[:-1]]
+    assert np.median(np.abs(d["load"].to_numpy(float) / true - 1.0)) <= 0.03
+    assert list(redis_client.scan_iter(f"{key_prefix}:replay:*")) == []
