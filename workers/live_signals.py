@@ -145,8 +145,7 @@ def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, pre
     current = {r.url: None if r.waiting is None else
                arrivals.InstanceReading(now, r.done, r.running, r.waiting, float(ours.get(r.url, 0.0)))
                for r in readings}
-    carried = None if prev is None else {u: arrivals.InstanceReading(**v) for u, v in prev.get("carry", {}).items()}
-    counted = arrivals.count(carried, current, warming)
+    counted = arrivals.count(carried(prev), current, warming)
     rate = {s.instance: s.arrivals * 60.0 / (s.end - s.start) for s in counted.spans
             if s.start is not None and s.end > s.start}
     insts = []
@@ -167,7 +166,17 @@ def signals_doc(dep: Deployment, readings: list[Reading], p99: float | None, pre
     mix_cfg = dep.schedule.mix_trigger
     doc["mix"], prompt_carry = round_mix((prev or {}).get("prompts"), prompts or {},
                                          mix_cfg.long_tokens if mix_cfg else DEFAULT_LONG_TOKENS, now)
-    return doc, {"ts": now, "carry": {u: asdict(v) for u, v in counted.carry.items()}, "prompts": prompt_carry}
+    return doc, snapshot(now, counted, prompts=prompt_carry)
+
+
+def carried(prev: dict[str, Any] | None) -> dict[str, arrivals.InstanceReading] | None:
+    """The readings of the round before, from its snapshot (None: a first round)."""
+    return None if prev is None else {u: arrivals.InstanceReading(**v) for u, v in prev.get("carry", {}).items()}
+
+
+def snapshot(now: float, counted: arrivals.Count, **extra: Any) -> dict[str, Any]:
+    """What the next round counts from: this round's instant and its readings (and ``extra``)."""
+    return {"ts": now, "carry": {u: asdict(v) for u, v in counted.carry.items()}, **extra}
 
 
 def arrivals_doc(counted: arrivals.Count, prev_ts: float | None, now: float) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -31,7 +31,7 @@ def step(ctx: Ctx, deployment: str) -> SignalsOutcome:
     """Read the deployment's live signals and store them (``<prefix>:signals:<deployment>``)."""
     doc = ctx.sim(deployment).signals() if ctx.simulate else _read_live(ctx, deployment)
     rounds = doc.pop("rounds", None)
-    if rounds is not None:   # a replay's fleet shows its instances' readings (``--scrape-rounds``)
+    if rounds is not None:   # a simulated fleet shows its instances' readings (run --simulate, replay --scrape-rounds)
         count_rounds(ctx, deployment, rounds)
     lead.observe(ctx, deployment, doc.get("instances", []), float(doc["ts"]))
     ctx.state.put("signals", deployment, doc, ttl_s=3600)
@@ -82,22 +82,24 @@ def _read_live(ctx: Ctx, dep: str) -> dict[str, Any]:
 
 
 def count_rounds(ctx: Ctx, dep: str, rounds: list) -> None:
-    """Count a replayed fleet's scrape rounds (``[(ts, {id: {finished, running, waiting}})]``, oldest
+    """Count a simulated fleet's scrape rounds (``[(ts, {id: {finished, running, waiting}})]``, oldest
     first) as the live scrape counts its own: per instance between two of its readings, by the same
     code, recorded with the same claim on the round before."""
     from warmup.actuators.arrivals import InstanceReading, count
-    from workers.live_signals import arrivals_doc
+    from workers.live_signals import arrivals_doc, carried, snapshot
 
+    token, prev = counting.load_carry(ctx, dep)
     for ts, readings in rounds:
-        token, prev = counting.load_carry(ctx, dep)
         if prev is not None and ts <= float(prev["ts"]):
             continue   # read already
-        carry = None if prev is None else {i: InstanceReading(**v) for i, v in prev["carry"].items()}
-        counted = count(carry, {i: InstanceReading(ts, r["finished"], r["running"], r["waiting"])
-                                for i, r in readings.items()})
-        snap = {"ts": ts, "carry": {i: asdict(v) for i, v in counted.carry.items()}}
-        counting.record_round(ctx, dep, arrivals_doc(counted, None if prev is None else float(prev["ts"]), ts),
-                              claim=(token, snap))
+        counted = count(carried(prev), {i: InstanceReading(ts, r["finished"], r["running"], r["waiting"])
+                                        for i, r in readings.items()})
+        snap = snapshot(ts, counted)
+        arr = arrivals_doc(counted, None if prev is None else float(prev["ts"]), ts)
+        if counting.record_round(ctx, dep, arr, claim=(token, snap)):
+            token, prev = repr(float(ts)), snap   # the carry it just recorded: no need to read it back
+        else:
+            token, prev = counting.load_carry(ctx, dep)
 
 
 PRIMED_S = 5.0   # a shard's reading is this deployment's only within this long (a scrape round is 10 s)
