@@ -39,8 +39,8 @@ def _split(outcome: str) -> tuple[int, int]:
 
 def test_prewarm_starts_the_canary_with_the_measured_lead_and_the_planner_waits(ctx, tmp_path):
     c = _ctx(ctx, tmp_path)
-    c.sim("simdep").reset(2)
     _demand(c, 150.0)                                    # 150 req/min: 2 day replicas, 3 night ones
+    c.sim("simdep").reset(2)                             # two replicas that served it the minute before
     lead.record(c, "simdep", [42.0, 48.0])               # two measured launch-to-ready times
     c.state.request_profile("simdep", "night", by="test")
     out = tick.step(c, "simdep", tick="T1", run_id="r1")
@@ -84,8 +84,8 @@ def test_a_switch_run_killed_between_apply_and_audit_is_audited_as_having_acted(
     from workers.locks import lease
 
     c = _ctx(ctx, tmp_path)
-    c.sim("simdep").reset(2)
     _demand(c, 150.0)
+    c.sim("simdep").reset(2)
     c.state.request_profile("simdep", "night", by="test")
     with lease(c.r, c.prefix, "plan", "simdep", 600, token="r1") as held:
         journal = tick._decide(c, "simdep", "T1", "r1", held, datetime.now(timezone.utc))
