@@ -77,6 +77,10 @@ def _targets(ctx) -> list[int]:
     return [int(f[b"target"]) for _, f in ctx.r.xrange(f"{ctx.prefix}:actions:vdep")]
 
 
+def _actions(ctx) -> list[dict[str, str]]:
+    return [{k.decode(): v.decode() for k, v in f.items()} for _, f in ctx.r.xrange(f"{ctx.prefix}:actions:vdep")]
+
+
 def _urls(ctx, n: int) -> list[str] | None:
     insts = (ctx.state.get("signals", "vdep") or {}).get("instances", [])
     return [i["url"] for i in insts] if len(insts) == n else None
@@ -173,7 +177,10 @@ def test_vllm_end_to_end_prescale_and_warmup(make_loop, tmp_path):
         assert (up[0]["inputs"]["observed_rpm"] or 0) < 300  # ahead of the growth: load did not need it yet
         assert time.time() - t_fc < 30
         time.sleep(4)  # more planning ticks: the target holds, no third start
-        assert _targets(ctx) == [1, 2]
+        # on failure, each action's before/after/reason and the scale audit: a second "up" to the same
+        # target means the backend read fewer servers than it had started (a server that died?)
+        assert _targets(ctx) == [1, 2], (_actions(ctx), ctx.state.audit_log("vdep", kind="scale", limit=20),
+                                         loop.logs())
         urls = wait_for(lambda: _urls(ctx, 2), 60, "the second server in the signals", loop)
         second = [u for u in urls if u != first][0]
         _wait_healthy(second, 300)
