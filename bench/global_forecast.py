@@ -12,8 +12,10 @@ strictly before it.  Scores per series are divided by that series' mean over day
 median and mean over the client series, and the same on the four model totals (each the sum of
 its clients: a series of the panel, forecast by the fleet model, then reconciled).
 
-The best per-series baseline is chosen per level (clients, totals) and per metric on the test days
-themselves: the strictest comparison for the fleet model.  The targets are the issue's; a target
+The issue's comparison is the best per-series statistical model (statsforecast AutoETS or MSTL, or
+statsmodels UC), chosen per level (clients, totals) and per metric on the test days themselves: the
+strictest reading of it; the same ratios against every baseline, the naive ones included, are
+printed beside and decide nothing.  The unseen deployment is compared with every per-series model.  The targets are the issue's; a target
 this script does not measure is reported NOT MEASURED, never met.  The field's own tools run from
 ``.venv-anchors`` (``bash scripts/setup-anchors.sh``; ``bench/anchors.py``): statsforecast's AutoETS
 and MSTL join the per-series models the fleet model is compared with, neuralforecast's global LSTM

@@ -36,3 +36,23 @@ def test_strictly_least_late_within_105x_is_met() -> None:
     # both meet the SLO: the 0.90x target applies, not least late
     rows = {"predictive": _row(0.0001, 95.0), "reactive": _row(0.0002, 100.0), "queue": _row(0.0, 120.0)}
     assert verdict(rows, SLO_).startswith("NOT MET: both meet the SLO; predictive at 0.950x")
+
+
+def _scores(**mae: float) -> dict:
+    return {m: {"mae": v, "pinball_p90": v, "pinball_p95": v, "pinball_p99": v} for m, v in mae.items()}
+
+
+def test_the_fleet_forecaster_is_judged_against_the_issues_statistical_models_only() -> None:
+    """Issue 43's target is the best of AutoETS, MSTL and UC: a naive baseline scoring better is
+    printed beside the verdict lines, never among them; a statistical model scoring better fails them."""
+    from global_forecast_doc import STATISTICAL, TARGET, _vs_best
+
+    sc = _scores(lstm_global=0.80, persistence=0.50, statsforecast_autoets=1.00, uc_fourier=1.10)
+    names = ["persistence", "uc_fourier", "statsforecast_autoets"]
+    lines = _vs_best("clients", sc["lstm_global"], sc, [n for n in names if n in STATISTICAL], TARGET)
+    assert all(ok for _, ok in lines) and all("statsforecast_autoets 1.0000 = 0.800x" in t for t, _ in lines), lines
+    stricter = _vs_best("clients", sc["lstm_global"], sc, names, TARGET)
+    assert not any(ok for _, ok in stricter) and "persistence" in stricter[0][0]
+    sc["statsforecast_autoets"] = {k: 0.85 for k in sc["statsforecast_autoets"]}   # 0.80 / 0.85 = 0.94x
+    lines = _vs_best("clients", sc["lstm_global"], sc, [n for n in names if n in STATISTICAL], TARGET)
+    assert [ok for _, ok in lines] == [True, False, False, False], lines   # MAE's target 0.95x, pinball's 0.85x
