@@ -46,7 +46,7 @@ PURE = {
     "warmup.planning.advisor", "warmup.planning.advisor_args", "warmup.planning.capacity",
     "warmup.planning.gpuplan", "warmup.planning.gpus", "warmup.planning.pools",
     "warmup.sim.errors", "warmup.sim.fleet", "warmup.sim.latency", "warmup.sim.policies", "warmup.sim.pools",
-    "warmup.sim.meter", "warmup.sim.mixed_latency", "warmup.sim.shadow", "warmup.sim.sleep", "warmup.sim.switches",
+    "warmup.sim.ledger", "warmup.sim.meter", "warmup.sim.mixed_latency", "warmup.sim.shadow", "warmup.sim.sleep", "warmup.sim.switches",
     "warmup.sim.warmups", "warmup.sim.nodes", "warmup.sim.nodes_run", "warmup.sim.loop",
 }
 

@@ -20,7 +20,7 @@ import uuid
 from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Callable, ContextManager, Optional, Sequence
+from typing import Any, Callable, ContextManager, Mapping, Optional, Sequence
 
 import pandas as pd
 
@@ -84,6 +84,10 @@ class ReplayPolicy:
         self.charges = WarmupCharges()
 
     # ------------------------------------------------------------ what the simulator calls
+    def observe_pools(self, t: int, pools: Mapping[str, Any]) -> None:
+        """Each pool as minute ``t`` starts: the replayed fleet follows its instances by id."""
+        self.ctx.fleet.track(pools, t)
+
     def decide(self, obs: Observation) -> int:
         self._tick(obs, None)
         return self.ctx.fleet.current()
@@ -172,14 +176,17 @@ class ReplayPolicy:
         if w["action"] == "start":
             self.warmups += 1
             self.events.append((t, "warmup", w["reason"]["text"]))
-            self.charges.start(t, w["requests_per_instance"], w["instances"], w["duration_s"])
+            self.charges.start(t, w["requests_per_instance"], self.ctx.fleet.positional(w["instances"]),
+                               w["duration_s"])
         if s["action"] == "move_all":
             self.switches += 1
             self.events.append((t, "switch", s["reason"]["text"]))
         elif s["action"] == "rollback":
             self.rollbacks += 1
             self.events.append((t, "rollback", s["reason"]["text"]))
-        load = {"load": j["inputs"]["observed_rpm"], "load_source": j["inputs"]["load_source"]}
+        lead = j["inputs"].get("lead") or {}
+        load = {"load": j["inputs"]["observed_rpm"], "load_source": j["inputs"]["load_source"],
+                "lead_min": lead.get("cold_start_min"), "lead_source": lead.get("source")}
         self.decisions.append({"t": t, **load, "current": d["current"], "desired": d["desired"], "ready": d["ready"],
                                "reactive": d["reactive_replicas"], "forecast": d["forecast_replicas"],
                                "reason": d["reason"]["code"], "text": d["reason"]["text"], "buffer": d["buffer"],

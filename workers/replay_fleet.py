@@ -8,9 +8,11 @@ decides, and applies through the same calls it makes on any backend (``scale_to`
 simulator's physics then launch, wake, remove and serve, exactly as for the simulator's own
 predictive policy, so the two runs differ in nothing but who decided.
 
-Instance ids are the simulator's own (``r0``.., ``b0``.., ``s0``..; ``<profile>-r0``.. with
-profiles) so a decision's ids name the same instances on both sides.  The simulated fleet keeps no
-per-instance warm state; it reports the P99s the simulator shows (with profiles and their calibrated
+Each instance keeps one id from launch to removal (``i0``..; ``<profile>-i0``.. with profiles; a
+ledger per pool, :mod:`warmup.sim.ledger`) and shows its launch time while booting, so the signals
+step measures the lead from launches it saw, as live; a decision's warmup targets go back to the
+simulator's positional ids (``b<i>``: the i-th booting) for its charge rule.  Asleep instances are
+``s0``...  The simulated fleet keeps no per-instance warm state; it reports the P99s the simulator shows (with profiles and their calibrated
 curves, ``warmup.sim.mixed_latency``; none otherwise, as the simulator's policies see none).
 """
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any, Mapping, Optional
 
 from warmcast.errors import InputError
 from warmup.sim.fleet import Observation
-from warmup.sim.meter import Meter, MinuteTrace, ready_ids
+from warmup.sim.ledger import Ledger
+from warmup.sim.meter import Meter, MinuteTrace
 
 PUBLISHED = "replayed-fleet"   # the state kind a replay through Celery publishes its fleet under
 TARGETS = "replayed-targets"   # what a worker's tick set on it this minute (an acting replay)
@@ -44,6 +47,23 @@ class ReplayFleet:
     calls: list[str] = field(default_factory=list)
     meter: Optional[Meter] = None                  # count arrivals by scrape rounds (``--scrape-rounds``)
     pending: list = field(default_factory=list)    # the meter's rounds no scrape has read yet
+    ledgers: dict[str, Ledger] = field(default_factory=dict)   # per pool: its instances' ids
+
+    def track(self, pools: Mapping[str, Any], t: int) -> None:
+        """Follow each pool's instances to minute ``t`` (before :meth:`observe`); those launched since
+        the last look were launched at that look's minute (its decision launched them)."""
+        launched = self.now.timestamp() if self.now is not None else None
+        for name, pool in pools.items():
+            ledger = self.ledgers.setdefault(name, Ledger(f"{name}-" if name else ""))
+            ledger.update(pool.ready, pool.booting, t, launched)
+
+    def positional(self, ids: Any) -> list[str]:
+        """The simulator's ids of ``ids`` (a decision's warmup targets), for its charge rule."""
+        out = []
+        for iid in ids:
+            pos = next((p for p in (lg.position(str(iid)) for lg in self.ledgers.values()) if p), None)
+            out.append(pos if pos is not None else str(iid))
+        return out
 
     def meter_minute(self, trace: MinuteTrace, start_s: float) -> None:
         """The instances' readings through the minute just served, for the scrapes to come."""
@@ -121,20 +141,26 @@ class ReplayFleet:
         return doc
 
     def _instances(self) -> list[dict[str, Any]]:
-        def one(iid: str, state: str, profile: str) -> dict[str, Any]:
+        def one(iid: str, state: str, profile: str, launched: Optional[float] = None) -> dict[str, Any]:
             return {"id": iid, "url": None, "state": state, "profile": profile, "load_rpm": 0.0, "warmed": False,
-                    "launched_at": None, "waiting": None, "running": None}
+                    "launched_at": launched, "waiting": None, "running": None}
+
+        def pool(name: str, profile: str, ready: int, booting: int) -> list[dict[str, Any]]:
+            lg = self.ledgers.get(name)
+            if lg is None or len(lg.ready) != ready or len(lg.booting) != booting:
+                raise RuntimeError(f"replayed fleet: the ids of pool {name!r} were not followed to this minute "
+                                   "(ReplayFleet.track is called before observe)")
+            return ([one(i, "ready_busy", profile) for i in lg.ready]
+                    + [one(i, "booting", profile, at) for i, _, at in lg.booting])
 
         if self.pools is not None:
             out = []
-            for p, pool in self.pools.items():
-                out += [one(i, "ready_busy", p) for i in ready_ids(((p, pool.ready),))]
-                out += [one(f"{p}-b{i}", "booting", p) for i in range(len(pool.booting))]
+            for p, pl in self.pools.items():
+                out += pool(p, p, pl.ready, len(pl.booting))
             return out + [one(f"{self.active}-s{i}", "asleep", self.active) for i in range(self.obs.asleep)]
         o = self.obs
-        return ([one(i, "ready_busy", self.profile) for i in ready_ids((("", o.ready),))]
-                + [one(f"b{i}", "booting", self.profile) for i in range(o.booting)]
-                + [one(f"s{i}", "asleep", self.profile) for i in range(o.asleep)])
+        return pool("", self.profile, o.ready, o.booting) + [one(f"s{i}", "asleep", self.profile)
+                                                            for i in range(o.asleep)]
 
 
 def publish(state: Any, dep: str, fleet: ReplayFleet, acting: bool = False) -> None:

@@ -52,6 +52,9 @@ class ShadowPolicy:
     def __init__(self, ticker: ReplayPolicy, autoscaler: ReactiveHPA) -> None:
         self.ticker, self.autoscaler, self.name = ticker, autoscaler, autoscaler.name
 
+    def observe_pools(self, t: int, pools: Any) -> None:
+        self.ticker.observe_pools(t, pools)
+
     def decide(self, obs: Observation) -> int:
         self.ticker._tick(obs, None)
         return self.autoscaler.decide(obs)

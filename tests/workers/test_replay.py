@@ -96,6 +96,18 @@ def test_replay_equals_the_backtest_minute_by_minute_through_a_profile_switch(en
                   "2024-05-14 20:00", "2024-05-15 02:00")
     assert {"prewarm", "canary", "move", "steady"} <= set(a["phase"])   # a switch did run, minute by minute
     assert ra["profile_switches"] == 1 and ra["warmups"] > 0
+    _measured_lead(a)
+
+
+def _measured_lead(a: pd.DataFrame) -> None:
+    """The replay's instances keep their ids from launch to ready, so the signals step measures the
+    lead from the launches it saw, as live: the file's lead until the first launch is ready, then
+    the launches' P90, which on the fleet model is its whole-minute cold start (10 here), so the
+    decisions above equal the backtest's on the file's lead."""
+    measured = a["lead_source"] == "measured launches"
+    assert measured.any() and not measured.iloc[0], a["lead_source"].value_counts()
+    assert (a.loc[measured.idxmax():, "lead_source"] == "measured launches").all()
+    assert set(a["lead_min"]) == {10.0}, a["lead_min"].value_counts()
 
 
 def _calibration(rpm: float, slower: float) -> dict:
@@ -175,6 +187,7 @@ def test_replay_through_a_celery_worker_equals_the_backtest_with_a_switch_and_an
                   "2024-05-14 21:00", "2024-05-15 00:00", worker=True)
     assert {"prewarm", "canary", "move", "steady"} <= set(a["phase"]) and a["asleep"].max() >= 1
     assert "Celery worker" in ra["params"]["decided_by"]
+    _measured_lead(a)
     assert not [k for k in redis_client.scan_iter(f"{key_prefix}:replay:*")]
 
 

@@ -141,7 +141,7 @@ def test_a_worker_reading_a_replayed_fleet_names_what_is_missing_and_applies_not
     """The worker's backend in a replay through Celery: before the driver published a fleet it says so;
     asked to act, it refuses (a shadow replay is forecast-only) and the published fleet is unchanged."""
     from warmcast.errors import InputError
-    from warmup.sim.fleet import Observation
+    from warmup.sim.fleet import Observation, Pool
     from workers.replay_fleet import ReplayFleet, StoredFleet, publish
 
     state = StateStore(redis_client, key_prefix)
@@ -149,6 +149,7 @@ def test_a_worker_reading_a_replayed_fleet_names_what_is_missing_and_applies_not
     with pytest.raises(InputError, match="no replayed fleet published for deployment 'chat'"):
         stored.signals()
     fleet = ReplayFleet(300.0)
+    fleet.track({"": Pool(ready=3, booting=[5])}, 0)   # its instances' ids, as the simulator's loop has them follow
     fleet.observe(Observation(t=0, last_minute_rpm=700.0, queue_depth=2.0, ready=3, booting=1, max_wait_last_s=0.0),
                   pd.Timestamp("2024-05-15 00:00", tz="UTC").to_pydatetime())
     publish(state, "chat", fleet)

@@ -50,6 +50,7 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
     sleep = make_pool(policy, params)
     q, last, last_wait, lat = 0.0, minute_before, 0.0, NONE
     metered = hasattr(policy, "observe_minute")   # a policy that reads the instances' meters (the replay)
+    follows = hasattr(policy, "observe_pools")     # one that names each instance (the replay's ledger)
     rows, sums = arrivals.tolist(), arrivals.sum(axis=1).tolist()
     for t in range(T):
         for pool in pools.values():
@@ -60,6 +61,8 @@ def run_online(policy: Policy, arrivals: np.ndarray, minute_before: float, param
         obs = Observation(t, seen, q, sum(p.ready for p in pools.values()),
                           sum(len(p.booting) for p in pools.values()), last_wait,
                           sleep.asleep if sleep is not None else 0, lat.fleet_p99_s, lat.p99_by_profile)
+        if follows:
+            policy.observe_pools(t, pools)
         planner, switching, woke, k_wake = _apply(policy, obs, pools, sleep, t, params.boot_minutes, k)
         caps = {n: _capacity(policy, n, params) for n in pools}
         ready = sum(p.ready for p in pools.values())
