@@ -56,3 +56,15 @@ def test_the_fleet_forecaster_is_judged_against_the_issues_statistical_models_on
     sc["statsforecast_autoets"] = {k: 0.85 for k in sc["statsforecast_autoets"]}   # 0.80 / 0.85 = 0.94x
     lines = _vs_best("clients", sc["lstm_global"], sc, [n for n in names if n in STATISTICAL], TARGET)
     assert [ok for _, ok in lines] == [True, False, False, False], lines   # MAE's target 0.95x, pinball's 0.85x
+
+
+def test_the_scale_bench_says_when_its_step_counters_exceed_the_workers_cpu() -> None:
+    """bench/scale.py's by-step CPU comes from counters in the workers; more than the worker processes'
+    own CPU cannot be right, and the report says so instead of printing it as a finding."""
+    from scale import step_check
+
+    m = {"mode": "sharded", "deployments": 10, "minutes": 2, "cpu_s": {"worker1": 1.0, "worker2": 1.0, "redis": 5.0},
+         "cpu_ms_per_deployment_minute_by_step": {"forecast": 80.0, "plan": 10.0}}
+    assert step_check(m).startswith("check, sharded: the by-step counters sum to 90.00 of the worker processes' 100.00")
+    m["cpu_ms_per_deployment_minute_by_step"]["forecast"] = 95.0    # 105 > 100 workers' (redis's CPU is not theirs)
+    assert step_check(m).startswith("CHECK FAILED, sharded: the by-step counters sum to 105.00 ms/dep-min")
