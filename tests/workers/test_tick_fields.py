@@ -12,7 +12,7 @@ import pytest
 from warmcast.errors import InputError
 from warmcast.config.settings import load_settings
 from warmup.core.buffer import minute_key
-from warmup.sim.fleet import Observation
+from warmup.sim.fleet import Observation, Pool
 from workers.context import Ctx
 from workers.options import WorkerOptions
 from workers.replay import ReplayCtx
@@ -72,6 +72,7 @@ def test_a_wake_reaches_a_backend_with_sleep_mode(tmp_path, redis_client, key_pr
     rctx = ReplayCtx(probe.settings, fleet, redis_client, probe.cfg("sleepy"))
     try:
         now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+        fleet.track({"": Pool(ready=1)}, 0)   # its instances' ids, as the simulator's loop has them follow
         fleet.observe(Observation(0, 250.0, 0.0, 1, 0, 0.0, asleep=1), now)
         signals.step(rctx, "sleepy")
         out = tick.step(rctx, "sleepy", tick="T1", run_id="a", now=now)
