@@ -112,7 +112,12 @@ def step_cpu(ports: list[int]) -> dict[str, float]:
             if line.startswith("warmcast_step_cpu_seconds_total{"):
                 kind = line.split('kind="', 1)[1].split('"', 1)[0]
                 out[kind] = out.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
+            elif line.startswith("warmcast_model_resolutions_total "):
+                out[RESOLUTIONS] = out.get(RESOLUTIONS, 0.0) + float(line.rsplit(" ", 1)[1])
     return out
+
+
+RESOLUTIONS = "_model_resolutions"   # step_cpu's count of the forecast step's model resolutions (not CPU)
 
 
 def snapshot(ps: dict[str, Any], r: Any) -> dict[str, float]:
@@ -204,7 +209,9 @@ def run_mode(tmp: Path, label: str, names: list[str], shards: int, workers: int,
             "cpu_s": cpu, "cpu_s_total": round(total, 2),
             "cpu_ms_per_deployment_minute": round(1000 * total / len(names) / minutes, 2),
             "cpu_ms_per_deployment_minute_by_step": {k: round(1000 * (v - sa.get(k, 0.0)) / len(names) / minutes, 2)
-                                                     for k, v in sorted(sb.items()) if v - sa.get(k, 0.0) > 0},
+                                                     for k, v in sorted(sb.items())
+                                                     if v - sa.get(k, 0.0) > 0 and k != RESOLUTIONS},
+            "model_resolutions": int(sb.get(RESOLUTIONS, 0.0) - sa.get(RESOLUTIONS, 0.0)),
             "mean_cores": round(total / (60 * minutes), 3),
             "redis_commands_per_minute": round((b["_commands"] - a["_commands"]) / minutes),
             "redis_used_memory_mb": mem, "worker_rss_mb": rss, "processes_alive": alive, **ticks}
@@ -232,6 +239,11 @@ def report(res: dict[str, Any], load: float) -> None:
               f"at the window's start, {m['load_at_window_end']:.2f} at its end (the loop's own included)")
     for m in (base, ours):
         print(step_check(m))
+    for m in (base, ours):
+        if "model_resolutions" in m:   # the forecast step judges and fits once a process, deployment and hour
+            print(f"models resolved in the window, {m['mode']}: {m['model_resolutions']} "
+                  f"({m['model_resolutions'] / m['deployments']:.2f} per deployment; steady state: "
+                  f"{m['workers'] * m['minutes'] / 60:.2f} at most, one per worker process and hour)")
     ratio = ours["cpu_ms_per_deployment_minute"] / base["cpu_ms_per_deployment_minute"]
     print(f"sharded / per-deployment CPU per deployment-minute: {ratio:.2f}x; load average {load:.2f} when the "
           f"run began")

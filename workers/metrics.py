@@ -36,6 +36,9 @@ DEPLOYMENTS_FILE_RELOADS = Counter("warmcast_deployments_file_reloads_total", "C
                                    "seen by this process, applied or refused", ["result"])
 DUPLICATES = Counter("warmcast_duplicate_runs_total", "Runs skipped because their tick was already done", ["task"])
 FORECASTS = Counter("warmcast_forecasts_total", "Forecasts made", ["deployment", "model"])
+# the forecast step's costliest part (judging the models by backtest, then fitting): once a process,
+# deployment and hour; no deployment label, so that ten thousand deployments stay one series
+MODEL_RESOLUTIONS = Counter("warmcast_model_resolutions_total", "Models the forecast step resolved (judged and fitted)")
 FORECAST_MAE = Gauge("warmcast_forecast_mae", "MAE (req/min) of the previous forecast over the leads observed",
                      ["deployment"])
 FORECAST_ERR = Histogram("warmcast_forecast_abs_error", "Absolute error (req/min) of forecasts once actuals arrive",

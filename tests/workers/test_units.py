@@ -429,3 +429,15 @@ def test_a_lost_policy_state_is_audited_whichever_job_reads_it_first(ctx):
     plan.step(ctx, "simdep", tick="T2", run_id="task-b")
     lost = ctx.state.audit_log("simdep", kind="state")
     assert [e["decision"] for e in lost] == ["policy state lost"], lost
+
+
+def test_the_forecast_step_resolves_a_model_once_and_counts_it(ctx):
+    """Resolving (judging the models by backtest, then fitting) is the step's costliest part; it runs
+    once a process, deployment and hour, and /metrics counts each (bench/scale.py reports them)."""
+    from workers import metrics
+
+    seed_deployment(ctx, "simdep", mean_rpm=80)
+    before = metrics.MODEL_RESOLUTIONS._value.get()
+    forecast.step(ctx, "simdep")
+    forecast.step(ctx, "simdep")
+    assert metrics.MODEL_RESOLUTIONS._value.get() - before == 1

@@ -130,6 +130,7 @@ def _model_for(ctx: Ctx, dep: str, frame: pd.DataFrame):
 
     clients = serving_clients(ctx.store, dep, ctx.settings.forecast_history_days)
     fb, _ = resolve_forecaster(reg, dep, frame, clients=clients)
+    metrics.MODEL_RESOLUTIONS.inc()
     ctx.cache[key] = (version, fb, time.time())
     return fb
 
