@@ -101,23 +101,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def step_cpu(ports: list[int]) -> dict[str, float]:
-    """CPU seconds by kind so far, summed over the workers' /metrics (``warmcast_step_cpu_seconds_total``)."""
+def worker_counters(ports: list[int]) -> tuple[dict[str, float], float]:
+    """Summed over the workers' /metrics: CPU seconds by kind so far (``warmcast_step_cpu_seconds_total``)
+    and the forecast step's model resolutions so far (``warmcast_model_resolutions_total``)."""
     import urllib.request
 
-    out: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    resolutions = 0.0
     for port in ports:
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
         for line in text.splitlines():
             if line.startswith("warmcast_step_cpu_seconds_total{"):
                 kind = line.split('kind="', 1)[1].split('"', 1)[0]
-                out[kind] = out.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
+                cpu[kind] = cpu.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
             elif line.startswith("warmcast_model_resolutions_total "):
-                out[RESOLUTIONS] = out.get(RESOLUTIONS, 0.0) + float(line.rsplit(" ", 1)[1])
-    return out
-
-
-RESOLUTIONS = "_model_resolutions"   # step_cpu's count of the forecast step's model resolutions (not CPU)
+                resolutions += float(line.rsplit(" ", 1)[1])
+    return cpu, resolutions
 
 
 def snapshot(ps: dict[str, Any], r: Any) -> dict[str, float]:
@@ -189,9 +188,9 @@ def run_mode(tmp: Path, label: str, names: list[str], shards: int, workers: int,
               f"{time.strftime('%H:%M', time.gmtime(t0))}-{time.strftime('%H:%M', time.gmtime(t0 + 60 * minutes))} "
               f"UTC, load average {os.getloadavg()[0]:.2f} at its start", flush=True)
         wait_until_ts(t0)
-        a, load, sa = snapshot(ps, r), os.getloadavg()[0], step_cpu(ports)
+        a, load, (sa, ra) = snapshot(ps, r), os.getloadavg()[0], worker_counters(ports)
         wait_until_ts(t0 + 60 * minutes)
-        b, load_end, sb = snapshot(ps, r), os.getloadavg()[0], step_cpu(ports)
+        b, load_end, (sb, rb) = snapshot(ps, r), os.getloadavg()[0], worker_counters(ports)
         alive = all(p.poll() is None for p in started.values())
         rss = {n: round(p.memory_info().rss / 2**20) for n, p in ps.items() if n.startswith("worker") and alive}
         mem = round(r.info("memory")["used_memory"] / 2**20, 1)
@@ -209,9 +208,8 @@ def run_mode(tmp: Path, label: str, names: list[str], shards: int, workers: int,
             "cpu_s": cpu, "cpu_s_total": round(total, 2),
             "cpu_ms_per_deployment_minute": round(1000 * total / len(names) / minutes, 2),
             "cpu_ms_per_deployment_minute_by_step": {k: round(1000 * (v - sa.get(k, 0.0)) / len(names) / minutes, 2)
-                                                     for k, v in sorted(sb.items())
-                                                     if v - sa.get(k, 0.0) > 0 and k != RESOLUTIONS},
-            "model_resolutions": int(sb.get(RESOLUTIONS, 0.0) - sa.get(RESOLUTIONS, 0.0)),
+                                                     for k, v in sorted(sb.items()) if v - sa.get(k, 0.0) > 0},
+            "model_resolutions": int(rb - ra),
             "mean_cores": round(total / (60 * minutes), 3),
             "redis_commands_per_minute": round((b["_commands"] - a["_commands"]) / minutes),
             "redis_used_memory_mb": mem, "worker_rss_mb": rss, "processes_alive": alive, **ticks}
