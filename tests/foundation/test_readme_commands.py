@@ -109,6 +109,8 @@ def user_env(tmp_path, checkout):
     started: list[subprocess.Popen] = []
     yield env, started
     for p in started:  # anything left by a failed test: the process groups this test started
+        if p.poll() is not None:
+            continue   # waited for already: its pid may name another process's group by now
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError:

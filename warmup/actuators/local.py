@@ -118,6 +118,7 @@ class LocalServer:
         self.stop_at_exit = stop_at_exit
         self.cpus = cpus   # the server's processes run there (the engine's OpenMP threads bind by their env)
         self._adopted_pid: int | None = None
+        self._adopted: psutil.Process | None = None   # the adopted process, as found (its start time)
         self.model = str(model)
         self.engine_args = dict(engine_args)
         self.host = host
@@ -150,12 +151,13 @@ class LocalServer:
         line has the API server module and this port); returns whether it did.
         """
         try:
-            cmd = psutil.Process(pid).cmdline()
+            found = psutil.Process(pid)
+            cmd = found.cmdline()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             return False
         if "vllm.entrypoints.openai.api_server" not in cmd or str(self.port) not in cmd:
             return False
-        self._adopted_pid = pid
+        self._adopted_pid, self._adopted = pid, found
         self.started_wall = started_at_wall
         self.started_at = time.monotonic() - (time.time() - started_at_wall if started_at_wall else 0.0)
         if self.stop_at_exit:
@@ -185,9 +187,9 @@ class LocalServer:
     def alive(self) -> bool:
         if self.proc is not None:
             return self.proc.poll() is None
-        if self._adopted_pid is not None:
-            try:
-                return psutil.Process(self._adopted_pid).status() != psutil.STATUS_ZOMBIE
+        if self._adopted is not None:
+            try:   # is_running() compares start times: a new process under a reused pid is not ours
+                return self._adopted.is_running() and self._adopted.status() != psutil.STATUS_ZOMBIE
             except psutil.NoSuchProcess:
                 return False
         return False
@@ -244,44 +246,39 @@ class LocalServer:
 
     def kill_hard(self) -> None:
         """SIGKILL the whole process group at once (tests use it to simulate a crash)."""
-        if self.alive and self.pid is not None:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            if self.proc is not None:
+        if self.proc is not None:
+            if self.proc.returncode is None:   # unreaped: its pid still names its group
+                _signal_group(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
-            else:
-                _wait_gone(self.pid, 10)
+        elif self._adopted_pid is not None and self.alive:
+            _signal_group(self._adopted_pid, signal.SIGKILL)
+            _wait_gone(self._adopted_pid, 10)
 
     def stop(self, grace_s: float = 20.0) -> int | None:
-        """SIGTERM the process group, SIGKILL it after ``grace_s``; returns the exit code."""
+        """SIGTERM the process group, SIGKILL it after ``grace_s``; returns the exit code.
+
+        The group is signalled only while its leader is unreaped (running, or a zombie we have
+        not waited for): a reaped leader's pid goes to a new process within minutes on a busy
+        machine, and signalling it killed that process (CI on 294c19e)."""
         if self.proc is None and self._adopted_pid is not None:
             if self.alive:
-                try:
-                    os.killpg(self._adopted_pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+                _signal_group(self._adopted_pid, signal.SIGTERM)
                 if not _wait_gone(self._adopted_pid, grace_s):
                     self.kill_hard()
             _LIVE.discard(self)
             return None
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                self.kill_hard()
-        # Children of the group may outlive the leader: make sure none is left.
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if self.proc.returncode is None:
+            pid = self.proc.pid
+            _signal_group(pid, signal.SIGTERM)
+            if not _exited_unreaped(pid, grace_s):
+                _signal_group(pid, signal.SIGKILL)
+            # Children of the group may outlive the leader: the leader, a zombie until waited
+            # for, keeps the group's number from any new process while they are killed.
+            _exited_unreaped(pid, 10.0)
+            _signal_group(pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
         _LIVE.discard(self)
         return self.proc.returncode
 
@@ -298,6 +295,27 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
     except psutil.TimeoutExpired:
         return False
     return True
+
+
+def _exited_unreaped(pid: int, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for child ``pid`` to exit, leaving it unreaped (WNOWAIT)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:   # reaped by someone else: nothing of ours to wait for
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 @atexit.register
