@@ -40,6 +40,9 @@ class HistoryCache:
         self.store = store
         self.max_deployments = max_deployments
         self._days: OrderedDict[str, Days] = OrderedDict()
+        # deployment -> (what its serving window was built from, that window): the forecast step reads
+        # it twice a minute (the shard's batched prime, then its own step) and the API again
+        self._served: dict[str, tuple[tuple, pd.DataFrame]] = {}
         self.days_read = 0   # days read whole from the store (a test and a bench read it)
         self.minutes_read = 0   # minutes read back from a day's log instead of the whole day
         self._lock = threading.Lock()   # a worker's threads and the API's share one copy
@@ -50,7 +53,7 @@ class HistoryCache:
         got = self._refresh(deployment, lambda stored: None if lo is None else lo // 1440)
         if got is None:
             return self.store.frame(deployment, start)   # the store's own answer: empty, or no such deployment
-        days, data, res = got
+        days, data, res, _ = got
         return window_of(days_frame(days, data, SIGNALS), lo, None, res)
 
     def serving(self, deployment: str, days_back: float) -> pd.DataFrame | None:
@@ -60,7 +63,11 @@ class HistoryCache:
         got = self._refresh(deployment, lambda stored: stored[-1] - int(np.ceil(days_back)) - 1)
         if got is None:
             return None
-        days, data, res = got
+        days, data, res, revisions = got
+        key = (tuple(days), revisions, res, days_back)
+        memo = self._served.get(deployment)
+        if memo is not None and memo[0] == key:   # nothing written since: the same window
+            return memo[1].copy()
         newest = data[days[-1]]
         seen = np.flatnonzero(np.any([np.isfinite(v) for v in newest.values()], axis=0))
         if not len(seen):
@@ -68,16 +75,19 @@ class HistoryCache:
         last = (days[-1] * 1440 + int(seen[-1])) * NS_PER_MIN
         origin = pd.Timestamp(last) + pd.Timedelta(minutes=res)
         lo = (origin.floor("h") - pd.Timedelta(days=days_back)).value // NS_PER_MIN
-        return window_of(days_frame(days, data, SIGNALS), lo, None, res)
+        frame = window_of(days_frame(days, data, SIGNALS), lo, None, res)
+        self._served[deployment] = (key, frame)
+        return frame.copy()   # a caller may change its copy; the kept one stays as built
 
-    def _refresh(self, deployment: str, first_day) -> tuple[list[int], dict, int] | None:
-        """(the stored days from ``first_day(stored days)`` on, their values, the resolution), the days
-        whose revision moved read again in one round trip; None when none is stored there."""
+    def _refresh(self, deployment: str, first_day) -> tuple[list[int], dict, int, tuple] | None:
+        """(the stored days from ``first_day(stored days)`` on, their values, the resolution, the
+        revisions kept for them), the days whose revision moved read again in one round trip; None
+        when none is stored there."""
         dep = check_deployment_name(deployment)
         with self._lock:
             return self._refresh_held(dep, first_day)
 
-    def _refresh_held(self, dep: str, first_day) -> tuple[list[int], dict, int] | None:
+    def _refresh_held(self, dep: str, first_day) -> tuple[list[int], dict, int, tuple] | None:
         st = self.store
         newest = max(self._days.get(dep, {}), default=None)   # in a live loop, the day writes land in
         pipe = st.r.pipeline(transaction=True)   # the revisions and the newest day's log as of one moment
@@ -103,7 +113,7 @@ class HistoryCache:
             for d in stale:
                 kept[d] = (revs.get(d, 0), {sig: v for sig, v in fresh[d].items() if not np.isnan(v).all()})
         data = {d: {sig: kept[d][1].get(sig, _NONE) for sig in SIGNALS} for d in days}
-        return days, data, int(raw_res) if raw_res else 1
+        return days, data, int(raw_res) if raw_res else 1, tuple(kept[d][0] for d in days)
 
     def _patch(self, dep: str, day: int, kept: Days, rev: int, log: list[bytes]) -> bool:
         """Bring the kept ``day`` to revision ``rev`` by reading only the minutes its log says the
@@ -132,8 +142,10 @@ class HistoryCache:
         for d in [d for d in kept if d not in stored]:
             del kept[d]
         while len(self._days) > self.max_deployments:
-            self._days.popitem(last=False)
+            gone, _ = self._days.popitem(last=False)
+            self._served.pop(gone, None)
         return kept
 
     def forget(self, deployment: str) -> None:
         self._days.pop(deployment, None)
+        self._served.pop(deployment, None)

@@ -36,6 +36,7 @@ origins)`` (many origins of one series, each from the minutes strictly before it
 from __future__ import annotations
 
 import copy
+import hashlib
 import time
 from dataclasses import asdict
 from typing import Mapping, Sequence
@@ -77,6 +78,7 @@ class LSTMForecaster(BaseForecaster):
         self.version = "0"
         self.meta: dict = {}
         self.fit_seconds = 0.0
+        self.primed: dict[tuple, Forecast] = {}   # answers a batched call made ahead (prime), by their tail
 
     @property
     def levels(self) -> tuple[float, ...]:
@@ -204,6 +206,10 @@ class LSTMForecaster(BaseForecaster):
         if len(history) == 0:
             raise InsufficientHistory("lstm: empty history")
         fast = tails.regular_counts(history, need, self.cfg.step_min)
+        if fast is not None and self.primed:
+            kept = self.primed.pop(_primed_key(fast, horizon, quantiles), None)
+            if kept is not None:
+                return kept
         if fast is not None:
             logv, logtok, last = np.log1p(fast[0]), None if fast[1] is None else np.log1p(fast[1]), fast[2]
         else:
@@ -276,6 +282,22 @@ class LSTMForecaster(BaseForecaster):
         fcs = self._forecasts(seq[keep], static[keep], level[keep], origins[keep], horizon, quantiles, cap)
         return {live[i][0]: f for i, f in zip(keep, fcs)}
 
+    def prime(self, histories: Mapping[str, pd.Series | pd.DataFrame], horizon: int = 30,
+              quantiles: Sequence[float] = DEFAULT_QUANTILES) -> int:
+        """:meth:`predict_many` ahead of the one-by-one :meth:`predict` calls that follow (a shard's
+        forecast step, issue 44): each answer is kept under the exact tail it was made from and
+        handed to the ``predict`` of that tail, once; a history changed in between is forecast afresh.
+        Returns the answers kept."""
+        if len(self.primed) > 20_000:   # answers nobody asked for (a deployment that fell back): bounded
+            self.primed.clear()
+        kept = 0
+        for name, f in self.predict_many(histories, horizon, quantiles).items():
+            fast = tails.regular_counts(histories[name], lookback(self.cfg), self.cfg.step_min)
+            if fast is not None:
+                self.primed[_primed_key(fast, horizon, quantiles)] = f
+                kept += 1
+        return kept
+
     # ------------------------------------------------------------ artifacts
     def to_artifact(self) -> tuple[dict, dict]:
         """(tensors, metadata): flat name -> tensor dict and JSON-able metadata."""
@@ -293,6 +315,15 @@ class LSTMForecaster(BaseForecaster):
         anchor = meta.get("anchor")  # older artifacts: none (the net's P50 as it is)
         model.anchor = None if anchor is None else [float(w) for w in anchor]
         return model
+
+
+def _primed_key(fast: tuple, horizon: int, quantiles: Sequence[float]) -> tuple:
+    """What a primed answer is kept under: the tail's last time and exact values, and what was asked."""
+    y, tok, last = fast
+    digest = hashlib.blake2b(np.ascontiguousarray(y).tobytes(), digest_size=16)
+    if tok is not None:
+        digest.update(np.ascontiguousarray(tok).tobytes())
+    return pd.Timestamp(last), int(horizon), tuple(float(q) for q in quantiles), tok is None, digest.digest()
 
 
 def ceilings(logv: np.ndarray, ends: np.ndarray, need: int) -> np.ndarray:

@@ -108,3 +108,21 @@ def test_a_bounded_cache_keeps_the_most_recently_read_deployments_and_still_answ
     assert cache.days_read == 4
     same(cache, store, "d1")      # read again, whole
     assert cache.days_read == 6
+
+
+def test_the_serving_window_is_built_once_until_a_write_and_each_caller_gets_its_own_copy(store):
+    """The forecast step reads a deployment's window twice a minute (its shard's batched prime, then
+    its own step): the second read builds nothing; a write, and only a write, changes the answer."""
+    store.upsert_frame("d", minutes("2025-03-01", 3 * 1440 - 7))
+    cache = HistoryCache(store)
+    first = cache.serving("d", 2)
+    first.iloc[-1, 0] = -1.0      # a caller changing its copy
+    again = cache.serving("d", 2)
+    assert cache._served["d"][1] is not again and again.iloc[-1, 0] != -1.0
+    pd.testing.assert_frame_equal(again, serving_history(store, "d", 2))
+    built = cache._served["d"][1]
+    assert cache.serving("d", 2) is not built and cache._served["d"][1] is built   # nothing written: kept
+    store.upsert_frame("d", minutes("2025-03-03 23:53", 1, seed=5))
+    pd.testing.assert_frame_equal(cache.serving("d", 2), serving_history(store, "d", 2))
+    assert cache._served["d"][1] is not built
+    assert cache.serving("d", 1).index[0] > built.index[0]   # another window is built for itself

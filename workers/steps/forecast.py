@@ -37,18 +37,11 @@ class ForecastOutcome(Outcome):
 def step(ctx: Ctx, deployment: str, now: Optional[datetime] = None) -> ForecastOutcome:
     """Forecast the next 30 minutes from the stored load; store it; track the error of the previous one.
     ``now``: the clock when a replay drives the loop (``warmcast replay --through-worker``), else the wall's."""
-    from forecaster.live import forecast_deployment, serving_history
+    from forecaster.live import forecast_deployment
 
-    now = pd.Timestamp.now(tz="UTC").tz_localize(None) if now is None else pd.Timestamp(now).tz_convert(None)
-    days = ctx.settings.forecast_history_days
-    try:
-        # the CLI's and the API's window, kept by this process and re-read only where a day changed
-        frame = serving_history(ctx.store, deployment, days, cache=history_cache(ctx))
-    except NotFoundError:
-        return ForecastOutcome(deployment, None, None, "no stored load", None)
-    # the loop forecasts a live series only: one whose newest bin lies in the window back from now
-    if frame.dropna(how="all").empty or frame.index[-1] < now - pd.Timedelta(days=days):
-        return ForecastOutcome(deployment, None, None, "no stored load in the history window", None)
+    frame, why_none = _live_history(ctx, deployment, now)
+    if frame is None:
+        return ForecastOutcome(deployment, None, None, why_none, None)
     _track_error(ctx, deployment, frame)
     fb = _model_for(ctx, deployment, frame)
     fc = forecast_deployment(frame, None, deployment, fitted=fb)
@@ -61,6 +54,23 @@ def step(ctx: Ctx, deployment: str, now: Optional[datetime] = None) -> ForecastO
     return ForecastOutcome(deployment, fc.model, doc["origin"], fc.note or "", doc)
 
 
+def _live_history(ctx: Ctx, deployment: str, now: Optional[datetime]) -> tuple[pd.DataFrame | None, str]:
+    """(the serving window, "") of a live series, else (None, why none): the CLI's and the API's window,
+    kept by this process and re-read only where a day changed; the loop forecasts a series whose
+    newest bin lies in the window back from ``now`` (None: the wall clock) only."""
+    from forecaster.live import serving_history
+
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None) if now is None else pd.Timestamp(now).tz_convert(None)
+    days = ctx.settings.forecast_history_days
+    try:
+        frame = serving_history(ctx.store, deployment, days, cache=history_cache(ctx))
+    except NotFoundError:
+        return None, "no stored load"
+    if frame.dropna(how="all").empty or frame.index[-1] < now - pd.Timedelta(days=days):
+        return None, "no stored load in the history window"
+    return frame, ""
+
+
 def history_cache(ctx: Ctx):
     """This process's rolling copy of the stored load (None with ``history_cache_deployments`` 0)."""
     from warmcast.history import HistoryCache
@@ -71,28 +81,35 @@ def history_cache(ctx: Ctx):
     return ctx.cache.get("history") or ctx.cache.setdefault("history", HistoryCache(ctx.store, max_deployments=n))
 
 
-def prime(ctx: Ctx, deployments: list[str]) -> int:
-    """Before a shard forecasts its deployments one by one: the ones the fleet model serves are
-    forecast in one batched call (per fleet model), each deployment's step then answering from its
-    part (issue 44); returns the batched calls made.  Nothing is stored here: each step stores its own."""
+def prime(ctx: Ctx, deployments: list[str], now: Optional[datetime] = None) -> int:
+    """Before a shard forecasts its deployments one by one: the ones a shared model serves are
+    forecast in one batched call per model and horizon (the fleet model, and a per-deployment LSTM
+    such as the shipped one, which many deployments share), each deployment's step then answering
+    from its part (issue 44); returns the batched calls made.  Nothing is stored here: each step
+    stores its own, through the same fallback rules."""
     from forecaster.global_lstm.answer import FleetAnswer, prime as prime_fleet
-    from forecaster.live import serving_history
+    from forecaster.lstm.model import LSTMForecaster
+    from warmcast.forecast import DEFAULT_QUANTILES
     from warmcast.resolution import resolution_of, steps_for
 
-    cache = history_cache(ctx)
-    work, horizons = [], set()
+    fleet: dict[int, list] = {}   # horizon -> [(answer, frame)]
+    own: dict[tuple, tuple[LSTMForecaster, dict]] = {}   # (model, horizon) -> (model, {deployment: frame})
     for dep in deployments:
-        try:
-            frame = serving_history(ctx.store, dep, ctx.settings.forecast_history_days, cache=cache)
-        except NotFoundError:
-            continue
-        if frame.dropna(how="all").empty:
+        frame, _ = _live_history(ctx, dep, now)
+        if frame is None:
             continue
         fb = _model_for(ctx, dep, frame)
-        if isinstance(fb.primary, FleetAnswer) and fb.why_not_primary(frame) is None:
-            work.append((fb.primary, frame))
-            horizons.add(steps_for(30, resolution_of(frame)))
-    return sum(prime_fleet([w for w in work if steps_for(30, resolution_of(w[1])) == h], h) for h in horizons)
+        if fb.why_not_primary(frame) is not None:
+            continue
+        horizon = steps_for(30, resolution_of(frame))
+        if isinstance(fb.primary, FleetAnswer):
+            fleet.setdefault(horizon, []).append((fb.primary, frame))
+        elif isinstance(fb.primary, LSTMForecaster):
+            own.setdefault((id(fb.primary), horizon), (fb.primary, {}))[1][dep] = frame
+    calls = sum(prime_fleet(work, h) for h, work in fleet.items())
+    for (_, horizon), (model, frames) in own.items():
+        model.prime(frames, horizon, DEFAULT_QUANTILES)
+    return calls + len(own)
 
 
 def stored(ctx: Ctx, dep: str) -> tuple[dict[str, Any] | None, ForecastInput | None]:
