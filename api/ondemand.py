@@ -235,7 +235,10 @@ def _fitted_model(ctx: ApiContext, dep: str, frame: pd.DataFrame):
         ctx.cache.pop(k, None)  # one fitted model per deployment is enough
     from forecaster.live import serving_clients
 
+    from warmcast.verdicts import SharedVerdicts
+
     clients = serving_clients(ctx.store, dep, ctx.settings.forecast_history_days)
-    fb, resolution = resolve_forecaster(Registry(ctx.settings.models_dir), dep, frame, clients=clients)
+    fb, resolution = resolve_forecaster(Registry(ctx.settings.models_dir), dep, frame, clients=clients,
+                                        shared=SharedVerdicts(ctx.store.r, ctx.settings.key_prefix))
     ctx.cache[key] = (time.monotonic(), (fb, resolution.why))
     return fb, resolution.why

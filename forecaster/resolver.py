@@ -112,25 +112,37 @@ def fit_window(frame: pd.DataFrame) -> pd.DataFrame:
 _verdicts: dict[tuple, tuple[Any, tuple[bool, str]]] = {}   # key -> (the model judged, its verdict)
 
 
-def _judged(deployment: str, model, frame: pd.DataFrame, who: str = "the shipped default model") -> tuple[bool, str]:
-    """judge() on the fit window, once per deployment and hour (the API resolves every minute)."""
+def _judged(deployment: str, model, frame: pd.DataFrame, who: str = "the shipped default model",
+            shared=None) -> tuple[bool, str]:
+    """judge() on the fit window, once per deployment and hour (the API resolves every minute); with
+    ``shared`` (a :class:`warmcast.verdicts.SharedVerdicts`), once per deployment and hour for every
+    process that shares it: a versioned model's verdict is read there before judging, written after."""
     window = fit_window(frame)
     end = window.index[-1] if len(window) else None
-    key = (deployment, id(model), str(getattr(model, "version", "")), end)
+    version = str(getattr(model, "version", ""))
+    key = (deployment, id(model), version, end)
     cached = _verdicts.get(key)
     # the entry holds the model itself: an id is reused once its object is gone, and a new model at
     # an old one's address took the old one's verdict (a suite run served a model judged worse)
     if cached is None or cached[0] is not model:
         if len(_verdicts) > 256:
             _verdicts.clear()
-        _verdicts[key] = cached = (model, judge(model, window, who))
+        named = f"{who}|{version}|{end}" if shared is not None and version else None
+        verdict = shared.get(deployment, named) if named else None
+        if verdict is None:
+            verdict = judge(model, window, who)
+            if named:
+                shared.put(deployment, named, verdict)
+        _verdicts[key] = cached = (model, verdict)
     return cached[1]
 
 
-def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=None, clients=None) -> Resolution:
+def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=None, clients=None,
+            shared=None) -> Resolution:
     """Which model answers for ``deployment`` given its recent load ``frame``, and why.
     ``shipped``: the pretrained model to judge (default: the shipped default model); ``clients``:
-    reads the deployment's client series when the fleet model forecasts (``live.serving_clients``)."""
+    reads the deployment's client series when the fleet model forecasts (``live.serving_clients``);
+    ``shared``: verdicts other processes judged (:func:`_judged`)."""
     from forecaster.global_lstm.answer import fleet_resolution
 
     champ, problems = registry.champion_model(deployment)
@@ -144,7 +156,7 @@ def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=No
     trained = by_validation(registry, deployment, skipped)
     if trained is not None:
         return trained
-    unseen = _fleet_unseen(registry, deployment, frame, clients)
+    unseen = _fleet_unseen(registry, deployment, frame, clients, shared)
     if unseen is not None and unseen.source == "fleet":
         return unseen
     skipped += f"; {unseen.why}" if unseen is not None else ""
@@ -158,14 +170,15 @@ def resolve(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=No
         return Resolution(None, "baselines", f"no trained model for {deployment!r}{skipped}; the shipped default "
                                              f"model forecasts {step}-minute steps and this deployment is stored in "
                                              f"{resolution(frame)}-minute bins")
-    wins, why = _judged(deployment, shipped, frame)
+    wins, why = _judged(deployment, shipped, frame, shared=shared)
     prefix = f"no trained model for {deployment!r}{skipped}; "
     if wins:
         return Resolution(shipped, "shipped", prefix + why)
     return Resolution(None, "baselines", prefix + why)
 
 
-def _fleet_unseen(registry: Registry, deployment: str, frame: pd.DataFrame, clients) -> Resolution | None:
+def _fleet_unseen(registry: Registry, deployment: str, frame: pd.DataFrame, clients,
+                  shared=None) -> Resolution | None:
     """For a deployment the fleet model was never trained on (nor the deployment itself): the fleet
     model on its own total, judged on the deployment's recent data as the shipped model is (a new
     deployment gets a forecast from the fleet's model on its first day, issue 43); None without one."""
@@ -178,7 +191,7 @@ def _fleet_unseen(registry: Registry, deployment: str, frame: pd.DataFrame, clie
     if len(frame) > 1 and resolution(frame) != step:
         return Resolution(None, "baselines", f"the fleet model forecasts {step}-minute steps and {deployment!r} is "
                                              f"stored in {resolution(frame)}-minute bins")
-    wins, why = _judged(deployment, answer.model, frame, f"fleet model {answer.version}")
+    wins, why = _judged(deployment, answer.model, frame, f"fleet model {answer.version}", shared)
     text = f"{answer.how}, never trained on {deployment!r}: {why}"
     return Resolution(answer, "fleet", text) if wins else Resolution(None, "baselines", text)
 
@@ -219,11 +232,11 @@ def _serving_baselines(r: Resolution) -> tuple[list, int | None]:
     return chosen + [b for b in judge_baselines() if b.name != chosen[0].name], None
 
 
-def resolve_forecaster(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=None, clients=None
-                       ) -> tuple[FallbackForecaster, Resolution]:
+def resolve_forecaster(registry: Registry, deployment: str, frame: pd.DataFrame, shipped=None, clients=None,
+                       shared=None) -> tuple[FallbackForecaster, Resolution]:
     """The resolved model wrapped in the fallback rules, its baselines fitted where they will
-    answer: what the CLI, the API and the workers forecast with."""
-    r = resolve(registry, deployment, frame, shipped, clients)
+    answer: what the CLI, the API and the workers forecast with (``shared``: :func:`resolve`'s)."""
+    r = resolve(registry, deployment, frame, shipped, clients, shared)
     baselines, rank_hours = _serving_baselines(r)
     fb = FallbackForecaster(r.model, baselines=baselines, primary_note=r.why,
                             max_age=CHAMPION_MAX_AGE if r.source in ("champion", "fleet") else None,

@@ -100,3 +100,33 @@ def test_a_verdict_cached_for_a_gone_model_is_not_given_to_a_new_one_at_its_addr
     finally:
         resolver._verdicts.pop(key, None)
     assert not wins and "does not beat" in why
+
+
+def test_a_verdict_is_judged_once_per_hour_for_every_process_that_shares_it(redis_client, key_prefix, tmp_path):
+    """Issue 44: each worker process judged every deployment itself, once an hour, about a quarter
+    of a CPU-second each.  With shared verdicts the first process writes its verdict and the next
+    (here: this process with its own cache emptied) reads it; unreadable entries are judged again."""
+    from forecaster import resolver
+    from warmcast.verdicts import SharedVerdicts
+
+    shared = SharedVerdicts(redis_client, key_prefix)
+    good = Scaled(FRAME["requests"], 1.0)
+    end = resolver.fit_window(FRAME).index[-1]
+    named = f"the shipped default model|{good.version}|{end}"
+    resolver._verdicts.clear()
+    wins, why = resolver._judged("dep", good, FRAME, shared=shared)
+    assert wins and shared.get("dep", named) == (True, why)
+    assert 0 < redis_client.ttl(f"{key_prefix}:verdicts:dep") <= 7200
+    # another process: its own cache empty, the verdict planted as the first process wrote it
+    resolver._verdicts.clear()
+    shared.put("dep", named, (True, "judged by the other process"))
+    assert resolver._judged("dep", good, FRAME, shared=shared) == (True, "judged by the other process")
+    resolver._verdicts.clear()
+    r = resolve(Registry(tmp_path), "dep", FRAME, shipped=good, shared=shared)
+    assert r.source == "shipped" and "judged by the other process" in r.why
+    # what this code did not write is judged again, and overwritten
+    resolver._verdicts.clear()
+    redis_client.hset(f"{key_prefix}:verdicts:dep", named, "not json")
+    wins, why = resolver._judged("dep", good, FRAME, shared=shared)
+    assert wins and "beats the baselines" in why and shared.get("dep", named) == (True, why)
+    resolver._verdicts.clear()

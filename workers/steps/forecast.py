@@ -145,8 +145,11 @@ def _model_for(ctx: Ctx, dep: str, frame: pd.DataFrame):
         return cached[1]
     from forecaster.live import serving_clients
 
+    from warmcast.verdicts import SharedVerdicts
+
     clients = serving_clients(ctx.store, dep, ctx.settings.forecast_history_days)
-    fb, _ = resolve_forecaster(reg, dep, frame, clients=clients)
+    # a verdict another process judged this hour is read, not judged again (issue 44)
+    fb, _ = resolve_forecaster(reg, dep, frame, clients=clients, shared=SharedVerdicts(ctx.r, ctx.prefix))
     metrics.MODEL_RESOLUTIONS.inc()
     ctx.cache[key] = (version, fb, time.time())
     return fb
