@@ -235,7 +235,7 @@ def _fitted_model(ctx: ApiContext, dep: str, frame: pd.DataFrame):
         ctx.cache.pop(k, None)  # one fitted model per deployment is enough
     from forecaster.live import serving_clients
 
-    from warmcast.verdicts import SharedVerdicts
+    from forecaster.verdicts import SharedVerdicts
 
     clients = serving_clients(ctx.store, dep, ctx.settings.forecast_history_days)
     fb, resolution = resolve_forecaster(Registry(ctx.settings.models_dir), dep, frame, clients=clients,

@@ -21,6 +21,7 @@ carries that reason in its note, so the three callers answer the same with the s
 from __future__ import annotations
 
 import functools
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,8 @@ from forecaster.registry import DEFAULT_DEPLOYMENT, SHIPPED_DIR, ArtifactError, 
 from warmcast.errors import NotFoundError
 
 JUDGE_HOURS = 6  # the shipped model is scored on the deployment's last hours...
-JUDGE_STEP_MIN = 30  # ...at origins this far apart, leads 1..30
+JUDGE_STEP_MIN = 30  # ...at origins this far apart, leads 1..30...
+JUDGE_EVERY_H = 6  # ...judged again once its window has moved on by that many hours (judge_window)
 CHAMPION_MAX_AGE = pd.Timedelta(days=14)  # a deployment's own model older than this is stale
 
 
@@ -109,15 +111,29 @@ def fit_window(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.loc[frame.index < origin.floor("h")]
 
 
+def judge_window(frame: pd.DataFrame, deployment: str) -> pd.DataFrame:
+    """The part of a serving history a pretrained model is judged on: the bins before the newest
+    boundary of this deployment's JUDGE_EVERY_H-hour period.  A judgement costs about a quarter of a
+    CPU-second; at thousands of deployments, once an hour was most of a core, and every deployment
+    judged at the top of the hour held the loop's ticks back (issue 44).  Each deployment's period
+    starts at its own minute (a hash of its name), so the judgements are spread over the hours."""
+    if not len(frame):
+        return frame
+    period = JUDGE_EVERY_H * 60
+    offset = pd.Timedelta(minutes=zlib.crc32(deployment.encode()) % period)
+    origin = frame.index[-1] + pd.Timedelta(minutes=resolution(frame))
+    return frame.loc[frame.index < (origin - offset).floor(f"{JUDGE_EVERY_H}h") + offset]
+
+
 _verdicts: dict[tuple, tuple[Any, tuple[bool, str]]] = {}   # key -> (the model judged, its verdict)
 
 
 def _judged(deployment: str, model, frame: pd.DataFrame, who: str = "the shipped default model",
             shared=None) -> tuple[bool, str]:
-    """judge() on the fit window, once per deployment and hour (the API resolves every minute); with
-    ``shared`` (a :class:`warmcast.verdicts.SharedVerdicts`), once per deployment and hour for every
-    process that shares it: a versioned model's verdict is read there before judging, written after."""
-    window = fit_window(frame)
+    """judge() on the judge window, once per deployment and period (the API resolves every minute);
+    with ``shared`` (a :class:`forecaster.verdicts.SharedVerdicts`), once per deployment and period for
+    every process that shares it: a versioned model's verdict is read there before judging, written after."""
+    window = judge_window(frame, deployment)
     end = window.index[-1] if len(window) else None
     version = str(getattr(model, "version", ""))
     key = (deployment, id(model), version, end)
@@ -125,7 +141,7 @@ def _judged(deployment: str, model, frame: pd.DataFrame, who: str = "the shipped
     # the entry holds the model itself: an id is reused once its object is gone, and a new model at
     # an old one's address took the old one's verdict (a suite run served a model judged worse)
     if cached is None or cached[0] is not model:
-        if len(_verdicts) > 256:
+        if len(_verdicts) > 20_000:   # a worker's deployments, each with a model or two
             _verdicts.clear()
         named = f"{who}|{version}|{end}" if shared is not None and version else None
         verdict = shared.get(deployment, named) if named else None

@@ -92,7 +92,7 @@ def test_a_verdict_cached_for_a_gone_model_is_not_given_to_a_new_one_at_its_addr
     from forecaster import resolver
 
     bad = Scaled(FRAME["requests"], 5.0)
-    window_end = resolver.fit_window(FRAME).index[-1]
+    window_end = resolver.judge_window(FRAME, "newdep").index[-1]
     key = ("newdep", id(bad), bad.version, window_end)
     resolver._verdicts[key] = (Scaled(FRAME["requests"], 1.0), (True, "stale verdict of another model"))
     try:
@@ -107,16 +107,16 @@ def test_a_verdict_is_judged_once_per_hour_for_every_process_that_shares_it(redi
     of a CPU-second each.  With shared verdicts the first process writes its verdict and the next
     (here: this process with its own cache emptied) reads it; unreadable entries are judged again."""
     from forecaster import resolver
-    from warmcast.verdicts import SharedVerdicts
+    from forecaster.verdicts import SharedVerdicts
 
     shared = SharedVerdicts(redis_client, key_prefix)
     good = Scaled(FRAME["requests"], 1.0)
-    end = resolver.fit_window(FRAME).index[-1]
+    end = resolver.judge_window(FRAME, "dep").index[-1]
     named = f"the shipped default model|{good.version}|{end}"
     resolver._verdicts.clear()
     wins, why = resolver._judged("dep", good, FRAME, shared=shared)
     assert wins and shared.get("dep", named) == (True, why)
-    assert 0 < redis_client.ttl(f"{key_prefix}:verdicts:dep") <= 7200
+    assert 0 < redis_client.ttl(f"{key_prefix}:verdicts:dep") <= (resolver.JUDGE_EVERY_H + 1) * 3600
     # another process: its own cache empty, the verdict planted as the first process wrote it
     resolver._verdicts.clear()
     shared.put("dep", named, (True, "judged by the other process"))
@@ -130,3 +130,20 @@ def test_a_verdict_is_judged_once_per_hour_for_every_process_that_shares_it(redi
     wins, why = resolver._judged("dep", good, FRAME, shared=shared)
     assert wins and "beats the baselines" in why and shared.get("dep", named) == (True, why)
     resolver._verdicts.clear()
+
+
+def test_a_deployment_is_judged_again_once_its_period_moves_and_deployments_at_their_own_minutes():
+    """Issue 44: judged hourly, every deployment was judged at the top of the hour, all at once, and
+    at thousands of deployments the judgements took most of a core.  Each deployment's window now
+    moves every JUDGE_EVERY_H hours, at a minute of its own."""
+    from forecaster.resolver import JUDGE_EVERY_H, judge_window
+
+    ends = {}
+    for name in ("a", "b", "chat-eu", "chat-us"):
+        seen = [judge_window(FRAME.iloc[:n], name).index[-1] for n in range(DAY + 60, len(FRAME), 7)]
+        moves = [t for prev, t in zip(seen, seen[1:]) if t != prev]
+        gaps = {b - a for a, b in zip(moves, moves[1:])}
+        assert gaps == {pd.Timedelta(hours=JUDGE_EVERY_H)}, (name, gaps)
+        assert all(t < FRAME.index[n] for t, n in zip(seen, range(DAY + 60, len(FRAME), 7)))   # the past only
+        ends[name] = moves[0].minute + 60 * (moves[0].hour % JUDGE_EVERY_H)
+    assert len(set(ends.values())) == len(ends), ends   # four deployments, four minutes of the period

@@ -145,7 +145,7 @@ def _model_for(ctx: Ctx, dep: str, frame: pd.DataFrame):
         return cached[1]
     from forecaster.live import serving_clients
 
-    from warmcast.verdicts import SharedVerdicts
+    from forecaster.verdicts import SharedVerdicts
 
     clients = serving_clients(ctx.store, dep, ctx.settings.forecast_history_days)
     # a verdict another process judged this hour is read, not judged again (issue 44)

@@ -2,18 +2,21 @@
 
 Where no trained model serves a deployment, the resolver judges a pretrained one (the shipped
 model, the fleet model on a deployment it never saw) by backtesting it on the deployment's last
-hours (``forecaster.resolver.judge``): about a quarter of a CPU-second, once per deployment and hour.
-Each worker process judged for itself, and a shard's deployments move between processes, so
-every process paid for every deployment.  The first process to judge writes the verdict here,
-under the model's version and the fit window's end; the others read it.  A verdict expires after
-two hours: the next hour's window asks again anyway.
+hours (``forecaster.resolver.judge``): about a quarter of a CPU-second, once per deployment and
+judge period (``forecaster.resolver.judge_window``).  Each worker process judged for itself, and a
+shard's deployments move between processes, so every process paid for every deployment.  The first
+process to judge writes the verdict here, under the model's version and the judge window's end;
+the others read it.  A deployment's verdicts expire a period after the last one written: the next
+period's window asks again anyway.
 """
 from __future__ import annotations
 
 import json
 from typing import Any
 
-TTL_S = 7200
+from forecaster.resolver import JUDGE_EVERY_H
+
+TTL_S = (JUDGE_EVERY_H + 1) * 3600
 
 
 class SharedVerdicts:
