@@ -42,6 +42,20 @@ def _new_session_at(pid: int, tries: int = 200) -> subprocess.Popen:
     pytest.fail(f"the kernel never handed out pid {pid} again in {tries} tries")
 
 
+def _stopping_spares_the_next_at_its_pid(server: LocalServer, pid: int) -> None:
+    """A new process gets ``pid``; ``server``, whose process is gone, sees it gone and stops it not."""
+    bystander = _new_session_at(pid)
+    try:
+        assert not server.alive
+        server.stop(grace_s=1)
+        server.kill_hard()
+        time.sleep(0.2)
+        assert bystander.poll() is None, f"stop() killed pid {bystander.pid}, a process it never started"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
 @pytest.mark.parametrize("how", ["exited by itself", "stopped before"])
 def test_stop_after_the_leader_was_reaped_spares_the_process_that_got_its_pid(tmp_path, how):
     s = _server(tmp_path, "exit 3" if how == "exited by itself" else "sleep 300").start()
@@ -51,15 +65,7 @@ def test_stop_after_the_leader_was_reaped_spares_the_process_that_got_its_pid(tm
     while s.alive and time.monotonic() < deadline:   # `alive` polls: the exited leader is reaped here
         time.sleep(0.05)
     assert not s.alive
-    bystander = _new_session_at(s.pid)
-    try:
-        s.stop(grace_s=1)
-        s.kill_hard()
-        time.sleep(0.2)
-        assert bystander.poll() is None, f"stop() killed pid {bystander.pid}, a process it never started"
-    finally:
-        bystander.kill()
-        bystander.wait()
+    _stopping_spares_the_next_at_its_pid(s, s.pid)
 
 
 def test_an_adopted_server_whose_pid_went_to_a_new_process_is_gone_and_stop_spares_it(tmp_path):
@@ -69,16 +75,7 @@ def test_an_adopted_server_whose_pid_went_to_a_new_process_is_gone_and_stop_spar
     adopted = LocalServer(tmp_path, {}, port=first.port, python=tmp_path / "python", stop_at_exit=False)
     assert adopted.adopt(first.pid, first.started_wall) and adopted.alive
     first.stop(grace_s=5)
-    bystander = _new_session_at(first.pid)
-    try:
-        assert not adopted.alive
-        adopted.stop(grace_s=1)
-        adopted.kill_hard()
-        time.sleep(0.2)
-        assert bystander.poll() is None, f"stop() killed pid {bystander.pid}, a process it never started"
-    finally:
-        bystander.kill()
-        bystander.wait()
+    _stopping_spares_the_next_at_its_pid(adopted, first.pid)
 
 
 def test_stop_ends_the_whole_group_also_children_that_outlive_the_leader(tmp_path):
