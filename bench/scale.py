@@ -205,7 +205,7 @@ def run_mode(tmp: Path, label: str, names: list[str], shards: int, workers: int,
     total = sum(cpu.values())
     return {"mode": label, "shards": shards, "workers": workers, "deployments": len(names), "minutes": minutes,
             "load_at_window_start": round(load, 2), "load_at_window_end": round(load_end, 2),
-            "cpu_s": cpu, "cpu_s_total": round(total, 2),
+            "window_start": time.strftime(SLOT, time.gmtime(t0)), "cpu_s": cpu, "cpu_s_total": round(total, 2),
             "cpu_ms_per_deployment_minute": round(1000 * total / len(names) / minutes, 2),
             "cpu_ms_per_deployment_minute_by_step": {k: round(1000 * (v - sa.get(k, 0.0)) / len(names) / minutes, 2)
                                                      for k, v in sorted(sb.items()) if v - sa.get(k, 0.0) > 0},
@@ -242,11 +242,32 @@ def report(res: dict[str, Any], load: float) -> None:
             print(f"models resolved in the window, {m['mode']}: {m['model_resolutions']} "
                   f"({m['model_resolutions'] / m['deployments']:.2f} per deployment; steady state: "
                   f"{m['workers'] * m['minutes'] / 60:.2f} at most, one per worker process and hour)")
+    print(hour_note(base, ours))
     ratio = ours["cpu_ms_per_deployment_minute"] / base["cpu_ms_per_deployment_minute"]
     print(f"sharded / per-deployment CPU per deployment-minute: {ratio:.2f}x; load average {load:.2f} when the "
           f"run began")
     print(f"Not the issue's acceptance run (10,000 deployments x 15 minutes, two workers, a quiet machine): "
           f"{res['deployments']} deployments x {res['minutes']} minutes; no verdict on its targets is given here.")
+
+
+def holds_top_of_hour(m: dict[str, Any]) -> bool | None:
+    """Whether the window held a top of the hour (the hourly tasks and models' re-resolution ran in
+    it); None for a run saved before windows were recorded."""
+    if "window_start" not in m:
+        return None
+    start = calendar.timegm(time.strptime(m["window_start"], SLOT))
+    return start % 3600 == 0 or start // 3600 != (start + 60 * m["minutes"] - 1) // 3600
+
+
+def hour_note(base: dict[str, Any], ours: dict[str, Any]) -> str:
+    held = {m["mode"]: holds_top_of_hour(m) for m in (base, ours)}
+    if None in held.values():
+        return "top of the hour in the windows: not recorded in this run"
+    said = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in held.items())
+    if len(set(held.values())) > 1:
+        return (f"top of the hour in the window: {said}; NOT LIKE FOR LIKE: the hourly tasks (expire) and every "
+                "deployment's hourly model re-resolution ran in one window only")
+    return f"top of the hour in the window: {said}"
 
 
 def step_check(m: dict[str, Any]) -> str:

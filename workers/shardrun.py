@@ -77,17 +77,37 @@ def run_alert_check(ctx: Ctx, deployment: str, tick: str = "", run_id: str = "")
     return {"deployment": deployment, "escalated": [o.as_dict() for o in alerts_step.check(ctx, deployment)]}
 
 
-def prime_forecasts(ctx: Ctx, names: list[str]) -> None:
-    """The shard's fleet-served deployments forecast in one batched call before each one's step."""
-    calls = forecast_step.prime(ctx, names)
+class Meter:
+    """Adds the running thread's CPU since its last call to a kind's counter.  A shard's task runs
+    long (after a start, its forecast primer alone resolves every deployment's model, minutes of
+    CPU): counted as it goes, a window that reads the counter sees its own part, not one lump."""
+
+    def __init__(self, counter: Any) -> None:
+        self.counter, self.mark = counter, time.thread_time()
+
+    def __call__(self) -> None:
+        now = time.thread_time()
+        self.counter.inc(max(0.0, now - self.mark))
+        self.mark = now
+
+
+def prime_forecasts(ctx: Ctx, names: list[str], meter: Callable[[], None]) -> None:
+    """The shard's deployments a shared model serves, forecast in one batched call per model before
+    each one's step."""
+    calls = forecast_step.prime(ctx, names, meter=meter)
     if calls:
-        log.debug("forecast shard: %d batched fleet call(s) for %d deployments", calls, len(names))
+        log.debug("forecast shard: %d batched call(s) for %d deployments", calls, len(names))
+
+
+def prime_scrapes(ctx: Ctx, names: list[str], meter: Callable[[], None]) -> None:
+    signals_step.prime(ctx, names)   # a few queries for the whole shard: counted when they are done
 
 
 Runner = Callable[..., dict]
 # work a shard does once for all its deployments before each one's step (a failure here is logged
 # and each step then does its own work, as a per-deployment task would)
-PRIMERS: dict[str, Callable[[Ctx, list[str]], Any]] = {"forecast": prime_forecasts, "scrape": signals_step.prime}
+PRIMERS: dict[str, Callable[[Ctx, list[str], Callable[[], None]], Any]] = {"forecast": prime_forecasts,
+                                                                           "scrape": prime_scrapes}
 RUNNERS: dict[str, Runner] = {"scrape": run_scrape, "ingest": run_ingest, "forecast": run_forecast,
                               "plan": run_plan, "expire": run_expire, "alerts": run_alert_check}
 
@@ -126,14 +146,14 @@ def run_shard(ctx: Ctx, kind: str, shard: int, shards: int, tick: str, run_id: s
         raise ValueError(f"no shard runner for kind {kind!r}; known: {sorted(RUNNERS)}")
     names = list(only) if only else [d.name for d in members(ctx.deployments(), shard, shards)]
     out, until = ShardResult(kind, shard), deadline(ctx, kind, tick)
-    cpu, t_cpu = metrics.STEP_CPU.labels(kind), time.thread_time()
+    meter = Meter(metrics.STEP_CPU.labels(kind))
     if kind in PRIMERS:
         try:
-            PRIMERS[kind](ctx, names)
+            PRIMERS[kind](ctx, names, meter)
         except Exception:  # noqa: BLE001 - an optimisation: each deployment's own step still runs
             log.warning("shard %d: %s primer failed; each deployment runs on its own", shard, kind, exc_info=True)
     for i, name in enumerate(names):
-        t_cpu = _count(cpu, t_cpu)   # counted as it goes: a shard's task runs long, a window sees its part
+        meter()
         if until is not None and time.time() > until:
             out.late = names[i:]
             dropped.note(ctx, dropped.SHARD, {"kind": kind, "shard": shard, "shards": shards, "tick": tick,
@@ -150,12 +170,5 @@ def run_shard(ctx: Ctx, kind: str, shard: int, shards: int, tick: str, run_id: s
             out.failed[name] = repr(err)[:300]
             log.error("shard %d: %s of %s failed", shard, kind, name, exc_info=True,
                       extra={"event": {"task": task, "deployment": name, "shard": shard, "error": repr(err)}})
-    _count(cpu, t_cpu)
+    meter()
     return out
-
-
-def _count(cpu: Any, since: float) -> float:
-    """Add this thread's CPU since ``since`` to the kind's counter; the new mark."""
-    now = time.thread_time()
-    cpu.inc(max(0.0, now - since))
-    return now

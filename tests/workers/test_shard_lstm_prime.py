@@ -3,6 +3,8 @@ model, which every deployment without a trained model of its own shares) in one 
 each deployment's step stores what it would have stored on its own."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 
@@ -35,7 +37,9 @@ def test_a_shard_forecasts_the_deployments_the_shipped_lstm_serves_in_one_batche
 
     one = {d: forecast.step(ctx, d).doc for d in names}   # per deployment, as the plain tasks run
     shard = Ctx(settings, WorkerOptions(simulate=True), redis_client)   # another worker process's caches
-    assert forecast.prime(shard, names) >= 1
+    metered: list[str] = []   # the shard counts its CPU as the primer goes, deployment by deployment
+    assert forecast.prime(shard, names, meter=lambda: metered.append("once")) >= 1
+    assert len(metered) == len(names)
     served = {d: shard.cache[("model", d)][1].primary for d in names}
     lstm = [d for d in names if isinstance(served[d], LSTMForecaster)]
     assert len(lstm) >= 2, {d: shard.cache[("model", d)][1].primary_note for d in names}
@@ -69,3 +73,20 @@ def test_a_primed_answer_serves_only_the_exact_tail_it_was_made_from():
     assert not model.primed and kept.origin == fresh.origin
     assert not np.allclose(kept.quantiles[0.5], fresh.quantiles[0.5])
     np.testing.assert_allclose(kept.quantiles[0.5], model.predict(h).quantiles[0.5], rtol=1e-5)
+
+
+def test_a_meter_adds_the_threads_cpu_as_it_goes():
+    from prometheus_client import CollectorRegistry, Counter
+
+    from workers.shardrun import Meter
+
+    counter = Counter("burn_cpu_seconds", "test", registry=CollectorRegistry())
+    meter = Meter(counter)
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < 0.05:
+        sum(range(1000))
+    meter()
+    first = counter._value.get()
+    assert 0.05 <= first < 0.5
+    meter()
+    assert counter._value.get() - first < 0.01   # only what ran since the last call

@@ -9,7 +9,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -81,12 +81,14 @@ def history_cache(ctx: Ctx):
     return ctx.cache.get("history") or ctx.cache.setdefault("history", HistoryCache(ctx.store, max_deployments=n))
 
 
-def prime(ctx: Ctx, deployments: list[str], now: Optional[datetime] = None) -> int:
+def prime(ctx: Ctx, deployments: list[str], now: Optional[datetime] = None,
+          meter: Callable[[], None] = lambda: None) -> int:
     """Before a shard forecasts its deployments one by one: the ones a shared model serves are
     forecast in one batched call per model and horizon (the fleet model, and a per-deployment LSTM
     such as the shipped one, which many deployments share), each deployment's step then answering
     from its part (issue 44); returns the batched calls made.  Nothing is stored here: each step
-    stores its own, through the same fallback rules."""
+    stores its own, through the same fallback rules.  ``meter`` is called after each deployment
+    (``workers.shardrun.Meter``: the CPU counted as it goes)."""
     from forecaster.global_lstm.answer import FleetAnswer, prime as prime_fleet
     from forecaster.lstm.model import LSTMForecaster
     from warmcast.forecast import DEFAULT_QUANTILES
@@ -95,6 +97,7 @@ def prime(ctx: Ctx, deployments: list[str], now: Optional[datetime] = None) -> i
     fleet: dict[int, list] = {}   # horizon -> [(answer, frame)]
     own: dict[tuple, tuple[LSTMForecaster, dict]] = {}   # (model, horizon) -> (model, {deployment: frame})
     for dep in deployments:
+        meter()
         frame, _ = _live_history(ctx, dep, now)
         if frame is None:
             continue
