@@ -140,7 +140,8 @@ def serving_history(store, deployment: str, days: float, cache=None) -> pd.DataF
     ``days`` before the top of the hour the newest stored bin ends in, through that bin.  Counted from
     the data, not the wall clock, and the same for all of them, so that they answer alike (issue 46:
     the CLI read everything stored, the API whole calendar days, the workers 7 days back from now).
-    The models are fitted on the part before that hour (:func:`forecaster.resolver.fit_window`).
+    The models are fitted on the part before the start of the deployment's hour, which starts at a
+    minute of its own (:func:`forecaster.resolver.fit_window`).
     ``cache``: a :class:`warmcast.history.HistoryCache` a process keeps (the same frame, read from the
     store only where a day changed)."""
     from warmcast.errors import NotFoundError

@@ -101,28 +101,32 @@ def judge(model, frame: pd.DataFrame, who: str = "the shipped default model") ->
                   f"{verdict} the baselines ({others})")
 
 
-def fit_window(frame: pd.DataFrame) -> pd.DataFrame:
-    """The part of a serving history that models are fitted and judged on: the bins before the top of
-    the hour its forecast starts in.  A server that keeps a fit for the hour and a command that fits
-    now then fit on the same bins, and answer alike (issue 46)."""
-    if not len(frame):
-        return frame
-    origin = frame.index[-1] + pd.Timedelta(minutes=resolution(frame))
-    return frame.loc[frame.index < origin.floor("h")]
+def fit_window(frame: pd.DataFrame, deployment: str = "") -> pd.DataFrame:
+    """The part of a serving history that models are fitted on: the bins before the newest start of
+    the deployment's hour.  A server that keeps a fit for the hour and a command that fits now then
+    fit on the same bins, and answer alike (issue 46).  Each deployment's hour starts at a minute of
+    its own (a hash of its name; "" on the hour): all of them refitting at the top of the hour held
+    the loop's ticks back at thousands of deployments (issue 44)."""
+    return _before_period(frame, deployment, 1)
 
 
 def judge_window(frame: pd.DataFrame, deployment: str) -> pd.DataFrame:
     """The part of a serving history a pretrained model is judged on: the bins before the newest
-    boundary of this deployment's JUDGE_EVERY_H-hour period.  A judgement costs about a quarter of a
-    CPU-second; at thousands of deployments, once an hour was most of a core, and every deployment
-    judged at the top of the hour held the loop's ticks back (issue 44).  Each deployment's period
-    starts at its own minute (a hash of its name), so the judgements are spread over the hours."""
+    start of this deployment's JUDGE_EVERY_H-hour period.  A judgement costs about a quarter of a
+    CPU-second; at thousands of deployments, once an hour was most of a core (issue 44)."""
+    return _before_period(frame, deployment, JUDGE_EVERY_H)
+
+
+def _before_period(frame: pd.DataFrame, deployment: str, hours: int) -> pd.DataFrame:
+    """The bins before the newest start of ``deployment``'s ``hours``-hour period, which starts at a
+    minute of its own (CRC-32 of its name, a whole number of the series' bins) so that thousands of
+    deployments do not all refit or judge in the same minute."""
     if not len(frame):
         return frame
-    period = JUDGE_EVERY_H * 60
-    offset = pd.Timedelta(minutes=zlib.crc32(deployment.encode()) % period)
-    origin = frame.index[-1] + pd.Timedelta(minutes=resolution(frame))
-    return frame.loc[frame.index < (origin - offset).floor(f"{JUDGE_EVERY_H}h") + offset]
+    res = resolution(frame)
+    offset = pd.Timedelta(minutes=zlib.crc32(deployment.encode()) % (hours * 60) // res * res)
+    origin = frame.index[-1] + pd.Timedelta(minutes=res)
+    return frame.loc[frame.index < (origin - offset).floor(f"{hours}h") + offset]
 
 
 _verdicts: dict[tuple, tuple[Any, tuple[bool, str]]] = {}   # key -> (the model judged, its verdict)
@@ -258,7 +262,7 @@ def resolve_forecaster(registry: Registry, deployment: str, frame: pd.DataFrame,
                             max_age=CHAMPION_MAX_AGE if r.source in ("champion", "fleet") else None,
                             primary_missing_reason=r.why)
     if fb.why_not_primary(frame) is not None:
-        fb.fit(fit_window(frame), rank_hours=rank_hours)
+        fb.fit(fit_window(frame, deployment), rank_hours=rank_hours)
     return fb, r
 
 
@@ -273,5 +277,5 @@ def serving_key(registry: Registry, deployment: str, frame: pd.DataFrame) -> tup
         fleet = fleet_registry(registry).champion(FLEET)
     except ArtifactError:
         champion = trained = fleet = None  # an unreadable index: resolved (and said) by the resolver
-    window = fit_window(frame)
+    window = fit_window(frame, deployment)
     return champion, trained, fleet, window.index[-1] if len(window) else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import pandas as pd
 
 from forecaster.base import DAY
@@ -132,18 +133,23 @@ def test_a_verdict_is_judged_once_per_hour_for_every_process_that_shares_it(redi
     resolver._verdicts.clear()
 
 
-def test_a_deployment_is_judged_again_once_its_period_moves_and_deployments_at_their_own_minutes():
-    """Issue 44: judged hourly, every deployment was judged at the top of the hour, all at once, and
-    at thousands of deployments the judgements took most of a core.  Each deployment's window now
-    moves every JUDGE_EVERY_H hours, at a minute of its own."""
-    from forecaster.resolver import JUDGE_EVERY_H, judge_window
+@pytest.mark.parametrize("which", ["judge", "fit"])
+def test_a_deployments_window_moves_once_a_period_at_a_minute_of_its_own(which):
+    """Issue 44: every deployment judged its pretrained model and refitted its fallback at the top of
+    the hour, all at once; at thousands of deployments the judgements alone took most of a core.  A
+    deployment's judge window now moves every JUDGE_EVERY_H hours, its fit window every hour, each at
+    a minute of the deployment's own ("" keeps the top of the hour)."""
+    from forecaster.resolver import JUDGE_EVERY_H, fit_window, judge_window
 
+    window, hours = (judge_window, JUDGE_EVERY_H) if which == "judge" else (fit_window, 1)
     ends = {}
-    for name in ("a", "b", "chat-eu", "chat-us"):
-        seen = [judge_window(FRAME.iloc[:n], name).index[-1] for n in range(DAY + 60, len(FRAME), 7)]
+    for name in ("a", "b", "chat-eu", "chat-us", ""):
+        cuts = range(DAY + 60, len(FRAME), 7)
+        seen = [window(FRAME.iloc[:n], name).index[-1] for n in cuts]
+        assert all(t < FRAME.index[n - 1] + pd.Timedelta(minutes=1) for t, n in zip(seen, cuts))   # the past only
         moves = [t for prev, t in zip(seen, seen[1:]) if t != prev]
         gaps = {b - a for a, b in zip(moves, moves[1:])}
-        assert gaps == {pd.Timedelta(hours=JUDGE_EVERY_H)}, (name, gaps)
-        assert all(t < FRAME.index[n] for t, n in zip(seen, range(DAY + 60, len(FRAME), 7)))   # the past only
-        ends[name] = moves[0].minute + 60 * (moves[0].hour % JUDGE_EVERY_H)
-    assert len(set(ends.values())) == len(ends), ends   # four deployments, four minutes of the period
+        assert gaps == {pd.Timedelta(hours=hours)}, (name, gaps)
+        ends[name] = (moves[0] + pd.Timedelta(minutes=1)).minute + 60 * (moves[0].hour % hours)
+    assert ends[""] % 60 == 0   # no name: on the hour, as before
+    assert len(set(ends.values())) == len(ends), ends   # five deployments, five minutes of the period
