@@ -234,7 +234,6 @@ def _fitted_model(ctx: ApiContext, dep: str, frame: pd.DataFrame):
     for k in [k for k in list(ctx.cache) if isinstance(k, tuple) and k[:2] == ("model", dep)]:
         ctx.cache.pop(k, None)  # one fitted model per deployment is enough
     from forecaster.live import serving_clients
-
     from forecaster.verdicts import SharedVerdicts
 
     clients = serving_clients(ctx.store, dep, ctx.settings.forecast_history_days)

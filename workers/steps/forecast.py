@@ -147,11 +147,10 @@ def _model_for(ctx: Ctx, dep: str, frame: pd.DataFrame):
     if cached and cached[0] == version:
         return cached[1]
     from forecaster.live import serving_clients
-
     from forecaster.verdicts import SharedVerdicts
 
     clients = serving_clients(ctx.store, dep, ctx.settings.forecast_history_days)
-    # a verdict another process judged this hour is read, not judged again (issue 44)
+    # a verdict another process judged in this judge period is read, not judged again (issue 44)
     fb, _ = resolve_forecaster(reg, dep, frame, clients=clients, shared=SharedVerdicts(ctx.r, ctx.prefix))
     metrics.MODEL_RESOLUTIONS.inc()
     ctx.cache[key] = (version, fb, time.time())
